@@ -1,0 +1,17 @@
+"""One small tree of user-facing errors; the CLI prints their message and exits 1."""
+
+
+class AccelsimError(Exception):
+    """Base of every error a user can cause (bad model, option, shape, file)."""
+
+
+class ShapeError(AccelsimError):
+    """A node was built with inputs whose shapes or dtypes the op cannot accept."""
+
+
+class GraphError(AccelsimError):
+    """A graph is malformed or asked for something it does not have."""
+
+
+class ModelError(AccelsimError):
+    """Unknown model name or bad model option."""

@@ -1,0 +1,317 @@
+"""Graph IR: a static-shape SSA dataflow DAG whose nodes are kept in topological order.
+
+Builders append nodes through `Var` handles (`y = F.log(x1) + x1 * x2 - F.sin(x2)`);
+every node's shape and dtype are inferred from the op registry when it is built.
+"""
+from __future__ import annotations
+
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from accelsim import ops as F
+from accelsim.errors import GraphError, ShapeError
+from accelsim.ops.registry import Shape, get_op
+
+PHASES = ("forward", "backward", "update")
+LEAF_OPS = ("input", "param", "const")
+FLOAT_DTYPES = ("float32", "float64")
+DTYPES = FLOAT_DTYPES + ("int64",)
+_DTYPE_ABBREV = {"float32": "f32", "float64": "f64", "int64": "i64"}
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One use of an op: produces one tensor of `shape` and `dtype`. Immutable."""
+
+    id: int
+    op: str
+    inputs: tuple[int, ...]
+    attrs: Mapping[str, Any]
+    shape: Shape
+    dtype: str
+    name: str
+    phase: str
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.op in LEAF_OPS
+
+    @property
+    def trainable(self) -> bool:
+        return self.op == "param" and bool(self.attrs.get("trainable", True))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Var:
+    """A handle on one node of a graph; arithmetic on Vars appends nodes."""
+
+    graph: Graph
+    id: int
+
+    @property
+    def node(self) -> Node:
+        return self.graph.nodes[self.id]
+
+    @property
+    def shape(self) -> Shape:
+        return self.graph.nodes[self.id].shape
+
+    @property
+    def dtype(self) -> str:
+        return self.graph.nodes[self.id].dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        n = self.node
+        return f"Var(%{n.id} {n.op} {n.name!r} {_type_str(n)})"
+
+    def __add__(self, other: Any) -> Var:
+        return F.add(self, other)
+
+    def __radd__(self, other: Any) -> Var:
+        return F.add(other, self)
+
+    def __sub__(self, other: Any) -> Var:
+        return F.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Var:
+        return F.sub(other, self)
+
+    def __mul__(self, other: Any) -> Var:
+        return F.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Var:
+        return F.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Var:
+        return F.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Var:
+        return F.div(other, self)
+
+    def __neg__(self) -> Var:
+        return F.neg(self)
+
+    def __pow__(self, exponent: float) -> Var:
+        return F.pow(self, exponent)
+
+    def __matmul__(self, other: Var) -> Var:
+        return F.matmul(self, other)
+
+    def reshape(self, *shape: int | tuple[int, ...]) -> Var:
+        return F.reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape)
+
+    def transpose(self, *axes: int) -> Var:
+        return F.transpose(self, axes or None)
+
+    def sum(self, axes: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Var:
+        return F.sum(self, axes, keepdims)
+
+    def mean(self, axes: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Var:
+        return F.mean(self, axes, keepdims)
+
+
+def _type_str(node: Node) -> str:
+    return f"{_DTYPE_ABBREV[node.dtype]}[{','.join(map(str, node.shape))}]"
+
+
+@dataclass
+class Graph:
+    """An append-only SSA DAG. Node ids are list positions, so ids are a topological order.
+
+    Leaf values (inputs, parameters, constants) come from initializer attrs drawn from a
+    per-name seeded RNG, so they are materialized only when a graph is evaluated.
+    """
+
+    name: str = "graph"
+    dtype: str = "float32"
+    seed: int = 0
+    nodes: list[Node] = field(default_factory=list)
+    outputs: dict[str, int] = field(default_factory=dict)
+    loss: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    _arrays: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _names: dict[str, int] = field(default_factory=dict, repr=False)
+    _phase: str = field(default="forward", repr=False)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in FLOAT_DTYPES:
+            raise GraphError(f"graph {self.name!r}: dtype must be one of {FLOAT_DTYPES}, got {self.dtype!r}")
+
+    # ---- building -------------------------------------------------------------------
+
+    @contextmanager
+    def phase(self, phase: str) -> Iterator[None]:
+        """Nodes built inside the block carry `phase` (forward, backward or update)."""
+        if phase not in PHASES:
+            raise GraphError(f"phase must be one of {PHASES}, got {phase!r}")
+        previous, self._phase = self._phase, phase
+        try:
+            yield
+        finally:
+            self._phase = previous
+
+    def var(self, node_id: int) -> Var:
+        if not 0 <= node_id < len(self.nodes):
+            raise GraphError(f"graph {self.name!r} has no node %{node_id}")
+        return Var(self, node_id)
+
+    def add_node(self, op: str, inputs: tuple[int, ...], attrs: Mapping[str, Any],
+                 name: str | None = None) -> Var:
+        """Append `op(inputs)`, inferring its shape and dtype; errors name op, node and shapes."""
+        opdef = get_op(op)
+        node_id = len(self.nodes)
+        label = f"{op} node %{node_id}" + (f" ({name!r})" if name else "")
+        in_nodes = [self.nodes[i] for i in inputs]
+        in_shapes = tuple(n.shape for n in in_nodes)
+        for k, n in enumerate(in_nodes):
+            wants_int = k in opdef.integer_inputs
+            if wants_int != (n.dtype == "int64"):
+                want = "an int64 index tensor" if wants_int else "a float tensor"
+                raise ShapeError(f"{label}: input {k} (%{n.id} {n.name!r}) must be {want}, got {n.dtype}")
+        float_dtypes = {n.dtype for k, n in enumerate(in_nodes) if k not in opdef.integer_inputs}
+        if len(float_dtypes) > 1:
+            raise ShapeError(f"{label}: inputs mix dtypes {sorted(float_dtypes)}")
+        try:
+            shape = tuple(int(d) for d in opdef.infer(*in_shapes, **attrs))
+        except ShapeError as e:
+            shapes = ", ".join(str(s) for s in in_shapes)
+            raise ShapeError(f"{label}: {e} (input shapes: {shapes})") from None
+        except TypeError as e:
+            raise GraphError(f"{label}: bad attributes {dict(attrs)!r}: {e}") from None
+        dtype = in_nodes[opdef.dtype_from].dtype if in_nodes else attrs.get("dtype", self.dtype)
+        self.nodes.append(Node(node_id, op, tuple(inputs), dict(attrs), shape, dtype,
+                               name or f"{op}{node_id}", self._phase))
+        return Var(self, node_id)
+
+    def _leaf(self, op: str, name: str, shape: Shape, dtype: str, attrs: dict[str, Any]) -> Var:
+        if name in self._names:
+            raise GraphError(f"graph {self.name!r}: name {name!r} is already used by %{self._names[name]}")
+        if dtype not in DTYPES:
+            raise GraphError(f"{op} {name!r}: dtype must be one of {DTYPES}, got {dtype!r}")
+        if any(int(d) < 0 for d in shape):
+            raise ShapeError(f"{op} {name!r}: negative dimension in shape {tuple(shape)}")
+        v = self.add_node(op, (), {**attrs, "shape": tuple(int(d) for d in shape), "dtype": dtype}, name=name)
+        self._names[name] = v.id
+        return v
+
+    def input(self, name: str, shape: Shape, dtype: str | None = None, init: str = "normal",
+              **init_args: float) -> Var:
+        """A graph input (data fed per step); `init` draws its default value."""
+        return self._leaf("input", name, shape, dtype or self.dtype, {"init": init, **init_args})
+
+    def param(self, name: str, shape: Shape, init: str = "normal", trainable: bool = True,
+              **init_args: float) -> Var:
+        """A parameter; trainable ones get gradients and optimizer updates."""
+        return self._leaf("param", name, shape, self.dtype, {"init": init, "trainable": trainable, **init_args})
+
+    def const(self, value: Any, dtype: str | None = None) -> Var:
+        """A constant tensor (Python scalars in arithmetic become these)."""
+        arr = np.asarray(value, dtype=dtype or self.dtype)
+        node_id = len(self.nodes)
+        v = self.add_node("const", (), {"shape": arr.shape, "dtype": str(arr.dtype), "init": "array"},
+                          name=f"const{node_id}")
+        self._arrays[v.id] = arr
+        return v
+
+    def output(self, name: str, v: Var) -> None:
+        self.outputs[name] = v.id
+
+    def set_loss(self, v: Var) -> None:
+        if v.shape != ():
+            raise ShapeError(f"loss must be a scalar, got %{v.id} {v.node.name!r} of shape {v.shape}")
+        self.loss = v.id
+        self.outputs["loss"] = v.id
+
+    # ---- reading --------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def by_name(self, name: str) -> Node:
+        if name not in self._names:
+            raise GraphError(f"graph {self.name!r} has no input or parameter named {name!r}")
+        return self.nodes[self._names[name]]
+
+    @property
+    def inputs(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "input"]
+
+    @property
+    def params(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "param"]
+
+    def consumers(self) -> list[list[int]]:
+        """consumers()[i]: ids of the nodes that read node i, ascending."""
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for n in self.nodes:
+            for i in n.inputs:
+                out[i].append(n.id)
+        return out
+
+    def leaf_value(self, node_id: int) -> np.ndarray:
+        """The default value of an input, parameter or constant, drawn deterministically."""
+        if node_id in self._arrays:
+            return self._arrays[node_id]
+        n = self.nodes[node_id]
+        if not n.is_leaf:
+            raise GraphError(f"%{node_id} {n.name!r} is a {n.op} node, not a leaf")
+        arr = _draw(n, self.seed)
+        self._arrays[node_id] = arr
+        return arr
+
+    def copy(self, name: str | None = None) -> Graph:
+        """A new graph sharing the (immutable) nodes, to be extended by a later stage."""
+        return Graph(name=name or self.name, dtype=self.dtype, seed=self.seed, nodes=list(self.nodes),
+                     outputs=dict(self.outputs), loss=self.loss, meta=dict(self.meta),
+                     _arrays=dict(self._arrays), _names=dict(self._names))
+
+    def dump(self) -> str:
+        """A readable listing, one node per line, in topological order."""
+        lines = [f"graph {self.name} ({self.dtype}): {len(self.nodes)} nodes, "
+                 f"{len(self.inputs)} inputs, {len(self.params)} params"]
+        for n in self.nodes:
+            if n.is_leaf:
+                extra = {k: v for k, v in n.attrs.items() if k not in ("shape", "dtype")}
+                if n.op == "const" and n.id in self._arrays and self._arrays[n.id].size == 1:
+                    extra = {"value": float(self._arrays[n.id])}
+                rhs = f"{n.op} {n.name!r}"
+            else:
+                extra = dict(n.attrs)
+                rhs = f"{n.op}({', '.join(f'%{i}' for i in n.inputs)})"
+            attr_str = " {" + ", ".join(f"{k}={v}" for k, v in extra.items()) + "}" if extra else ""
+            lines.append(f"  %{n.id} = {rhs}{attr_str} : {_type_str(n)}  [{n.phase}]")
+        outs = ", ".join(f"{k}=%{v}" for k, v in self.outputs.items())
+        lines.append(f"outputs: {outs}")
+        return "\n".join(lines)
+
+
+def _draw(node: Node, graph_seed: int) -> np.ndarray:
+    """Deterministic leaf value: the RNG is keyed by graph seed and node name, not build order."""
+    a = node.attrs
+    shape, dtype = a["shape"], a["dtype"]
+    rng = np.random.default_rng([graph_seed, zlib.crc32(node.name.encode())])
+    init = a.get("init", "normal")
+    if init == "normal":
+        arr = rng.normal(a.get("mean", 0.0), a.get("std", 1.0), size=shape)
+    elif init == "uniform":
+        arr = rng.uniform(a.get("low", 0.0), a.get("high", 1.0), size=shape)
+    elif init == "randint":
+        arr = rng.integers(int(a.get("low", 0)), int(a["high"]), size=shape)
+    elif init == "zeros":
+        arr = np.zeros(shape)
+    elif init == "ones":
+        arr = np.ones(shape)
+    elif init == "full":
+        arr = np.full(shape, a["value"])
+    else:
+        raise GraphError(f"{node.op} {node.name!r}: unknown init {init!r} "
+                         "(expected normal, uniform, randint, zeros, ones or full)")
+    return np.asarray(arr, dtype=dtype)

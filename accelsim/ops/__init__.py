@@ -1,0 +1,18 @@
+"""The op registry (`OPS`) and the builder functions models are written in.
+
+Import as `from accelsim import ops as F`: `y = F.log(x1) + x1 * x2 - F.sin(x2)`.
+"""
+from accelsim.ops import leaf  # noqa: F401  (registers input/param/const)
+from accelsim.ops.elementwise import (add, cos, div, exp, gelu, log, mul, neg, pow, relu, sigmoid, sin, sqrt,
+                                      square, sub, tanh)
+from accelsim.ops.linalg import matmul
+from accelsim.ops.reduce import broadcast_to, max, mean, sum, sum_to
+from accelsim.ops.registry import CATEGORIES, OPS, OpDef, apply, get_op, register
+from accelsim.ops.shape import concat, reshape, slice, transpose
+
+__all__ = [
+    "CATEGORIES", "OPS", "OpDef", "apply", "get_op", "register",
+    "add", "sub", "mul", "div", "neg", "exp", "log", "sin", "cos", "square", "pow", "sqrt",
+    "relu", "sigmoid", "tanh", "gelu", "matmul", "sum", "mean", "max", "broadcast_to", "sum_to",
+    "reshape", "transpose", "concat", "slice",
+]

@@ -1,0 +1,106 @@
+"""The op registry: one `OpDef` per op holds everything accelsim knows about it.
+
+Nothing else in accelsim may special-case an op by name: the cost model, scheduler,
+simulator and kernels all read these records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Callable
+
+import numpy as np
+
+from accelsim.errors import GraphError
+
+Shape = tuple[int, ...]
+Example = tuple[tuple[np.ndarray, ...], dict[str, Any]]
+
+CATEGORIES = ("leaf", "elementwise", "tensor", "reduction", "data_movement")
+"""The seeds' classification, plus `leaf` for graph inputs, parameters and constants."""
+
+
+def numel(shape: Shape) -> int:
+    return prod(shape)
+
+
+def _read_all_inputs(out: Shape, *ins: Shape, **attrs: Any) -> int:
+    return sum(numel(s) for s in ins)
+
+
+def _write_output(out: Shape, *ins: Shape, **attrs: Any) -> int:
+    return numel(out)
+
+
+def _no_flops(out: Shape, *ins: Shape, **attrs: Any) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything accelsim knows about one op.
+
+    infer(*in_shapes, **attrs) -> out shape; raises ShapeError with the reason.
+    ref(*arrays, **attrs) -> np.ndarray: the numpy reference, ground truth for kernels.
+    flops / read_elems / written_elems(out_shape, *in_shapes, **attrs) -> int: the cost
+        model's inputs; elements, not bytes, since bytes per element is the hardware's.
+    grad(g, out, *inputs, **attrs) -> one Var or None per input; emits nodes, computes
+        nothing. None means the op is not differentiable.
+    examples(rng) -> [(arrays, attrs)]: valid random cases, used by the gradient and
+        kernel tests; inputs already respect the op's domain (log of positives, ...).
+    """
+
+    name: str
+    category: str
+    infer: Callable[..., Shape]
+    ref: Callable[..., np.ndarray]
+    flops: Callable[..., int] = _no_flops
+    grad: Callable[..., tuple[Any, ...]] | None = None
+    examples: Callable[[np.random.Generator], list[Example]] | None = None
+    read_elems: Callable[..., int] = _read_all_inputs
+    written_elems: Callable[..., int] = _write_output
+    dtype_from: int = 0  # which input's dtype the output takes
+    backward_only: bool = False  # emitted by gradient rules, not by model builders
+    doc: str = ""
+    integer_inputs: tuple[int, ...] = field(default=())  # inputs that hold indices
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"op {self.name}: category {self.category!r} not in {CATEGORIES}")
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(opdef: OpDef) -> OpDef:
+    """Add an op to the registry; a name may be registered once."""
+    if opdef.name in OPS:
+        raise ValueError(f"op {opdef.name!r} registered twice")
+    OPS[opdef.name] = opdef
+    return opdef
+
+
+def get_op(name: str) -> OpDef:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise GraphError(f"unknown op {name!r}; known ops: {', '.join(sorted(OPS))}") from None
+
+
+def apply(op: str, *inputs: Any, name: str | None = None, **attrs: Any):
+    """Add a node `op(*inputs, **attrs)` to the graph of the first Var among the inputs.
+
+    Python and numpy scalars become constant nodes of the graph's dtype.
+    """
+    graph = next((x.graph for x in inputs if hasattr(x, "graph")), None)
+    if graph is None:
+        raise GraphError(f"{op}: needs at least one graph tensor among its inputs, got {inputs!r}")
+    ids = []
+    for x in inputs:
+        if hasattr(x, "graph"):
+            if x.graph is not graph:
+                raise GraphError(f"{op}: inputs come from different graphs")
+            ids.append(x.id)
+        else:
+            ids.append(graph.const(x).id)
+    return graph.add_node(op, tuple(ids), attrs, name=name)
