@@ -9,10 +9,17 @@ from accelsim.ops.linalg import matmul
 from accelsim.ops.reduce import broadcast_to, max, mean, sum, sum_to
 from accelsim.ops.registry import CATEGORIES, OPS, OpDef, apply, get_op, register
 from accelsim.ops.shape import concat, reshape, slice, transpose
+from accelsim.ops.conv import *  # noqa: F401,F403  (each module's __all__ lists its builders)
+from accelsim.ops.pool import *  # noqa: F401,F403
+from accelsim.ops.pixel import *  # noqa: F401,F403
+from accelsim.ops.norm import *  # noqa: F401,F403
+from accelsim.ops.nn import *  # noqa: F401,F403
+from accelsim.ops import conv as _conv, nn as _nn, norm as _norm, pixel as _pixel, pool as _pool
 
 __all__ = [
     "CATEGORIES", "OPS", "OpDef", "apply", "get_op", "register",
     "add", "sub", "mul", "div", "neg", "exp", "log", "sin", "cos", "square", "pow", "sqrt",
     "relu", "sigmoid", "tanh", "gelu", "matmul", "sum", "mean", "max", "broadcast_to", "sum_to",
     "reshape", "transpose", "concat", "slice",
+    *_conv.__all__, *_pool.__all__, *_pixel.__all__, *_norm.__all__, *_nn.__all__,
 ]
