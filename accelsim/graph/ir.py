@@ -173,7 +173,8 @@ class Graph:
         in_shapes = tuple(n.shape for n in in_nodes)
         for k, n in enumerate(in_nodes):
             wants_int = k in opdef.integer_inputs
-            if wants_int != (n.dtype == "int64"):
+            any_dtype = opdef.category == "data_movement"  # moving bytes works for indices too
+            if wants_int != (n.dtype == "int64") and not (any_dtype and not wants_int):
                 want = "an int64 index tensor" if wants_int else "a float tensor"
                 raise ShapeError(f"{label}: input {k} (%{n.id} {n.name!r}) must be {want}, got {n.dtype}")
         float_dtypes = {n.dtype for k, n in enumerate(in_nodes) if k not in opdef.integer_inputs}
