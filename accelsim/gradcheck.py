@@ -10,11 +10,21 @@ from accelsim.evaluate import evaluate
 from accelsim.graph.ir import Graph
 
 
-def max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
-    """max|a - b| / max(max|a|, max|b|): relative to the tensor's scale, so tiny entries don't dominate."""
+def max_rel_err(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:
+    """max|a - b| / max(max|a|, max|b|, floor): relative to the tensor's scale, so tiny entries don't
+    dominate. `floor` keeps a tensor whose true value is ~0 (e.g. a key bias, which softmax ignores)
+    from turning rounding noise into a relative error of 1."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    scale = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)))
+    scale = max(_scale(a), _scale(b), floor)
     return float(np.max(np.abs(a - b), initial=0.0)) / scale if scale > 0 else 0.0
+
+
+def _scale(a: np.ndarray) -> float:
+    return float(np.max(np.abs(np.asarray(a, np.float64)), initial=0.0))
+
+
+NEGLIGIBLE = 1e-3
+"""A gradient below NEGLIGIBLE x the largest gradient of the same report is compared at that floor."""
 
 
 def finite_difference_grads(graph: Graph, loss: str, wrt: list[str], feeds: Mapping[str, np.ndarray],
@@ -53,6 +63,7 @@ def grad_report(graph: Graph, fd_coords: int = 8, use_torch: bool = True, seed: 
     graph, checked against central finite differences and, when installed, PyTorch autograd.
 
     Keys: outputs, grads (name -> array), fd_max_rel_err, torch_max_rel_err (None without torch).
+    Errors are per tensor (max_rel_err), floored at NEGLIGIBLE x the largest gradient.
     """
     from accelsim.autodiff import gradients
 
@@ -68,13 +79,15 @@ def grad_report(graph: Graph, fd_coords: int = 8, use_torch: bool = True, seed: 
     outputs = {k: values[k] for k in graph.outputs}
     fd = finite_difference_grads(graph, "loss", [n.name for n in wrt], feeds, max_coords=fd_coords,
                                  rng=np.random.default_rng(seed))
-    fd_err = max((max_rel_err(grad_values[k].reshape(-1)[idx], v) for k, (idx, v) in fd.items()), default=0.0)
+    floor = NEGLIGIBLE * max((_scale(v) for v in grad_values.values()), default=0.0)
+    fd_err = max((max_rel_err(grad_values[k].reshape(-1)[idx], v, floor) for k, (idx, v) in fd.items()),
+                 default=0.0)
     torch_err = None
     if use_torch and _torch_available():
         from accelsim.torch_oracle import torch_gradients
 
         t_out, t_grads = torch_gradients(graph, feeds, [n.name for n in wrt])
-        errs = [max_rel_err(grad_values[k], t_grads[k]) for k in t_grads]
+        errs = [max_rel_err(grad_values[k], t_grads[k], floor) for k in t_grads]
         errs += [max_rel_err(outputs[k], t_out[k]) for k in outputs if k in t_out]
         torch_err = max(errs, default=0.0)
     return {"outputs": outputs, "grads": grad_values, "fd_max_rel_err": fd_err, "torch_max_rel_err": torch_err}

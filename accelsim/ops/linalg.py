@@ -7,6 +7,7 @@ import numpy as np
 
 from accelsim.errors import ShapeError
 from accelsim.ops.reduce import sum_to
+from accelsim.ops.shape import reshape
 from accelsim.ops.registry import Example, OpDef, Shape, apply, numel, register
 
 
@@ -49,6 +50,11 @@ def _flops(out: Shape, a: Shape, b: Shape, transpose_a: bool, transpose_b: bool)
 
 def _grad(g: Any, out: Any, a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> tuple[Any, Any]:
     """The four transpose cases of d(op(a) op(b)); batch-broadcast operands sum their adjoint."""
+    if b.ndim == 2 and a.ndim > 2 and not transpose_a:
+        # x @ W with x (..., m, k): fold the batch into m so dW is one GEMM, not a batch + sum.
+        a2, g2 = reshape(a, (-1, a.shape[-1])), reshape(g, (-1, g.shape[-1]))
+        gb = matmul(g2, a2, transpose_a=True) if transpose_b else matmul(a2, g2, transpose_a=True)
+        return matmul(g, b, transpose_b=not transpose_b), gb
     if not transpose_a and not transpose_b:
         ga, gb = matmul(g, b, transpose_b=True), matmul(a, g, transpose_a=True)
     elif not transpose_a and transpose_b:
