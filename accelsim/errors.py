@@ -15,3 +15,7 @@ class GraphError(AccelsimError):
 
 class ModelError(AccelsimError):
     """Unknown model name or bad model option."""
+
+
+class HwConfigError(AccelsimError):
+    """A hardware description file is missing, malformed or inconsistent."""

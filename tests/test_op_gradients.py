@@ -54,3 +54,18 @@ def test_gradient_rule_matches_central_finite_differences(name):
             actual = got[f"{x.node.name}.grad"].reshape(-1)[idx] if x.id in grads else np.zeros(idx.size)
             err = max_rel_err(actual, expected)
             assert err < 1e-6, f"{name} {attrs}: d/d{x.node.name} rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, op in OPS.items() if op.gemm is not None))
+def test_gemm_view_accounts_for_every_flop(name):
+    """A tensor op's GEMM (batch, m, k, n) does exactly its multiply-adds: 2*b*m*k*n == flops."""
+    op = OPS[name]
+    for arrays, attrs in op.examples(np.random.default_rng(0)):
+        shapes = [np.shape(a) for a in arrays]
+        out = tuple(op.infer(*shapes, **attrs))
+        b, m, k, n = op.gemm(out, *shapes, **attrs)
+        assert 2 * b * m * k * n == op.flops(out, *shapes, **attrs)
+
+
+def test_every_tensor_op_has_a_gemm_view():
+    assert all(op.gemm is not None for op in OPS.values() if op.category == "tensor")

@@ -79,4 +79,10 @@ def _examples(rng: np.random.Generator) -> list[Example]:
     return cases
 
 
-register(OpDef("matmul", "tensor", infer=_infer, ref=_ref, flops=_flops, grad=_grad, examples=_examples))
+def _gemm(out: Shape, a: Shape, b: Shape, transpose_a: bool, transpose_b: bool) -> tuple[int, int, int, int]:
+    batch, m, k, n = _mnk(a, b, transpose_a, transpose_b)
+    return numel(batch), m, k, n
+
+
+register(OpDef("matmul", "tensor", infer=_infer, ref=_ref, flops=_flops, grad=_grad, examples=_examples,
+               gemm=_gemm))

@@ -63,6 +63,10 @@ class OpDef:
     backward_only: bool = False  # emitted by gradient rules, not by model builders
     doc: str = ""
     integer_inputs: tuple[int, ...] = field(default=())  # inputs that hold indices
+    # (out, *in_shapes, **attrs) -> (batch, m, k, n): the GEMM a tensor op is on a matrix unit.
+    gemm: Callable[..., tuple[int, int, int, int]] | None = None
+    # (out, *in_shapes, **attrs) -> extra facts a hardware unit may constrain on (e.g. kernel size).
+    features: Callable[..., dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
