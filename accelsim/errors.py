@@ -19,3 +19,7 @@ class ModelError(AccelsimError):
 
 class HwConfigError(AccelsimError):
     """A hardware description file is missing, malformed or inconsistent."""
+
+
+class MappingError(AccelsimError):
+    """A graph node that no functional unit of the hardware can execute."""

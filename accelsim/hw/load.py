@@ -41,7 +41,8 @@ def _describe(errors: list[dict[str, Any]]) -> list[str]:
     lines = []
     for e in errors:
         msg = e["msg"].removeprefix("Value error, ")
-        got = "" if e["type"] == "missing" else f" (got {e['input']!r})"
+        scalar = not isinstance(e.get("input"), (dict, list))
+        got = f" (got {e['input']!r})" if scalar and e["type"] != "missing" and "got" not in msg else ""
         if len(got) > 80:
             got = got[:77] + "...)"
         lines.append(f"  {_loc(e['loc'])}: {msg}{got}")

@@ -1,51 +1,16 @@
-"""Command line: the only module that prints or exits. User errors become one paragraph and exit 1."""
+"""CLI commands on graphs: models, graph, grad."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
-import yaml
 
 from accelsim import models
-from accelsim.errors import AccelsimError
-from accelsim.graph.ir import Graph
+from accelsim.cli.common import add_model_args, build_model, model_options, write_json
 from accelsim.graph.stats import graph_stats, summarize_tensor
 from accelsim.training import OPTIMIZERS, training_graph
-
-
-def _parse_set(items: Sequence[str]) -> dict[str, Any]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise AccelsimError(f"--set expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
-def _model_options(args: argparse.Namespace) -> dict[str, Any]:
-    opts = _parse_set(args.set)
-    if args.batch is not None:
-        opts["batch"] = args.batch
-    return opts
-
-
-def _build(args: argparse.Namespace, **forced: Any) -> Graph:
-    return models.build(args.model, **{**_model_options(args), **forced})
-
-
-def _write_json(path: str | None, payload: dict[str, Any]) -> None:
-    if path:
-        try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-        except OSError as e:
-            raise AccelsimError(f"cannot write JSON to {path!r}: {e.strerror}") from None
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -58,9 +23,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    graph = _build(args)
-    if args.training:
-        graph = training_graph(graph, optimizer=args.optimizer, lr=args.lr)
+    graph = build_model(args)
     build_s = time.perf_counter() - start
     stats = graph_stats(graph)
     print(f"graph {stats.name}: {stats.nodes} nodes, {stats.edges} edges (built in {build_s:.2f} s)")
@@ -72,7 +35,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     print(f"  forward activations: {stats.activation_bytes / 2**20:.2f} MiB")
     if args.dump:
         print(graph.dump())
-    _write_json(args.json, {**stats.to_json(), "build_seconds": build_s})
+    write_json(args.json, {**stats.to_json(), "build_seconds": build_s})
     return 0
 
 
@@ -86,7 +49,7 @@ def _fmt(value: Any) -> str:
 def cmd_grad(args: argparse.Namespace) -> int:
     from accelsim.gradcheck import grad_report
 
-    opts = _model_options(args)
+    opts = model_options(args)
     if "dtype" in models.options(args.model):
         opts["dtype"] = "float64"  # finite differences need float64
     graph = models.build(args.model, **opts)
@@ -101,7 +64,7 @@ def cmd_grad(args: argparse.Namespace) -> int:
           f"<= {args.fd_coords} coordinates per tensor)")
     t = report["torch_max_rel_err"]
     print(f"torch_max_rel_err = {t:.3e}" if t is not None else "torch_max_rel_err = n/a (PyTorch not installed)")
-    _write_json(args.json, {
+    write_json(args.json, {
         "model": args.model,
         "outputs": {k: summarize_tensor(v) for k, v in report["outputs"].items()},
         "grads": {k: summarize_tensor(v) for k, v in report["grads"].items()},
@@ -111,46 +74,16 @@ def cmd_grad(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"one of: {', '.join(models.names())}")
-    p.add_argument("--batch", type=int, help="batch size (the model's `batch` option)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any model option, e.g. --set layers=2 --set seq=128")
-    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
-
-
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="accelsim", description=__doc__.splitlines()[0] if __doc__ else None)
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("models", help="list the model zoo and each model's options").set_defaults(fn=cmd_models)
 
     p = sub.add_parser("graph", help="build a model's graph and print its statistics")
-    _add_model_args(p)
-    p.add_argument("--training", action="store_true", help="forward + backward + optimizer update")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
+    add_model_args(p, training=True)
     p.add_argument("--dump", action="store_true", help="print every node")
     p.set_defaults(fn=cmd_graph)
 
     p = sub.add_parser("grad", help="gradients of the loss, checked by finite differences and PyTorch")
-    _add_model_args(p)
+    add_model_args(p)
     p.add_argument("--fd-coords", type=int, default=8, help="coordinates per tensor for finite differences")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     p.set_defaults(fn=cmd_grad)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except AccelsimError as e:
-        print(f"accelsim {args.command}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("accelsim: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

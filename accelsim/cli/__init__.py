@@ -1,0 +1,33 @@
+"""Command line: the only package that prints or exits. User errors become one paragraph and exit 1."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from accelsim.cli import graph_cmds, hw_cmds
+from accelsim.errors import AccelsimError
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="accelsim", description="Simulate ML programs on dataflow accelerators.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    graph_cmds.register(sub)
+    hw_cmds.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except AccelsimError as e:
+        print(f"accelsim {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("accelsim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""CLI commands on hardware: hw validate/show, cost, roofline."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+
+from accelsim.cli.common import add_model_args, build_model, write_json
+from accelsim.cost.model import NodeCost, best_cost, capable_units, graph_costs, node_cost
+from accelsim.cost.roofline import chip_peak_ops_per_s, roofs, unit_peak_ops_per_s
+from accelsim.errors import AccelsimError, MappingError
+from accelsim.graph.ir import Graph
+from accelsim.hw import load_hw
+from accelsim.hw.spec import HwSpec
+from accelsim.ops import conv2d, matmul
+
+
+def _si(x: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.4g} {prefix}{unit}"
+    return f"{x:.4g} {unit}"
+
+
+def _binary(x: float) -> str:
+    for factor, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+        if x >= factor:
+            return f"{x / factor:.4g} {prefix}B"
+    return f"{x:.0f} B"
+
+
+def _console() -> Console:
+    return Console(width=160, highlight=False, soft_wrap=True)
+
+
+def cmd_hw_validate(args: argparse.Namespace) -> int:
+    failed = []
+    for path in args.files:
+        try:
+            hw = load_hw(path)
+            print(f"{path}: ok ({hw.name}: {hw.n_chips} chip(s), {sum(len(c.units) for c in hw.chips)} unit kinds)")
+        except AccelsimError as e:
+            failed.append(str(e))
+    if failed:
+        raise AccelsimError("\n".join(failed))
+    return 0
+
+
+def cmd_hw_show(args: argparse.Namespace) -> int:
+    hw = load_hw(args.file)
+    console = _console()
+    console.print(f"{hw.name}: {hw.description}".rstrip(": "))
+    console.print(f"clock {_si(hw.clock_hz, 'Hz')}, {hw.n_chips} chip(s), bytes per element "
+                  + ", ".join(f"{k}={v}" for k, v in hw.bytes_per_element.items()))
+    for chip in hw.chips:
+        units = Table(title=f"units of chip {chip.name!r} (x{chip.count})")
+        for col in ("unit", "count", "compute model", "runs", "peak ops/s", "latency", "reads -> writes"):
+            units.add_column(col)
+        for u in chip.units:
+            model = {"array": lambda a: f"{a.rows}x{a.cols} systolic, {a.dataflow}",
+                     "vector": lambda v: f"{v.lanes} lanes x {v.ops_per_lane_per_cycle:g} ops",
+                     "per_element": lambda p: f"{p.cycles_per_element:g} cycles/element",
+                     "stream": lambda s: f"{s.bytes_per_cycle:g} B/cycle"}[u.compute_model](getattr(u, u.compute_model))
+            runs = ", ".join(list(u.categories) + u.ops) + (f" when {u.when}" if u.when else "")
+            peak = unit_peak_ops_per_s(hw, u)
+            units.add_row(u.name, str(u.count), model, runs, _si(peak, "op/s") if peak else "-",
+                          f"{u.latency_cycles} cyc", f"{', '.join(u.reads)} -> {', '.join(u.writes)}")
+        console.print(units)
+        mems = Table(title=f"memories of chip {chip.name!r}")
+        for col in ("memory", "kind", "capacity", "bandwidth", "latency", "ridge point"):
+            mems.add_column(col)
+        for m, roof in zip(chip.memories, roofs(hw, chip)):
+            mems.add_row(m.name, m.kind, _binary(m.capacity_bytes), _si(roof.bandwidth_bytes_per_s, "B/s"),
+                         f"{m.latency_cycles} cyc", f"{roof.ridge_ops_per_byte:.4g} op/B")
+        console.print(mems)
+        console.print(f"chip peak {_si(chip_peak_ops_per_s(hw, chip), 'op/s')}, on-chip storage "
+                      f"{_binary(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}")
+    if hw.interconnect:
+        ic = hw.interconnect
+        console.print(f"interconnect: {ic.topology}, {_si(ic.link_bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')}"
+                      f" per link, {ic.link_latency_cycles} cycles latency")
+    return 0
+
+
+def _parse_ints(text: str, n_min: int, n_max: int, what: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",")]
+    except ValueError:
+        vals = []
+    if not n_min <= len(vals) <= n_max or any(v <= 0 for v in vals[:7]):
+        raise AccelsimError(f"--{what} expects {n_min} to {n_max} comma-separated positive integers, got {text!r}")
+    return vals
+
+
+def _single_layer(args: argparse.Namespace, hw: HwSpec) -> Graph:
+    g = Graph("layer", dtype="float32")
+    if args.gemm:
+        m, k, n = _parse_ints(args.gemm, 3, 3, "gemm")
+        matmul(g.input("a", (m, k)), g.input("b", (k, n)))
+    else:
+        vals = _parse_ints(args.conv, 7, 9, "conv")
+        n, c, h, w, o, kh, kw = vals[:7]
+        stride, pad = (vals[7] if len(vals) > 7 else 1), (vals[8] if len(vals) > 8 else 0)
+        conv2d(g.input("x", (n, c, h, w)), g.input("w", (o, c, kh, kw)), stride=stride, padding=pad)
+    return g
+
+
+def _cost_json(c: NodeCost) -> dict:
+    return {**asdict(c), "arithmetic_intensity": c.arithmetic_intensity}
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    hw = load_hw(args.hw)
+    if args.gemm or args.conv:
+        g = _single_layer(args, hw)
+        node = g.nodes[-1]
+        if args.unit:
+            units = [u for u in capable_units(hw, g, node) if u.name == args.unit]
+            if not units:
+                raise MappingError(f"unit {args.unit!r} of {hw.name} cannot run {node.op} (or does not exist); "
+                                   f"capable: {', '.join(u.name for u in capable_units(hw, g, node))}")
+            cost = node_cost(hw, g, node, units[0])
+        else:
+            cost = best_cost(hw, g, node)
+        for key, value in _cost_json(cost).items():
+            print(f"{key:22s} {value}")
+        write_json(args.json, _cost_json(cost))
+        return 0
+    graph = build_model(args)
+    costs = graph_costs(hw, graph)
+    table = Table(title=f"{graph.name} on {hw.name}")
+    for col in ("node", "op", "unit", "cycles", "bound", "util", "FLOP/B"):
+        table.add_column(col, justify="right" if col in ("cycles", "util", "FLOP/B") else "left")
+    for c in costs:
+        table.add_row(f"%{c.node}", c.op, c.unit, str(c.cycles), c.bound, f"{c.utilization:.2f}",
+                      f"{c.arithmetic_intensity:.3g}")
+    console = _console()
+    if not args.summary:
+        console.print(table)
+    total = sum(c.cycles for c in costs)
+    by_unit: dict[str, int] = {}
+    for c in costs:
+        by_unit[c.unit] = by_unit.get(c.unit, 0) + c.cycles
+    console.print(f"{len(costs)} nodes, {sum(c.flops for c in costs):.4g} FLOPs, "
+                  f"{sum(c.bytes_read + c.bytes_written for c in costs):.4g} bytes moved")
+    console.print(f"serial cycles {total} ({total / hw.clock_hz * 1e3:.4g} ms at {_si(hw.clock_hz, 'Hz')}); "
+                  f"memory-bound nodes: {sum(c.bound == 'memory' for c in costs)}")
+    console.print("cycles by unit: " + ", ".join(f"{u} {v}" for u, v in sorted(by_unit.items())))
+    write_json(args.json, {"hw": hw.name, "model": args.model, "total_cycles": total,
+                           "nodes": [_cost_json(c) for c in costs]})
+    return 0
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from accelsim.viz.roofline import plot_roofline
+
+    hw = load_hw(args.hw)
+    graph = build_model(args)
+    costs = graph_costs(hw, graph)
+    out = args.output or f"plots/roofline_{graph.name}_{hw.name}.png"
+    try:
+        plot_roofline(hw, costs, path=out)
+    except OSError as e:
+        raise AccelsimError(f"cannot write {out!r}: {e.strerror}") from None
+    print(f"wrote {out} ({len(costs)} nodes)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    hw = sub.add_parser("hw", help="validate or show hardware descriptions")
+    hw_sub = hw.add_subparsers(dest="hw_command", required=True)
+    p = hw_sub.add_parser("validate", help="check YAML files against the schema")
+    p.add_argument("files", nargs="+")
+    p.set_defaults(fn=cmd_hw_validate)
+    p = hw_sub.add_parser("show", help="units, memories, peaks and ridge points")
+    p.add_argument("file")
+    p.set_defaults(fn=cmd_hw_show)
+
+    p = sub.add_parser("cost", help="per-node cost of a model, or of one GEMM / conv layer")
+    p.add_argument("--hw", required=True, help="hardware YAML or bundled name")
+    add_model_args(p, training=True)
+    p.add_argument("--gemm", metavar="M,K,N", help="cost one (M,K) @ (K,N) matmul instead of a model")
+    p.add_argument("--conv", metavar="N,C,H,W,O,KH,KW[,S,P]", help="cost one conv2d layer instead of a model")
+    p.add_argument("--unit", help="with --gemm/--conv: use this unit instead of the cheapest")
+    p.add_argument("--summary", action="store_true", help="totals only, no per-node table")
+    p.set_defaults(fn=cmd_cost)
+
+    p = sub.add_parser("roofline", help="roofline plot of a model's nodes on a hardware description")
+    p.add_argument("--hw", required=True)
+    add_model_args(p, training=True)
+    p.add_argument("-o", "--output", help="PNG path (default plots/roofline_<model>_<hw>.png)")
+    p.set_defaults(fn=cmd_roofline)

@@ -1,0 +1,162 @@
+"""Cost model: (node, unit) -> cycles, bytes, bound and utilization, from the op registry and the
+hardware description alone (one source of truth for each).
+
+cycles = unit pipeline latency + max(compute cycles, memory-traffic cycles).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from accelsim.cost.systolic import gemm_cycles
+from accelsim.errors import MappingError
+from accelsim.graph.ir import Graph, Node
+from accelsim.hw.spec import Chip, HwSpec, Memory, Unit
+from accelsim.ops.registry import OpDef, get_op, numel
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCost:
+    """The cost of one node on one instance of a unit kind."""
+
+    node: int
+    op: str
+    unit: str
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    compute_cycles: int
+    memory_cycles: int
+    latency_cycles: int
+    cycles: int
+    utilization: float  # flops / (cycles * the unit's peak ops per cycle); datapath busy fraction otherwise
+    bound: str  # "compute" or "memory"
+    energy_pj: float | None
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved (seed 002's AI = #ops / #bytes)."""
+        moved = self.bytes_read + self.bytes_written
+        return self.flops / moved if moved else math.inf
+
+
+def _shapes(graph: Graph, node: Node) -> tuple[tuple[int, ...], ...]:
+    return tuple(graph.nodes[i].shape for i in node.inputs)
+
+
+def node_features(graph: Graph, node: Node) -> dict[str, Any]:
+    """What a unit's `when:` may constrain: the node's attributes plus op-derived facts (conv kernel)."""
+    op = get_op(node.op)
+    feats = dict(node.attrs)
+    if op.features is not None:
+        feats.update(op.features(node.shape, *_shapes(graph, node), **node.attrs))
+    return feats
+
+
+def _same(a: Any, b: Any) -> bool:
+    norm = lambda v: [norm(x) for x in v] if isinstance(v, (list, tuple)) else v  # noqa: E731
+    return norm(a) == norm(b)
+
+
+def can_run(unit: Unit, graph: Graph, node: Node) -> bool:
+    """A unit runs a node if it lists the op or its category, its `when:` matches, and an array
+    unit only takes ops with a GEMM view."""
+    op = get_op(node.op)
+    if node.op not in unit.ops and op.category not in unit.categories:
+        return False
+    if unit.array is not None and op.gemm is None:
+        return False
+    if unit.when:
+        feats = node_features(graph, node)
+        return all(k in feats and _same(feats[k], v) for k, v in unit.when.items())
+    return True
+
+
+def capable_units(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None) -> list[Unit]:
+    """Units of `chip` (default: the first) that can run `node`; raises MappingError if none."""
+    chip = chip or hw.chips[0]
+    units = [u for u in chip.units if can_run(u, graph, node)]
+    if not units:
+        names = ", ".join(f"{u.name} ({', '.join(u.ops + list(u.categories))})" for u in chip.units)
+        raise MappingError(f"no unit of {hw.name} (chip {chip.name!r}) can execute {node.op} node %{node.id} "
+                           f"{node.name!r} (category {get_op(node.op).category}, attrs {dict(node.attrs)}); "
+                           f"units: {names}")
+    return units
+
+
+def _memory(chip: Chip, name: str) -> Memory:
+    return next(m for m in chip.memories if m.name == name)
+
+
+def peak_ops_per_cycle(unit: Unit) -> float:
+    """Per instance: 2 per MAC for an array, lanes x ops for a vector unit, 0 for the others."""
+    if unit.array is not None:
+        return 2.0 * unit.array.rows * unit.array.cols
+    if unit.vector is not None:
+        return unit.vector.lanes * unit.vector.ops_per_lane_per_cycle
+    return 0.0
+
+
+def _compute_cycles(unit: Unit, op: OpDef, node: Node, shapes: tuple, flops: int, bytes_moved: int) -> int:
+    if unit.array is not None:
+        batch, m, k, n = op.gemm(node.shape, *shapes, **node.attrs)
+        return gemm_cycles(m, k, n, unit.array.rows, unit.array.cols, unit.array.dataflow, batch).compute_cycles
+    if unit.vector is not None:  # data movement still touches every element once
+        work = max(flops, numel(node.shape))
+        return math.ceil(work / (unit.vector.lanes * unit.vector.ops_per_lane_per_cycle))
+    if unit.per_element is not None:
+        return math.ceil(numel(node.shape) * unit.per_element.cycles_per_element)
+    return math.ceil(bytes_moved / unit.stream.bytes_per_cycle)
+
+
+def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, bytes_read: int, bytes_written: int) -> int:
+    """Operands stream in from the unit's first `reads` memory (through its input buffer, if it has
+    one) and results out to its first `writes` memory; one shared port when both are the same memory."""
+    clock = hw.clock_hz
+    src, dst = _memory(chip, unit.reads[0]), _memory(chip, unit.writes[0])
+    read_bw = src.bytes_per_cycle(clock)
+    write_bw = dst.bytes_per_cycle(clock)
+    if unit.input_buffer is not None:
+        read_bw = min(read_bw, unit.input_buffer.bytes_per_cycle(clock))
+    if unit.output_buffer is not None:
+        write_bw = min(write_bw, unit.output_buffer.bytes_per_cycle(clock))
+    if src.name == dst.name and unit.input_buffer is None and unit.output_buffer is None:
+        return math.ceil((bytes_read + bytes_written) / read_bw)
+    return max(math.ceil(bytes_read / read_bw), math.ceil(bytes_written / write_bw))
+
+
+def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | None = None) -> NodeCost:
+    """Cost of `node` on one instance of `unit` (which must be able to run it)."""
+    chip = chip or hw.chips[0]
+    op = get_op(node.op)
+    shapes = _shapes(graph, node)
+    elem = hw.elem_bytes(node.dtype)
+    flops = int(op.flops(node.shape, *shapes, **node.attrs))
+    bytes_read = int(op.read_elems(node.shape, *shapes, **node.attrs)) * elem
+    bytes_written = int(op.written_elems(node.shape, *shapes, **node.attrs)) * elem
+    compute = _compute_cycles(unit, op, node, shapes, flops, max(bytes_read, bytes_written))
+    memory = _memory_cycles(hw, chip, unit, bytes_read, bytes_written)
+    cycles = unit.latency_cycles + max(compute, memory, 1)
+    peak = peak_ops_per_cycle(unit)
+    utilization = flops / (cycles * peak) if peak else compute / cycles
+    energy = None
+    if unit.energy_pj_per_op is not None:
+        energy = flops * unit.energy_pj_per_op
+        for name, nbytes in ((unit.reads[0], bytes_read), (unit.writes[0], bytes_written)):
+            per_byte = _memory(chip, name).energy_pj_per_byte
+            energy += nbytes * (per_byte or 0.0)
+    return NodeCost(node.id, node.op, unit.name, flops, bytes_read, bytes_written, compute, memory,
+                    unit.latency_cycles, cycles, min(utilization, 1.0),
+                    "compute" if compute >= memory else "memory", energy)
+
+
+def best_cost(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None) -> NodeCost:
+    """The cheapest capable unit for `node` (ties: the unit listed first)."""
+    costs = [node_cost(hw, graph, node, u, chip) for u in capable_units(hw, graph, node, chip)]
+    return min(costs, key=lambda c: c.cycles)
+
+
+def graph_costs(hw: HwSpec, graph: Graph) -> list[NodeCost]:
+    """Best-unit cost of every non-leaf node, in node order."""
+    return [best_cost(hw, graph, n) for n in graph.nodes if not n.is_leaf]
