@@ -78,9 +78,10 @@ def capable_units(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None
     chip = chip or hw.chips[0]
     units = [u for u in chip.units if can_run(u, graph, node)]
     if not units:
-        names = ", ".join(f"{u.name} ({', '.join(u.ops + list(u.categories))})" for u in chip.units)
+        names = "; ".join(f"{u.name} runs {', '.join(u.ops + list(u.categories))}"
+                          + (f" when {u.when}" if u.when else "") for u in chip.units)
         raise MappingError(f"no unit of {hw.name} (chip {chip.name!r}) can execute {node.op} node %{node.id} "
-                           f"{node.name!r} (category {get_op(node.op).category}, attrs {dict(node.attrs)}); "
+                           f"{node.name!r} (category {get_op(node.op).category}, {node_features(graph, node)}); "
                            f"units: {names}")
     return units
 
