@@ -8,7 +8,7 @@ SCALE-Sim lives in a throw-away virtualenv outside the repo (scalesim 3.0.0 cras
 
 then, from the repo root, with the project venv:
 
-    .venv/bin/python experiments/scalesim_compare.py                 # run SCALE-Sim, write JSON, print table
+    .venv/bin/python experiments/scalesim_compare.py                 # SCALE-Sim (~8 min, 2 cores), JSON, table
     .venv/bin/python experiments/scalesim_compare.py --table-only    # only compare with the saved JSON
 
 The project venv re-runs this file under the SCALE-Sim venv (`--worker`), since neither venv has the
@@ -172,7 +172,15 @@ def worker(out_path: Path, jobs: int) -> None:
     reference = dict(scalesim_version=version("scalesim"), numpy_version=version("numpy"),
                      sram_kb=SRAM_KB, interface_bandwidth="CALC", note=NOTE, cases=done)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(reference, indent=1) + "\n")
+    out_path.write_text(dump_reference(reference))
+
+
+def dump_reference(reference: dict) -> str:
+    """JSON with one case per line, so a diff after a re-run shows which cases moved."""
+    head = {key: value for key, value in reference.items() if key != "cases"}
+    lines = [f" {json.dumps(key)}: {json.dumps(value)}," for key, value in head.items()]
+    cases_json = ",\n".join(f"  {json.dumps(case)}" for case in reference["cases"])
+    return "{\n" + "\n".join(lines) + '\n "cases": [\n' + cases_json + "\n ]\n}\n"
 
 
 # ---------------------------------------------------------------- driver side (project venv)

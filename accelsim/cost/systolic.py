@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Integral
 
 DATAFLOWS = ("os", "ws", "is")
 
@@ -21,10 +22,13 @@ class SystolicCost:
     utilization: float  # macs / (compute_cycles * rows * cols)
 
 
-def _positive(**sizes: int) -> None:
-    bad = [f"{name}={value!r}" for name, value in sizes.items() if not isinstance(value, int) or value < 1]
+def _positive(**sizes: int) -> tuple[int, ...]:
+    """The sizes as Python ints (numpy ints welcome); ValueError naming every one that is not >= 1."""
+    bad = [f"{name}={value!r}" for name, value in sizes.items()
+           if isinstance(value, bool) or not isinstance(value, Integral) or value < 1]
     if bad:
-        raise ValueError(f"systolic sizes must be positive integers, got {', '.join(bad)}")
+        raise ValueError(f"sizes must be positive integers, got {', '.join(bad)}")
+    return tuple(int(value) for value in sizes.values())
 
 
 def _spatial_temporal(m: int, k: int, n: int, dataflow: str) -> tuple[int, int, int]:
@@ -39,12 +43,15 @@ def _spatial_temporal(m: int, k: int, n: int, dataflow: str) -> tuple[int, int, 
 
 
 def fold_cycles(rows: int, cols: int, temporal: int, dataflow: str) -> int:
-    """Cycles of one fold, fill and drain included; a partly used fold costs as much as a full one.
+    """Cycles of one fold, fill and drain included, for `temporal` = T elements streamed through it.
 
-    OS: the operands take rows + cols - 2 cycles of skew to reach the far corner while `temporal`
-    MACs accumulate in place, so rows + cols + T - 2 (SCALE-Sim pads the OS demand to this length).
-    WS/IS: the stationary operand first needs `rows` cycles to shift in, then the same skewed stream:
-    2*rows + cols + T - 2.
+    Folds run back to back without overlap, and a partly used fold costs as much as a full one
+    (SCALE-Sim pads its demand matrices with idle requests to the full array).
+    OS: PE (r, c) gets its first operands r + c cycles late (skew) and then accumulates T products,
+    so the far corner is done after (rows-1) + (cols-1) + T cycles.
+    WS/IS: `rows` cycles shift the stationary operand in; stream element t then enters array row r at
+    cycle rows + t + r and its sum leaves the bottom of column c at cycle rows + t + (rows-1) + c;
+    the last one (t = T-1, c = cols-1) leaves in cycle 2*rows + cols + T - 3, counting from 0.
     """
     if dataflow not in DATAFLOWS:
         raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
@@ -58,7 +65,7 @@ def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, bat
     SCALE-Sim reports the 0-based index of the last cycle (its total cycles), one less than the
     count returned here.
     """
-    _positive(m=m, k=k, n=n, rows=rows, cols=cols, batch=batch)
+    m, k, n, rows, cols, batch = _positive(m=m, k=k, n=n, rows=rows, cols=cols, batch=batch)
     spatial_rows, spatial_cols, temporal = _spatial_temporal(m, k, n, dataflow)
     folds = math.ceil(spatial_rows / rows) * math.ceil(spatial_cols / cols) * batch
     compute_cycles = folds * fold_cycles(rows, cols, temporal, dataflow)
@@ -67,10 +74,10 @@ def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, bat
 
 
 def _pair(name: str, value: int | tuple[int, int]) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
+    pair = (value, value) if isinstance(value, Integral) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, Integral) and not isinstance(v, bool) for v in pair):
         raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return pair
+    return int(pair[0]), int(pair[1])
 
 
 def conv_as_gemm(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int,
@@ -78,8 +85,8 @@ def conv_as_gemm(n: int, c: int, h: int, w: int, o: int, kh: int, kw: int,
                  dilation: int | tuple[int, int] = (1, 1), groups: int = 1) -> tuple[int, int, int, int]:
     """The im2col view of an NCHW conv2d: (batch=groups, M=N*Ho*Wo, K=(C/groups)*KH*KW, N=O/groups)."""
     stride, padding, dilation = _pair("stride", stride), _pair("padding", padding), _pair("dilation", dilation)
-    _positive(n=n, c=c, h=h, w=w, o=o, kh=kh, kw=kw, groups=groups, stride_h=stride[0], stride_w=stride[1],
-              dilation_h=dilation[0], dilation_w=dilation[1])
+    n, c, h, w, o, kh, kw, groups = _positive(n=n, c=c, h=h, w=w, o=o, kh=kh, kw=kw, groups=groups)
+    _positive(stride_h=stride[0], stride_w=stride[1], dilation_h=dilation[0], dilation_w=dilation[1])
     if min(padding) < 0:
         raise ValueError(f"padding must be >= 0, got {padding}")
     if c % groups or o % groups:
