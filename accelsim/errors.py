@@ -23,3 +23,7 @@ class HwConfigError(AccelsimError):
 
 class MappingError(AccelsimError):
     """A graph node that no functional unit of the hardware can execute."""
+
+
+class ScheduleError(AccelsimError):
+    """A schedule cannot be built (bad options, memory does not fit) or fails validation."""
