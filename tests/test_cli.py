@@ -57,3 +57,42 @@ def test_user_errors_exit_1_with_one_paragraph(argv, match, capsys):
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_hw_show_prints_units_memories_and_ridge_points(capsys):
+    assert main(["hw", "show", "tpu_v1_like"]) == 0
+    out = capsys.readouterr().out
+    assert "256x256 systolic, ws" in out and "unified_buffer" in out and "ridge point" in out
+
+
+def test_cost_of_one_gemm_as_json(tmp_path):
+    path = tmp_path / "gemm.json"
+    assert main(["cost", "--hw", "tpu_v1_like", "--gemm", "512,256,384", "--unit", "mxu", "--json", str(path)]) == 0
+    data = json.loads(path.read_text())
+    for key in ("compute_cycles", "memory_cycles", "cycles", "utilization", "bound"):
+        assert key in data
+    assert data["cycles"] == data["latency_cycles"] + max(data["compute_cycles"], data["memory_cycles"])
+
+
+def test_cost_of_a_model_lists_every_node(tmp_path, capsys):
+    path = tmp_path / "cost.json"
+    assert main(["cost", "--hw", "bespoke_superres", "--model", "superres", "--training", "--json", str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert {n["unit"] for n in data["nodes"] if n["op"] == "conv2d"} == {"conv5x5", "conv3x3"}
+    assert data["total_cycles"] == sum(n["cycles"] for n in data["nodes"])
+
+
+def test_roofline_writes_a_png(tmp_path):
+    path = tmp_path / "roof.png"
+    assert main(["roofline", "--hw", "groq_like", "--model", "mlp", "-o", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["cost", "--hw", "groq_like", "--gemm", "1,2"], "--gemm expects 3"),
+    (["cost", "--hw", "groq_like", "--gemm", "4,4,4", "--unit", "vxm"], "cannot run matmul"),
+    (["cost", "--hw", "bespoke_superres", "--model", "mlp"], "no unit of bespoke_superres"),
+])
+def test_cost_user_errors(argv, match, capsys):
+    assert main(argv) == 1
+    assert match in capsys.readouterr().err

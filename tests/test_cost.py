@@ -100,3 +100,15 @@ def test_cost_grows_monotonically_with_problem_size(m, k, n, axis):
     bigger = [m, k, n]
     bigger[axis] += 1
     assert cycles(*bigger) >= cycles(m, k, n)
+
+
+def test_a_gang_unit_splits_one_node_over_its_instances():
+    """4 ganged 4x4 arrays take 16 folds of a (16,16)@(16,16) WS GEMM... (4x4 folds of K and N) 4 at a time."""
+    g = A.Graph("t")
+    y = F.matmul(g.input("a", (16, 16)), g.input("b", (16, 16)))
+    solo = node_cost(TOY, g, y.node, _unit("mxu").model_copy(update={"count": 4}))
+    gang = node_cost(TOY, g, y.node, _unit("mxu").model_copy(update={"count": 4, "gang": True}))
+    sc = gemm_cycles(16, 16, 16, 4, 4, "ws")
+    assert sc.folds == 16
+    assert solo.compute_cycles == sc.compute_cycles
+    assert gang.compute_cycles == sc.compute_cycles // 4

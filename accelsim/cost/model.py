@@ -18,7 +18,7 @@ from accelsim.ops.registry import OpDef, get_op, numel
 
 @dataclass(frozen=True, slots=True)
 class NodeCost:
-    """The cost of one node on one instance of a unit kind."""
+    """The cost of one node on one instance of a unit kind (on all of them for a gang unit)."""
 
     node: int
     op: str
@@ -100,15 +100,18 @@ def peak_ops_per_cycle(unit: Unit) -> float:
 
 
 def _compute_cycles(unit: Unit, op: OpDef, node: Node, shapes: tuple, flops: int, bytes_moved: int) -> int:
+    """On a gang unit the instances split the work: an array's folds, a vector unit's elements."""
+    ways = unit.count if unit.gang else 1
     if unit.array is not None:
         batch, m, k, n = op.gemm(node.shape, *shapes, **node.attrs)
-        return gemm_cycles(m, k, n, unit.array.rows, unit.array.cols, unit.array.dataflow, batch).compute_cycles
+        sc = gemm_cycles(m, k, n, unit.array.rows, unit.array.cols, unit.array.dataflow, batch)
+        return math.ceil(sc.folds / ways) * (sc.compute_cycles // sc.folds)
     if unit.vector is not None:  # data movement still touches every element once
         work = max(flops, numel(node.shape))
-        return math.ceil(work / (unit.vector.lanes * unit.vector.ops_per_lane_per_cycle))
+        return math.ceil(work / (unit.vector.lanes * unit.vector.ops_per_lane_per_cycle * ways))
     if unit.per_element is not None:
-        return math.ceil(numel(node.shape) * unit.per_element.cycles_per_element)
-    return math.ceil(bytes_moved / unit.stream.bytes_per_cycle)
+        return math.ceil(numel(node.shape) * unit.per_element.cycles_per_element / ways)
+    return math.ceil(bytes_moved / (unit.stream.bytes_per_cycle * ways))
 
 
 def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, bytes_read: int, bytes_written: int) -> int:
@@ -139,7 +142,7 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     compute = _compute_cycles(unit, op, node, shapes, flops, max(bytes_read, bytes_written))
     memory = _memory_cycles(hw, chip, unit, bytes_read, bytes_written)
     cycles = unit.latency_cycles + max(compute, memory, 1)
-    peak = peak_ops_per_cycle(unit)
+    peak = peak_ops_per_cycle(unit) * (unit.count if unit.gang else 1)
     utilization = flops / (cycles * peak) if peak else compute / cycles
     energy = None
     if unit.energy_pj_per_op is not None:

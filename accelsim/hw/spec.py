@@ -93,6 +93,7 @@ class Unit(Spec):
     categories: list[Literal["elementwise", "tensor", "reduction", "data_movement"]] = []
     when: dict[str, Any] = {}
     count: PositiveInt = 1
+    gang: bool = False  # instances work together on each node (intra-operator parallelism, e.g. a GPU's SMs)
     array: SystolicArray | None = None
     vector: VectorLanes | None = None
     per_element: PerElement | None = None
