@@ -25,7 +25,13 @@ class Data(BaseModel):
 
 class Task(Data):
     """One scheduled piece of work. `resource` names a unit kind on `chip` ("mxm"), a link
-    ("link:0->1"), or a memory-to-memory DMA path ("dma:sram->dram"); `instance` picks one of them."""
+    ("link:0->1"), or "allreduce"; `instance` picks one of a unit kind's instances.
+
+    kinds: "node" computes graph node `node` for (microbatch, replica); update-phase nodes run once
+    per step (microbatch PER_STEP) on every replica. "accumulate" adds micro-batch `microbatch`'s
+    gradient (node = the gradient node) into the running sum of micro-batches 0..microbatch-1.
+    "allreduce" sums a gradient across replicas: one task per replica, all with the same interval.
+    "transfer" moves node `node`'s output for (microbatch, replica) to another chip over a link."""
 
     id: int
     kind: TaskKind
@@ -44,9 +50,14 @@ class Task(Data):
 
 
 class Tensor(Data):
-    """Where one task's output lives: a memory instance ("chip0:sram"), an offset, a live interval
-    from the producer's start to its last reader's end."""
+    """Where one tensor lives: a memory instance ("chip0:sram", or a unit buffer "chip0:mxm.out"), an
+    offset, and a live interval from its producer's start to its last reader's end. `task` is the
+    producing task, or -1 for a leaf (an input per micro-batch; a parameter or constant per replica,
+    live for the whole step)."""
 
+    node: int
+    microbatch: int
+    replica: int
     task: int
     memory: str
     offset: int
