@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from accelsim.cli import graph_cmds, hw_cmds
+from accelsim.cli import graph_cmds, hw_cmds, sched_cmds
 from accelsim.errors import AccelsimError
 
 
@@ -14,6 +14,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     graph_cmds.register(sub)
     hw_cmds.register(sub)
+    sched_cmds.register(sub)
     return parser
 
 

@@ -1,0 +1,109 @@
+"""CLI commands on schedules: compile (write a schedule) and run (compile and summarize a step)."""
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from accelsim import models
+from accelsim.cli.common import model_options, write_json
+from accelsim.graph.ir import Graph
+from accelsim.hw import load_hw
+from accelsim.passes import inference_graph
+from accelsim.report import run_summary
+from accelsim.schedule import compile as compile_schedule
+from accelsim.training import OPTIMIZERS, training_graph
+
+DEFAULT_HW = "groq_like"
+
+
+def step_graph(args: argparse.Namespace) -> Graph:
+    """The training step (default) or the inference graph of --model."""
+    fwd = models.build(args.model, **model_options(args))
+    if args.inference:
+        return inference_graph(fwd)
+    return training_graph(fwd, optimizer=args.optimizer, lr=args.lr)
+
+
+def _compile(args: argparse.Namespace):
+    hw = load_hw(args.hw)
+    graph = step_graph(args)
+    start = time.perf_counter()
+    schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
+                                pipeline_stages=args.pipeline_stages)
+    return hw, graph, schedule, time.perf_counter() - start
+
+
+def _si(x: float, unit: str) -> str:
+    for f, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+        if abs(x) >= f:
+            return f"{x / f:.4g} {p}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from accelsim.schedule.io import save_schedule
+
+    hw, graph, schedule, seconds = _compile(args)
+    out = args.output or f"schedules/{graph.name}_{hw.name}.json"
+    save_schedule(schedule, out)
+    print(f"wrote {out}: {len(schedule.tasks)} tasks, makespan {schedule.makespan_cycles} cycles, "
+          f"makespan/bound {schedule.bound_ratio:.3f} (compiled and validated in {seconds:.2f} s)")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    hw, graph, schedule, seconds = _compile(args)
+    s = run_summary(schedule, hw)
+    console = Console(width=120, highlight=False)
+    o = schedule.options
+    console.print(f"{'training step' if s['training'] else 'inference'} of {graph.name} on {hw.name}: "
+                  f"{s['samples_per_step']} samples/step, {o.microbatches} micro-batch(es), "
+                  f"{o.data_parallel} replica(s), {o.pipeline_stages} stage(s); {s['tasks']} tasks "
+                  f"compiled in {seconds:.2f} s")
+    console.print(f"  makespan    {schedule.makespan_cycles} cycles = {_si(s['makespan_s'], 's')}")
+    console.print(f"  throughput  {s['throughput_samples_per_s']:.6g} samples/s")
+    console.print(f"  latency     {_si(s['latency_s'], 's')} per input")
+    console.print(f"  bound       {s['bound_cycles']} cycles (critical path {s['critical_path_cycles']}, "
+                  f"busiest resource {s['resource_bound_unit']} {s['resource_bound_cycles']}); "
+                  f"makespan/bound {s['bound_ratio']:.3f}")
+    if s["allreduce_cycles"] or s["transfer_cycles"]:
+        console.print(f"  communication: all-reduce {s['allreduce_cycles']} cycles, transfers "
+                      f"{s['transfer_cycles']} cycles (summed over tasks)")
+    table = Table(title="utilization and memory")
+    table.add_column("unit / memory")
+    table.add_column("value", justify="right")
+    for unit, frac in s["utilization"].items():
+        table.add_row(unit, f"{100 * frac:.1f} % busy")
+    for mem, peak in s["peak_memory_bytes"].items():
+        cap = s["memory_capacity_bytes"][mem]
+        table.add_row(mem, f"peak {peak / 2**20:.3f} MiB of {cap / 2**20:.4g} MiB")
+    console.print(table)
+    write_json(args.json, s)
+    return 0
+
+
+def _add_step_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware YAML or bundled name (default {DEFAULT_HW})")
+    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"one of: {', '.join(models.names())}")
+    p.add_argument("--inference", action="store_true", help="schedule inference instead of a training step")
+    p.add_argument("--batch", type=int, help="micro-batch size (the model's `batch` option)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any model option")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--microbatches", type=int, default=1, help="inputs in flight (pipeline parallelism)")
+    p.add_argument("--data-parallel", type=int, default=1, help="replicas (data parallelism)")
+    p.add_argument("--pipeline-stages", type=int, default=1, help="graph partitions on separate chips")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="compile a training step (or inference) and summarize the schedule")
+    _add_step_args(p)
+    p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("compile", help="compile a static schedule and write it as JSON")
+    _add_step_args(p)
+    p.add_argument("-o", "--output", help="schedule path (default schedules/<graph>_<hw>.json)")
+    p.set_defaults(fn=cmd_compile)

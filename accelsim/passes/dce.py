@@ -1,0 +1,45 @@
+"""Dead-code elimination: keep only the nodes some kept output needs (Graph -> Graph)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable
+
+from accelsim.errors import GraphError
+from accelsim.graph.ir import Graph
+
+
+def prune_to_outputs(graph: Graph, outputs: Iterable[str], name: str | None = None) -> Graph:
+    """A new graph with the named outputs and every node they depend on, renumbered in order."""
+    keep_names = list(outputs)
+    for o in keep_names:
+        if o not in graph.outputs:
+            raise GraphError(f"graph {graph.name!r} has no output {o!r}; it has {', '.join(graph.outputs)}")
+    live = {graph.outputs[o] for o in keep_names}
+    for node in reversed(graph.nodes):
+        if node.id in live:
+            live.update(node.inputs)
+    out = Graph(name=name or graph.name, dtype=graph.dtype, seed=graph.seed, meta=dict(graph.meta))
+    new_id: dict[int, int] = {}
+    for node in graph.nodes:
+        if node.id not in live:
+            continue
+        new_id[node.id] = len(out.nodes)
+        out.nodes.append(dataclasses.replace(node, id=new_id[node.id],
+                                             inputs=tuple(new_id[i] for i in node.inputs)))
+        if node.is_leaf:
+            if node.op != "const":
+                out._names[node.name] = new_id[node.id]
+            if node.id in graph._arrays:
+                out._arrays[new_id[node.id]] = graph._arrays[node.id]
+    out.outputs = {o: new_id[graph.outputs[o]] for o in keep_names}
+    if graph.loss is not None and graph.loss in new_id:
+        out.loss = new_id[graph.loss]
+    return out
+
+
+def inference_graph(forward: Graph) -> Graph:
+    """The forward graph without its loss: what serving a model computes."""
+    outs = [o for o in forward.outputs if o != "loss"]
+    if not outs:
+        raise GraphError(f"graph {forward.name!r} has no output besides its loss to serve")
+    return prune_to_outputs(forward, outs, name=f"{forward.name}.infer")

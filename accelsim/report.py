@@ -1,0 +1,64 @@
+"""Summaries of schedules as plain dicts: what `accelsim run` prints and writes as JSON."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from accelsim.hw.spec import HwSpec
+from accelsim.schedule.expand import chip_list
+from accelsim.schedule.plan import PER_STEP, Schedule
+
+
+def utilization(schedule: Schedule, hw: HwSpec) -> dict[str, float]:
+    """Busy fraction of each unit kind over the makespan, over all its instances on the chips in use."""
+    chips = chip_list(hw)
+    used = sorted({t.chip for t in schedule.tasks})
+    busy: dict[str, int] = defaultdict(int)
+    for t in schedule.tasks:
+        if t.kind in ("node", "accumulate"):
+            busy[t.resource] += t.end - t.start
+    out = {}
+    for name in sorted({u.name for c in used for u in chips[c].units}):
+        instances = sum((1 if u.gang else u.count) for c in used for u in chips[c].units if u.name == name)
+        out[name] = busy.get(name, 0) / (instances * schedule.makespan_cycles) if schedule.makespan_cycles else 0.0
+    return out
+
+
+def latency_cycles(schedule: Schedule) -> float:
+    """Mean over (micro-batch, replica) of the span from its first task's start to its last task's end."""
+    spans: dict[tuple[int, int], list[int]] = {}
+    for t in schedule.tasks:
+        if t.microbatch == PER_STEP:
+            continue
+        lo_hi = spans.setdefault((t.microbatch, t.replica), [t.start, t.end])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], t.start), max(lo_hi[1], t.end)
+    return sum(hi - lo for lo, hi in spans.values()) / len(spans) if spans else float(schedule.makespan_cycles)
+
+
+def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
+    clock = schedule.clock_hz
+    makespan_s = schedule.makespan_cycles / clock
+    comm = [t for t in schedule.tasks if t.kind in ("allreduce", "transfer")]
+    allreduce = {(t.node, t.start, t.end) for t in schedule.tasks if t.kind == "allreduce"}
+    return {
+        "graph": schedule.graph_name,
+        "hw": schedule.hw_name,
+        "training": schedule.training,
+        "options": schedule.options.model_dump(),
+        "samples_per_step": schedule.samples_per_step,
+        "tasks": len(schedule.tasks),
+        "makespan_cycles": schedule.makespan_cycles,
+        "makespan_s": makespan_s,
+        "throughput_samples_per_s": schedule.samples_per_step / makespan_s if makespan_s else 0.0,
+        "latency_s": latency_cycles(schedule) / clock,
+        "utilization": utilization(schedule, hw),
+        "peak_memory_bytes": dict(schedule.peak_memory_bytes),
+        "memory_capacity_bytes": dict(schedule.memory_capacity_bytes),
+        "allreduce_cycles": sum(e - s for _, s, e in allreduce),
+        "transfer_cycles": sum(t.end - t.start for t in comm if t.kind == "transfer"),
+        "critical_path_cycles": schedule.bounds.critical_path_cycles,
+        "resource_bound_cycles": schedule.bounds.resource_cycles,
+        "resource_bound_unit": schedule.bounds.resource,
+        "bound_cycles": schedule.bounds.bound_cycles,
+        "bound_ratio": schedule.bound_ratio,
+    }

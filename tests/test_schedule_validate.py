@@ -1,0 +1,212 @@
+"""validate_schedule on hand-built schedules, and schedule files: round trip, stale and malformed files."""
+import json
+
+import pytest
+
+import accelsim as A
+from accelsim.errors import ScheduleError
+from accelsim.schedule.io import load_schedule, save_schedule
+from accelsim.schedule.plan import Bounds, Options, Schedule, Task, Tensor, graph_hash, hw_hash
+from accelsim.schedule.validate import validate_schedule
+
+SRAM = "chip0:sram"
+
+
+def tiny_graph(extra_node: bool = False) -> A.Graph:
+    """x -> relu -> exp, and x -> sin on the side."""
+    g = A.Graph("tiny")
+    x = g.input("x", (4,))
+    y = A.ops.relu(x)
+    A.ops.exp(y)
+    A.ops.sin(x)
+    if extra_node:
+        A.ops.neg(y)
+    return g
+
+
+def task(id, node, op, start, end, deps=(), instance=0) -> Task:
+    return Task(id=id, kind="node", node=node, op=op, phase="forward", microbatch=0, replica=0, stage=0, chip=0,
+                resource="vpu", instance=instance, start=start, end=end, deps=deps)
+
+
+def tensor(node, task, offset, start, end) -> Tensor:
+    return Tensor(node=node, microbatch=0, replica=0, task=task, memory=SRAM, offset=offset, size_bytes=16,
+                  start=start, end=end)
+
+
+def tiny_schedule(graph: A.Graph) -> Schedule:
+    """relu [0,10) then exp [10,20) on vpu[0]; sin [0,10) on vpu[1]; exp reuses sin's bytes once sin is dead."""
+    tasks = (task(0, 1, "relu", 0, 10), task(1, 2, "exp", 10, 20, deps=(0,)), task(2, 3, "sin", 0, 10, instance=1))
+    tensors = (tensor(0, -1, 0, 0, 20), tensor(1, 0, 16, 0, 20), tensor(2, 1, 32, 10, 20), tensor(3, 2, 32, 0, 10))
+    return Schedule(graph_name=graph.name, graph_hash=graph_hash(graph), hw_name="toy", hw_hash="toy-hash",
+                    clock_hz=1e9, options=Options(), training=False, samples_per_step=1, tasks=tasks,
+                    tensors=tensors, memory_capacity_bytes={SRAM: 1024}, peak_memory_bytes={SRAM: 48},
+                    makespan_cycles=20,
+                    bounds=Bounds(critical_path_cycles=20, resource_cycles=15, resource="vpu", bound_cycles=20))
+
+
+def with_task(s: Schedule, i: int, **changes) -> Schedule:
+    tasks = list(s.tasks)
+    tasks[i] = tasks[i].model_copy(update=changes)
+    return s.model_copy(update={"tasks": tuple(tasks)})
+
+
+def with_tensor(s: Schedule, i: int, **changes) -> Schedule:
+    tensors = list(s.tensors)
+    tensors[i] = tensors[i].model_copy(update=changes)
+    return s.model_copy(update={"tensors": tuple(tensors)})
+
+
+def problems(s: Schedule, graph: A.Graph | None = None) -> str:
+    with pytest.raises(ScheduleError) as err:
+        validate_schedule(s, graph)
+    return str(err.value)
+
+
+@pytest.fixture
+def graph():
+    return tiny_graph()
+
+
+@pytest.fixture
+def sched(graph):
+    return tiny_schedule(graph)
+
+
+def test_hand_built_schedule_is_valid_with_and_without_its_graph(sched, graph):
+    validate_schedule(sched)
+    validate_schedule(sched, graph)
+
+
+def test_task_starting_before_its_dependence_ends_is_reported(sched, graph):
+    msg = problems(with_task(sched, 1, start=5, instance=2), graph)
+    assert "task 1 (node exp %2 'exp2', mb 0, replica 0) starts at 5 before its dependence " \
+           "task 0 (node relu %1 'relu1', mb 0, replica 0) ends at 10" in msg
+
+
+def test_missing_graph_dependence_is_reported_only_when_the_graph_is_given(sched, graph):
+    broken = with_task(sched, 1, deps=())
+    validate_schedule(broken)
+    msg = problems(broken, graph)
+    assert "task 1 (node exp %2 'exp2', mb 0, replica 0) needs relu %1 'relu1'" in msg
+
+
+def test_schedule_checked_against_another_graph_is_reported(sched):
+    msg = problems(sched, tiny_graph(extra_node=True))
+    assert "compiled for graph 'tiny'" in msg
+
+
+def test_two_tasks_on_one_unit_instance_must_not_overlap(sched):
+    msg = problems(with_task(sched, 2, instance=0))
+    assert "chip0 vpu[0]" in msg
+    assert "'sin'" not in msg  # without the graph, nodes are named by op and id
+    assert "node sin %3" in msg and "node relu %1" in msg
+
+
+def test_overlapping_tasks_on_different_unit_instances_are_fine(sched):
+    assert sched.tasks[0].start == sched.tasks[2].start
+    validate_schedule(with_task(sched, 2, instance=3))
+
+
+def test_memory_over_capacity_is_reported(sched, graph):
+    small = sched.model_copy(update={"memory_capacity_bytes": {SRAM: 40}})
+    msg = problems(small, graph)
+    assert "tensor of exp %2 'exp2' (mb 0, replica 0) in chip0:sram at [32, 48)" in msg
+    assert "ends past the capacity of chip0:sram (40 bytes)" in msg
+    assert "peak at 48 bytes, over its capacity of 40 bytes" in msg
+
+
+def test_tensors_overlapping_in_time_and_address_are_reported(sched, graph):
+    msg = problems(with_tensor(sched, 2, offset=24), graph)
+    assert "tensor of exp %2 'exp2'" in msg and "overlaps tensor of relu %1 'relu1'" in msg
+
+
+def test_tensors_sharing_addresses_at_different_times_are_fine(sched, graph):
+    exp_tensor, sin_tensor = sched.tensors[2], sched.tensors[3]
+    assert exp_tensor.offset == sin_tensor.offset and sin_tensor.end == exp_tensor.start
+    validate_schedule(sched, graph)
+
+
+def test_tensor_freed_before_its_reader_ends_is_reported(sched, graph):
+    msg = problems(with_tensor(sched, 1, end=15), graph)
+    assert "tensor of relu %1 'relu1' (mb 0, replica 0) in chip0:sram at [16, 32) live [0, 15) is freed " \
+           "before its reader task 1 (node exp %2 'exp2', mb 0, replica 0) ends at 20" in msg
+
+
+def test_wrong_peak_memory_is_reported(sched):
+    msg = problems(sched.model_copy(update={"peak_memory_bytes": {SRAM: 40}}))
+    assert "peak_memory_bytes['chip0:sram'] is 40 but the tensors placed there peak at 48 bytes" in msg
+
+
+def test_wrong_makespan_is_reported(sched):
+    msg = problems(sched.model_copy(update={"makespan_cycles": 25}))
+    assert "makespan_cycles is 25 but the last task ends at 20" in msg
+
+
+def test_inconsistent_bounds_are_reported(sched):
+    bounds = sched.bounds.model_copy(update={"bound_cycles": 30})
+    msg = problems(sched.model_copy(update={"bounds": bounds}))
+    assert "bounds.bound_cycles is 30" in msg and "beats the lower bound 30" in msg
+
+
+def test_task_ids_out_of_order_are_reported(sched):
+    msg = problems(sched.model_copy(update={"tasks": tuple(reversed(sched.tasks))}))
+    assert "task 2 (node sin %3, mb 0, replica 0) is at position 0" in msg
+
+
+def test_many_problems_are_capped_with_a_count_of_the_rest(sched):
+    tasks = tuple(task(i, 1, "relu", 0, 10) for i in range(30))
+    msg = problems(sched.model_copy(update={"tasks": tasks, "makespan_cycles": 10, "tensors": ()}))
+    assert "... and " in msg and "more" in msg
+    assert len(msg.splitlines()) == 1 + 20 + 1
+
+
+def test_save_then_load_round_trips_byte_for_byte(sched, graph, tmp_path):
+    first, second = tmp_path / "a" / "s.json", tmp_path / "b.json"
+    save_schedule(sched, first)
+    loaded = load_schedule(first, graph)
+    save_schedule(loaded, second)
+    assert loaded == sched
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_loading_for_another_graph_is_refused(sched, tmp_path):
+    save_schedule(sched, tmp_path / "s.json")
+    with pytest.raises(ScheduleError, match=r"compiled for graph 'tiny' .* recompile with `accelsim compile`"):
+        load_schedule(tmp_path / "s.json", graph=tiny_graph(extra_node=True))
+
+
+def test_loading_for_other_hardware_is_refused_and_matching_hardware_accepted(sched, tmp_path):
+    hw = A.load_hw("groq_like")
+    save_schedule(sched, tmp_path / "s.json")
+    with pytest.raises(ScheduleError, match=r"hardware 'toy' .* 'groq_like' .* `accelsim compile`"):
+        load_schedule(tmp_path / "s.json", hw=hw)
+    save_schedule(sched.model_copy(update={"hw_hash": hw_hash(hw)}), tmp_path / "ok.json")
+    assert load_schedule(tmp_path / "ok.json", hw=hw).hw_hash == hw_hash(hw)
+
+
+def test_corrupted_json_names_the_file(sched, tmp_path):
+    path = tmp_path / "s.json"
+    save_schedule(sched, path)
+    path.write_text(path.read_text()[:50])
+    with pytest.raises(ScheduleError, match=r"s\.json: not valid JSON"):
+        load_schedule(path)
+
+
+def test_wrong_field_names_the_file_and_field_path(sched, tmp_path):
+    path = tmp_path / "s.json"
+    data = sched.model_dump(mode="json")
+    data["tasks"][1]["start"] = "soon"
+    del data["makespan_cycles"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ScheduleError) as err:
+        load_schedule(path)
+    msg = str(err.value)
+    assert "s.json: not a valid schedule: 2 problem(s)" in msg
+    assert "tasks[1].start: Input should be a valid integer" in msg and "'soon'" in msg
+    assert "makespan_cycles: Field required" in msg
+
+
+def test_missing_file_names_the_file(tmp_path):
+    with pytest.raises(ScheduleError, match=r"nope\.json: no such schedule file"):
+        load_schedule(tmp_path / "nope.json")
