@@ -78,7 +78,7 @@ def test_cost_of_a_model_lists_every_node(tmp_path, capsys):
     path = tmp_path / "cost.json"
     assert main(["cost", "--hw", "bespoke_superres", "--model", "superres", "--training", "--json", str(path)]) == 0
     data = json.loads(path.read_text())
-    assert {n["unit"] for n in data["nodes"] if n["op"] == "conv2d"} == {"conv5x5", "conv3x3"}
+    assert {n["unit"] for n in data["nodes"] if n["op"] == "conv2d"} == {"conv5x5", "conv2_3x3", "conv3_3x3", "conv4_3x3"}
     assert data["total_cycles"] == sum(n["cycles"] for n in data["nodes"])
 
 

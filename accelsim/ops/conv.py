@@ -107,6 +107,11 @@ def _grad_weight_ref(x: np.ndarray, g: np.ndarray, weight_shape: Shape, stride: 
 
 # ---- cost, gradient, examples ----------------------------------------------------------
 
+def _layer(w: Shape) -> dict[str, Any]:
+    """Facts of the conv layer a hardware unit may be dedicated to (`when:` in a hwconfig)."""
+    return {"kernel": [w[2], w[3]], "out_channels": w[0], "in_channels_per_group": w[1]}
+
+
 def _macs_per_output(w: Shape) -> int:
     return w[1] * w[2] * w[3]
 
@@ -152,18 +157,18 @@ register(OpDef(
     "conv2d", "tensor", infer=_conv_shape, ref=_conv_ref, grad=_grad, examples=_conv_examples,
     flops=lambda out, x, w, **a: 2 * numel(out) * _macs_per_output(w),
     gemm=lambda out, x, w, groups, **a: (groups, out[0] * out[2] * out[3], _macs_per_output(w), out[1] // groups),
-    features=lambda out, x, w, **a: {"kernel": [w[2], w[3]]},
+    features=lambda out, x, w, **a: _layer(w),
     doc="NCHW cross-correlation, no bias; weight (O, C//groups, KH, KW)"))
 register(OpDef(
     "conv2d_grad_input", "tensor", infer=_grad_input_shape, ref=_grad_input_ref, backward_only=True,
     flops=lambda out, g, w, **a: 2 * numel(g) * _macs_per_output(w), examples=_grad_input_examples,
     # dcols = g (N*Ho*Wo, O/groups) @ w (O/groups, C/groups*KH*KW), then col2im adds the columns back.
     gemm=lambda out, g, w, groups, **a: (groups, g[0] * g[2] * g[3], g[1] // groups, _macs_per_output(w)),
-    features=lambda out, g, w, **a: {"kernel": [w[2], w[3]]},
+    features=lambda out, g, w, **a: _layer(w),
     doc="d conv2d / d x: transposed convolution of the output gradient (col2im)"))
 register(OpDef(
     "conv2d_grad_weight", "tensor", infer=_grad_weight_shape, ref=_grad_weight_ref, backward_only=True,
     flops=lambda out, x, g, **a: 2 * numel(g) * _macs_per_output(out), examples=_grad_weight_examples,
     gemm=lambda out, x, g, groups, **a: (groups, out[0] // groups, g[0] * g[2] * g[3], _macs_per_output(out)),
-    features=lambda out, x, g, **a: {"kernel": [out[2], out[3]]},
+    features=lambda out, x, g, **a: _layer(out),
     doc="d conv2d / d w: correlation of the input windows with the output gradient"))
