@@ -19,6 +19,15 @@ def _peak(blocks) -> int:
     return peak
 
 
+def _batch(graph: Graph) -> int:
+    """Samples in one micro-batch: the model's `batch` option, else the first input's leading axis."""
+    batch = graph.meta.get("options", {}).get("batch")
+    if batch is None:
+        first = next((n for n in graph.nodes if n.op == "input" and n.shape), None)
+        batch = first.shape[0] if first is not None else 1
+    return int(batch)
+
+
 def _auto_window(graph: Graph, hw: HwSpec, options: Options) -> int:
     """How many micro-batches' working sets fit in each chip's first-choice memory at once."""
     probe_opts = options.model_copy(update={"microbatches": 1, "data_parallel": 1})
@@ -58,8 +67,7 @@ def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int 
             tensors.append(Tensor(node=node, microbatch=mb, replica=replica, task=task, memory=arena.name,
                                   offset=b.offset, size_bytes=b.size_bytes, start=b.start, end=int(b.end)))
     tensors.sort(key=lambda x: (x.memory, x.start, x.offset))
-    inputs = [n for n in graph.nodes if n.op == "input"]
-    batch = max((n.shape[0] for n in inputs if n.shape), default=1)
+    batch = _batch(graph)
     schedule = Schedule(
         graph_name=graph.name, graph_hash=graph_hash(graph), hw_name=hw.name, hw_hash=hw_hash(hw),
         clock_hz=hw.clock_hz, options=options, training=any(n.phase == "update" for n in graph.nodes),

@@ -47,6 +47,7 @@ class Plan:
     stage_of_node: list[int]
     chip_of: dict[tuple[int, int], int]  # (replica, stage) -> chip
     leaf_bytes: dict[int, int]
+    node_names: list[str]
 
 
 def chip_list(hw: HwSpec) -> list[Chip]:
@@ -192,4 +193,4 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
             node_task(n, PER_STEP, r, lambda src: PER_STEP if src.phase in ("update",) or src.id in grad_nodes
                       else m - 1)
     leaf_bytes = {n.id: nbytes(n) for n in graph.nodes if n.is_leaf}
-    return Plan(tasks, chips, stage, cmap, leaf_bytes)
+    return Plan(tasks, chips, stage, cmap, leaf_bytes, [n.name for n in graph.nodes])

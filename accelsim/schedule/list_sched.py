@@ -161,12 +161,13 @@ def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:
             key = ("leaf",) + (r, t.chip)
             if key not in mem.home:  # params/constants live the whole step; inputs from first use
                 at = 0 if r[1] == PER_STEP else start
-                mem.place(key, t.chip, None, plan.leaf_bytes[r[0]], at, 0, f"leaf %{r[0]} (mb {r[1]}, replica {r[2]})")
+                mem.place(key, t.chip, None, plan.leaf_bytes[r[0]], at, 0,
+                          f"leaf %{r[0]} {plan.node_names[r[0]]!r} (mb {r[1]}, replica {r[2]})")
         if not t.out_bytes:
             return start, 0
         return mem.place(("out", t.id), t.out_chip, unit_writes.get((t.out_chip, resource)), t.out_bytes,
-                         start, cycles, f"the output of {t.kind} {t.op} %{t.node} (mb {t.microbatch}, "
-                         f"replica {t.replica})")
+                         start, cycles, f"the output of {t.kind} {t.op} %{t.node} {plan.node_names[t.node]!r} "
+                         f"(mb {t.microbatch}, replica {t.replica})")
 
     def book(t: TaskSpec, resource: str, instance: int, start: int, end: int) -> None:
         timed[t.id] = Timed(resource, instance, start, end)
