@@ -5,7 +5,12 @@ from accelsim.errors import AccelsimError, GraphError, HwConfigError, MappingErr
 from accelsim.evaluate import evaluate
 from accelsim.graph import Graph, Node, Var
 from accelsim.hw import HwSpec, load_hw
+from accelsim.report import run_summary
+from accelsim.schedule import Schedule, compile
+from accelsim.schedule.io import load_schedule, save_schedule
+from accelsim.schedule.validate import validate_schedule
 from accelsim.training import training_graph
 
 __all__ = ["AccelsimError", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node",
-           "ShapeError", "Var", "cost", "evaluate", "gradients", "hw", "load_hw", "models", "ops", "training_graph"]
+           "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
+           "models", "ops", "run_summary", "save_schedule", "training_graph", "validate_schedule"]

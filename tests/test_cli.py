@@ -96,3 +96,40 @@ def test_roofline_writes_a_png(tmp_path):
 def test_cost_user_errors(argv, match, capsys):
     assert main(argv) == 1
     assert match in capsys.readouterr().err
+
+
+def test_run_prints_the_summary_and_writes_the_json_keys(tmp_path, capsys):
+    path = tmp_path / "run.json"
+    assert main(["run", "--hw", "groq_like_x4", "--model", "mlp", "--batch", "8", "--microbatches", "2",
+                 "--data-parallel", "2", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "makespan" in out and "all-reduce" in out
+    data = json.loads(path.read_text())
+    for key in ("makespan_cycles", "makespan_s", "throughput_samples_per_s", "latency_s", "utilization",
+                "peak_memory_bytes", "bound_cycles", "bound_ratio"):
+        assert key in data
+    assert data["samples_per_step"] == 8 * 2 * 2
+    assert data["makespan_cycles"] >= data["bound_cycles"]
+
+
+def test_run_defaults_to_superres_training_on_groq_like(capsys):
+    assert main(["run"]) == 0
+    assert "training step of superres.train on groq_like" in capsys.readouterr().out
+
+
+def test_compile_writes_a_schedule_that_loads(tmp_path):
+    from accelsim.schedule.io import load_schedule
+    path = tmp_path / "s.json"
+    assert main(["compile", "--hw", "tpu_v1_like", "--model", "mlp", "--inference", "-o", str(path)]) == 0
+    assert load_schedule(path).graph_name == "mlp.infer"
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["run", "--microbatches", "0"], "microbatches must be >= 1"),
+    (["run", "--pipeline-stages", "2"], "needs 2 chips"),
+    (["run", "--hw", "bespoke_superres", "--model", "mlp"], "no unit of bespoke_superres"),
+])
+def test_run_user_errors(argv, match, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
