@@ -92,31 +92,31 @@ class MemoryPlanner:
         a lower level now, whichever finishes first."""
         row = self.order[chip]
         ranked = sorted(row, key=lambda ma: (ma[0].name != preferred, row.index(ma)))
-        first_mem, first = ranked[0]
-        if first.fits(size, start):
-            return self._commit(key, first, size, start), 0
+        _, first = ranked[0]
+        block = first.allocate(key, size, start)
+        if block is not None:
+            return self._keep(key, first, block), 0
         spill = None
         for mem, arena in ranked[1:]:
             if arena.fits(size, start):
-                spill = (mem, arena, math.ceil(size / mem.bytes_per_cycle(self.hw.clock_hz)))
+                spill = (arena, math.ceil(size / mem.bytes_per_cycle(self.hw.clock_hz)))
                 break
-        wait = first.earliest_fit(size, start, horizon=start + spill[2] if spill else None)
-        if wait is not None and (spill is None or wait <= start + spill[2]):
-            return self._commit(key, first, size, wait), 0
+        wait = first.earliest_fit(size, start, horizon=start + spill[1] if spill else None)
+        if wait is not None and (spill is None or wait <= start + spill[1]):
+            return self._keep(key, first, first.allocate(key, size, wait)), 0
         if spill is not None:
-            return self._commit(key, spill[1], size, start), spill[2]
+            return self._keep(key, spill[0], spill[0].allocate(key, size, start)), spill[1]
         caps = ", ".join(f"{a.name} {a.capacity_bytes} B (live at {start}: {a.live_bytes_at(start)} B)"
                          for _, a in row)
         raise ScheduleError(f"no memory can hold {what} ({size} bytes) from cycle {start}: {caps}; "
                             "use a hardware description with more memory, fewer micro-batches, or more stages")
 
-    def _commit(self, key: tuple, arena: Arena, size: int, start: int) -> int:
-        block = arena.allocate(key, size, start)
+    def _keep(self, key: tuple, arena: Arena, block: Block) -> int:
         self.home[key], self.where[key] = block, arena.name
         return block.start
 
     def free(self, key: tuple, end: int) -> None:
-        self.home[key].end = end
+        self.arenas[self.where[key]].close(self.home[key], end)
 
 
 def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:

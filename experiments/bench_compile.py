@@ -1,0 +1,57 @@
+"""Compile time vs graph size (training graphs on a100_like, the shipped config with room for GPT-2).
+
+Prints nodes, edges, tasks, the median compile time (list scheduling + memory placement +
+validation), the median time of the simpler baseline that only expands the step and costs every
+node (no scheduling), their ratio, the time per (V + E) log2 V (flat if compile is O((V+E) log V)),
+and makespan / bound.  Run: python experiments/bench_compile.py [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import accelsim as A
+from accelsim.schedule.expand import expand
+from accelsim.schedule.plan import Options
+
+CASES = [
+    ("superres", {}), ("mlp", {}), ("resnet_block", {}), ("transformer_block", {}),
+    ("gpt2", {"layers": 1}), ("gpt2", {"layers": 2}), ("gpt2", {"layers": 4}), ("gpt2", {"layers": 12}),
+]
+
+
+def _median_seconds(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--hw", default="a100_like")
+    args = parser.parse_args()
+    hw = A.load_hw(args.hw)
+    print(f"hardware {hw.name}; medians of {args.repeat} runs")
+    header = f"{'graph':28s} {'nodes':>6s} {'edges':>6s} {'tasks':>6s} {'compile s':>9s} {'cost-only s':>11s} " \
+             f"{'ratio':>6s} {'us/(V+E)logV':>12s} {'makespan/bound':>14s}"
+    print(header)
+    print("-" * len(header))
+    for name, opts in CASES:
+        graph = A.training_graph(A.models.build(name, **opts))
+        v, e = len(graph.nodes), sum(len(n.inputs) for n in graph.nodes)
+        base_s, _ = _median_seconds(lambda: expand(graph, hw, Options()), args.repeat)
+        comp_s, sched = _median_seconds(lambda: A.compile(graph, hw), args.repeat)
+        label = name + "".join(f" {k}={v}" for k, v in opts.items())
+        per = comp_s / ((v + e) * math.log2(v)) * 1e6
+        print(f"{label:28s} {v:6d} {e:6d} {len(sched.tasks):6d} {comp_s:9.3f} {base_s:11.3f} "
+              f"{comp_s / base_s:6.2f} {per:12.2f} {sched.bound_ratio:14.3f}")
+
+
+if __name__ == "__main__":
+    main()
