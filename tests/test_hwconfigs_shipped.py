@@ -98,7 +98,7 @@ def test_groq_x4_is_four_groq_chips_fully_connected_by_c2c_links():
     assert four.chips[0].model_dump(exclude={"count"}) == one.chips[0].model_dump(exclude={"count"})
     assert (four.clock_hz, four.bytes_per_element) == (one.clock_hz, one.bytes_per_element)
     assert four.interconnect.topology == "fully_connected"
-    assert four.interconnect.link_bytes_per_cycle(four.clock_hz) * four.clock_hz == pytest.approx(14e9)
+    assert four.interconnect.bytes_per_cycle(four.clock_hz) * four.clock_hz == pytest.approx(14e9)
 
 
 def test_a100_peaks_match_the_whitepaper():

@@ -22,7 +22,7 @@ def toy_hw(n_units=1, sram_bytes=1 << 20, chips=1):
          "vector": {"lanes": 8}, "reads": ["sram"], "writes": ["sram"]}],
         "memories": [{"name": "sram", "kind": "sram", "capacity_bytes": sram_bytes, "bandwidth_bytes_per_cycle": 64}]}]}
     if chips > 1:
-        spec["interconnect"] = {"topology": "ring", "link_bandwidth_bytes_per_cycle": 16, "link_latency_cycles": 10}
+        spec["interconnect"] = {"topology": "ring", "bandwidth_bytes_per_cycle": 16, "link_latency_cycles": 10}
     return A.hw.parse_hw(spec)
 
 
@@ -138,7 +138,7 @@ def test_training_data_parallelism_adds_a_ring_all_reduce_per_gradient():
     link = hw.interconnect
     for t in ar:
         nbytes = math.prod(train.nodes[t.node].shape) * hw.elem_bytes("float32")
-        expected = math.ceil(2 * 3 / 4 * nbytes / link.link_bytes_per_cycle(hw.clock_hz)) + 2 * 3 * link.link_latency_cycles
+        expected = math.ceil(2 * 3 / 4 * nbytes / link.bytes_per_cycle(hw.clock_hz)) + 2 * 3 * link.link_latency_cycles
         assert t.end - t.start == expected
     updates = [t for t in sched.tasks if t.phase == "update"]
     assert min(u.start for u in updates) >= min(t.end for t in ar)

@@ -79,7 +79,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
                       f"{_binary(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}")
     if hw.interconnect:
         ic = hw.interconnect
-        console.print(f"interconnect: {ic.topology}, {_si(ic.link_bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')}"
+        console.print(f"interconnect: {ic.topology}, {_si(ic.bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')}"
                       f" per link, {ic.link_latency_cycles} cycles latency")
     return 0
 

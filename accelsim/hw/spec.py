@@ -163,23 +163,12 @@ class Chip(Spec):
         return self
 
 
-class Interconnect(Spec):
+class Interconnect(Bandwidth):
+    """Links between chips; the bandwidth is per link and direction."""
+
     topology: Literal["ring", "fully_connected"]
-    link_bandwidth_bytes_per_cycle: PositiveFloat | None = None
-    link_bandwidth_bytes_per_s: BytesPerSecond | None = None
     link_latency_cycles: Cycles = 0
     energy_pj_per_byte: Energy | None = None
-
-    @model_validator(mode="after")
-    def _one_bandwidth(self) -> "Interconnect":
-        if (self.link_bandwidth_bytes_per_cycle is None) == (self.link_bandwidth_bytes_per_s is None):
-            raise ValueError("give exactly one of link_bandwidth_bytes_per_cycle and link_bandwidth_bytes_per_s")
-        return self
-
-    def link_bytes_per_cycle(self, clock_hz: float) -> float:
-        if self.link_bandwidth_bytes_per_cycle is not None:
-            return self.link_bandwidth_bytes_per_cycle
-        return self.link_bandwidth_bytes_per_s / clock_hz
 
 
 class HwSpec(Spec):

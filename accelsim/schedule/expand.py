@@ -80,7 +80,7 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
     cmap = chip_map(len(chips), options)
     m, d = options.microbatches, options.data_parallel
     clock = hw.clock_hz
-    link_bw = hw.interconnect.link_bytes_per_cycle(clock) if hw.interconnect else 0.0
+    link_bw = hw.interconnect.bytes_per_cycle(clock) if hw.interconnect else 0.0
     link_lat = hw.interconnect.link_latency_cycles if hw.interconnect else 0
 
     def nbytes(node: Node) -> int:
