@@ -27,7 +27,8 @@ def training_graph(forward: Graph, loss: Var | int | None = None, optimizer: str
     g = forward.copy(name=f"{forward.name}.train")
     params = [p for p in g.params if p.trainable]
     grads = gradients(g, loss_id, [p.id for p in params])
-    g.meta.update(training=True, optimizer=optimizer, lr=lr)
+    g.meta.update(training=True, optimizer=optimizer, lr=lr, momentum=momentum, beta1=beta1, beta2=beta2, eps=eps,
+                  step=step)
     with g.phase("update"):
         for p in params:
             if p.id not in grads:

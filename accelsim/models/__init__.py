@@ -38,7 +38,7 @@ def _check_option(name: str, key: str, value: Any, default: Any) -> Any:
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= (0 if default == 0 else 1)
         elif isinstance(default, float):
             value = float(value)
             ok = True
@@ -50,7 +50,8 @@ def _check_option(name: str, key: str, value: Any, default: Any) -> Any:
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        kind = "a positive integer" if isinstance(default, int) and not isinstance(default, bool) else \
+        kind = ("a non-negative integer" if default == 0 else "a positive integer") \
+            if isinstance(default, int) and not isinstance(default, bool) else \
             f"a {type(default).__name__} like {default!r}"
         raise ModelError(f"model {name!r}: option {key}={value!r} is invalid; expected {kind}")
     return value

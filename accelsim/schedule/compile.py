@@ -19,6 +19,17 @@ def _peak(blocks) -> int:
     return peak
 
 
+def _source(graph: Graph) -> dict:
+    """What rebuilds the graph: the model and its options, and the training settings if any."""
+    meta = graph.meta
+    if "model" not in meta:
+        return {}
+    out = {"model": meta["model"], "options": dict(meta.get("options", {})), "training": meta.get("training", False)}
+    if meta.get("training"):
+        out.update({k: meta[k] for k in ("optimizer", "lr", "momentum", "beta1", "beta2", "eps", "step")})
+    return out
+
+
 def _batch(graph: Graph) -> int:
     """Samples in one micro-batch: the model's `batch` option, else the first input's leading axis."""
     batch = graph.meta.get("options", {}).get("batch")
@@ -52,9 +63,11 @@ def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int 
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
     plan = expand(graph, hw, options, window)
     timed, mem = list_schedule(plan, hw)
+    reads = {(c, u.name): f"chip{c}:{u.reads[0]}" for c, chip in enumerate(plan.chips) for u in chip.units}
     tasks = tuple(Task(id=t.id, kind=t.kind, node=t.node, op=t.op, phase=t.phase, microbatch=t.microbatch,
                        replica=t.replica, stage=t.stage, chip=t.chip, resource=x.resource, instance=x.instance,
-                       start=x.start, end=x.end, deps=tuple(t.deps)) for t, x in zip(plan.tasks, timed))
+                       start=x.start, end=x.end, deps=tuple(t.deps), bytes_moved=t.port_bytes,
+                       port=reads.get((t.chip, x.resource), x.resource)) for t, x in zip(plan.tasks, timed))
     tensors = []
     for arena in mem.arenas.values():
         for b in arena.blocks:
@@ -74,7 +87,8 @@ def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int 
         samples_per_step=batch * microbatches * data_parallel, tasks=tasks, tensors=tuple(tensors),
         memory_capacity_bytes={a.name: a.capacity_bytes for a in mem.arenas.values()},
         peak_memory_bytes={a.name: _peak(a.blocks) for a in mem.arenas.values()},
-        makespan_cycles=max((t.end for t in tasks), default=0), bounds=lower_bounds(plan.tasks))
+        makespan_cycles=max((t.end for t in tasks), default=0), bounds=lower_bounds(plan.tasks),
+        source=_source(graph))
     if validate:
         from accelsim.schedule.validate import validate_schedule
         validate_schedule(schedule, graph)

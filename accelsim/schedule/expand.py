@@ -34,6 +34,7 @@ class TaskSpec:
     deps: list[int]
     options: list[tuple[str, int, int]]
     out_bytes: int
+    port_bytes: int = 0  # bytes streamed through a memory port or a link while it runs
     group: int = -1  # all-reduce tasks of one gradient share a group and are scheduled together
     reads: list[tuple[int, int, int]] = field(default_factory=list)  # leaf tensors: (node, mb, replica)
 
@@ -94,6 +95,13 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
                      for u in capable_units(hw, graph, node, chip))
 
     @lru_cache(maxsize=None)
+    def node_bytes(node_id: int) -> int:
+        node = graph.nodes[node_id]
+        unit = capable_units(hw, graph, node, chips[0])[0]
+        c = node_cost(hw, graph, node, unit, chips[0])
+        return c.bytes_read + c.bytes_written
+
+    @lru_cache(maxsize=None)
     def add_options(shape: tuple[int, ...], dtype: str, chip_idx: int) -> tuple[tuple[str, int, int], ...]:
         g = Graph("accumulate", dtype="float64" if dtype == "float64" else "float32")
         s = add(g.input("a", shape), g.input("b", shape))
@@ -124,7 +132,7 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
             cycles = math.ceil(nb / link_bw) + link_lat * _hops(hw, t.out_chip, chip, len(chips))
             tr = new(kind="transfer", node=t.node, op="transfer", phase=t.phase, microbatch=t.microbatch,
                      replica=t.replica, stage=t.stage, chip=t.out_chip, out_chip=chip, deps=[src],
-                     options=[(f"link:{t.out_chip}->{chip}", 1, cycles)], out_bytes=nb)
+                     options=[(f"link:{t.out_chip}->{chip}", 1, cycles)], out_bytes=nb, port_bytes=nb)
             moved[(src, chip)] = tr.id
         return moved[(src, chip)]
 
@@ -142,7 +150,7 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
             deps.append(on_chip(producer[(i, source_mb(src), r)], chip))
         t = new(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=r, stage=stage[n.id],
                 chip=chip, out_chip=chip, deps=sorted(set(deps)), options=list(node_options(n.id, chip)),
-                out_bytes=nbytes(n), reads=reads)
+                out_bytes=nbytes(n), port_bytes=node_bytes(n.id), reads=reads)
         producer[(n.id, mb, r)] = t.id
         return t
 
@@ -169,7 +177,8 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
             for mb in range(1, m):
                 acc = new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb, replica=r,
                           stage=stage[g], chip=chip, out_chip=chip, deps=[last, producer[(g, mb, r)]],
-                          options=list(add_options(gn.shape, gn.dtype, chip)), out_bytes=nbytes(gn))
+                          options=list(add_options(gn.shape, gn.dtype, chip)), out_bytes=nbytes(gn),
+                          port_bytes=3 * nbytes(gn))
                 last = acc.id
             finals.append(last)
         if d > 1:
@@ -178,13 +187,15 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
             nb = nbytes(gn)
             if len(ring_chips) > 1:  # ring all-reduce: 2(d-1)/d of the bytes per link, 2(d-1) latencies
                 cycles = math.ceil(2 * (d - 1) / d * nb / link_bw) + 2 * (d - 1) * link_lat
+                moved = math.ceil(2 * (d - 1) / d * nb)
             else:  # replicas on one chip: d-1 on-chip additions
                 cycles = (d - 1) * min(c for _, _, c in add_options(gn.shape, gn.dtype, tasks[finals[0]].out_chip))
+                moved = 3 * (d - 1) * nb
             for r, f in enumerate(finals):
                 chip = tasks[f].out_chip
                 ar = new(kind="allreduce", node=g, op="allreduce", phase="backward", microbatch=PER_STEP, replica=r,
                          stage=stage[g], chip=chip, out_chip=chip, deps=sorted(finals), options=[("allreduce", 1, cycles)],
-                         out_bytes=nb, group=group)
+                         out_bytes=nb, port_bytes=moved, group=group)
                 producer[(g, PER_STEP, r)] = ar.id
         else:
             producer[(g, PER_STEP, 0)] = finals[0]

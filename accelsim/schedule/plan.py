@@ -7,7 +7,7 @@ or a transfer of a tensor between memories or chips.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -47,6 +47,8 @@ class Task(Data):
     start: int
     end: int
     deps: tuple[int, ...]
+    bytes_moved: int = 0  # through its memory port (node, accumulate) or over its link
+    port: str = ""  # the memory port it streams through ("chip0:sram"), or its link
 
 
 class Tensor(Data):
@@ -97,6 +99,7 @@ class Schedule(Data):
     peak_memory_bytes: dict[str, int]
     makespan_cycles: int
     bounds: Bounds
+    source: dict[str, Any] = {}  # how the graph was made (model, options, optimizer), to rebuild it
 
     @property
     def bound_ratio(self) -> float:
