@@ -1,14 +1,16 @@
-"""CLI commands on schedules: compile (write a schedule) and run (compile and summarize a step)."""
+"""CLI commands on schedules: compile (write one), run (compile, simulate, plot), simulate (replay one)."""
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from accelsim import models
 from accelsim.cli.common import model_options, write_json
+from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.passes import inference_graph
@@ -54,6 +56,36 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulate_and_plot(schedule, hw, args: argparse.Namespace, graph: Graph | None, console: Console) -> dict:
+    """Simulate (static and, with --dynamic, the work-queue runtime too) and write the plots."""
+    from accelsim.sim import simulate
+    from accelsim.viz import plot_memory, plot_timeline, plot_utilization, write_perfetto
+
+    modes = ["static"] + (["dynamic"] if args.dynamic else [])
+    out = Path(args.out or f"plots/{schedule.source.get('model', schedule.graph_name)}_{hw.name}")
+    report = {}
+    for mode in modes:
+        start = time.perf_counter()
+        result = simulate(schedule, hw, mode=mode, graph=graph)
+        seconds = time.perf_counter() - start
+        suffix = "" if mode == "static" else "_dynamic"
+        try:
+            plot_timeline(result, out / f"timeline{suffix}.png")
+            plot_utilization(result, out / f"utilization{suffix}.png")
+            plot_memory(result, out / f"memory{suffix}.png")
+            write_perfetto(result, out / f"trace{suffix}.json")
+        except OSError as e:
+            raise AccelsimError(f"cannot write plots to {out}: {e.strerror}") from None
+        stalls = result.stall_cycles()
+        console.print(f"  simulated ({mode}): makespan {result.makespan_cycles} cycles vs compiled "
+                      f"{schedule.makespan_cycles} ({result.makespan_cycles / max(schedule.makespan_cycles, 1):.3f}x); "
+                      f"stalls " + ", ".join(f"{k} {v}" for k, v in stalls.items()) +
+                      f"; {result.events} events in {seconds:.2f} s")
+        report[mode] = result.summary()
+    console.print(f"  wrote timeline, utilization, memory plots and Perfetto trace to {out}/")
+    return report
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     hw, graph, schedule, seconds = _compile(args)
     s = run_summary(schedule, hw)
@@ -81,7 +113,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         cap = s["memory_capacity_bytes"][mem]
         table.add_row(mem, f"peak {peak / 2**20:.3f} MiB of {cap / 2**20:.4g} MiB")
     console.print(table)
+    if not args.no_sim:
+        s["simulation"] = _simulate_and_plot(schedule, hw, args, graph, console)
     write_json(args.json, s)
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from accelsim.schedule.io import load_schedule
+    from accelsim.schedule.source import graph_for
+
+    schedule = load_schedule(args.schedule)
+    hw = load_hw(args.hw or schedule.hw_name)
+    if hw.name != schedule.hw_name:
+        raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
+    load_schedule(args.schedule, hw=hw)  # refuses a file compiled for other hardware
+    graph = graph_for(schedule) if args.dynamic else None
+    console = Console(width=120, highlight=False)
+    console.print(f"{args.schedule}: {schedule.graph_name} on {hw.name}, {len(schedule.tasks)} tasks")
+    write_json(args.json, _simulate_and_plot(schedule, hw, args, graph, console))
     return 0
 
 
@@ -98,11 +148,24 @@ def _add_step_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pipeline-stages", type=int, default=1, help="graph partitions on separate chips")
 
 
+def _add_sim_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dynamic", action="store_true", help="also run seed 001's dynamic work-queue runtime")
+    p.add_argument("--out", metavar="DIR", help="where plots and the trace go (default plots/<model>_<hw>/)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="compile a training step (or inference) and summarize the schedule")
+    p = sub.add_parser("run", help="compile a training step (or inference), simulate it, plot it")
     _add_step_args(p)
+    _add_sim_args(p)
+    p.add_argument("--no-sim", action="store_true", help="compile and summarize only")
     p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("simulate", help="replay a saved schedule (static) or its graph's work queue (--dynamic)")
+    p.add_argument("schedule", help="a schedule JSON written by `accelsim compile`")
+    p.add_argument("--hw", help="hardware YAML or bundled name (default: the one it was compiled for)")
+    _add_sim_args(p)
+    p.add_argument("--json", metavar="FILE", help="also write the simulation summary as JSON")
+    p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("compile", help="compile a static schedule and write it as JSON")
     _add_step_args(p)
     p.add_argument("-o", "--output", help="schedule path (default schedules/<graph>_<hw>.json)")

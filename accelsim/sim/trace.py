@@ -1,0 +1,121 @@
+"""Simulation results as plain data: spans of executed tasks and the metrics derived from them."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from accelsim.schedule.plan import PER_STEP
+
+STALL_CAUSES = ("data", "unit", "buffer_space", "memory_port")
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One executed task. `stalls` are the cycles it started late, by cause: in static mode relative
+    to its compiled start; in dynamic mode relative to the time its inputs were ready."""
+
+    task: int
+    kind: str
+    node: int
+    op: str
+    phase: str
+    microbatch: int
+    replica: int
+    chip: int
+    resource: str
+    instance: int
+    ready: int
+    start: int
+    end: int
+    planned_start: int
+    stalls: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `simulate` returns. Time is in cycles of `clock_hz`."""
+
+    mode: str
+    graph_name: str
+    hw_name: str
+    clock_hz: float
+    samples_per_step: int
+    spans: tuple[Span, ...]
+    makespan_cycles: int
+    compiled_makespan_cycles: int
+    memory_capacity_bytes: dict[str, int]
+    occupancy: dict[str, tuple[tuple[int, int], ...]]  # memory -> ((cycle, bytes in use), ...) steps
+    port_bytes: dict[str, int]  # memory port or link -> bytes moved
+    port_bandwidth: dict[str, float]  # bytes per cycle
+    unit_instances: dict[str, int]  # unit kind -> instances on the chips in use
+    events: int
+    energy_pj: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def makespan_s(self) -> float:
+        return self.makespan_cycles / self.clock_hz
+
+    @property
+    def throughput_samples_per_s(self) -> float:
+        return self.samples_per_step / self.makespan_s if self.makespan_cycles else 0.0
+
+    def stall_cycles(self) -> dict[str, int]:
+        out = dict.fromkeys(STALL_CAUSES, 0)
+        for s in self.spans:
+            for cause, cycles in s.stalls:
+                out[cause] += cycles
+        return out
+
+    def input_spans(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """(micro-batch, replica) -> (first start, last end): each input's time in the machine."""
+        out: dict[tuple[int, int], list[int]] = {}
+        for s in self.spans:
+            if s.microbatch == PER_STEP:
+                continue
+            lo_hi = out.setdefault((s.microbatch, s.replica), [s.start, s.end])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], s.start), max(lo_hi[1], s.end)
+        return {k: (v[0], v[1]) for k, v in out.items()}
+
+    def latency_cycles(self) -> float:
+        spans = self.input_spans()
+        return sum(e - s for s, e in spans.values()) / len(spans) if spans else float(self.makespan_cycles)
+
+    def littles_law(self) -> dict[str, float]:
+        """L = lambda * W over the inputs' residence: average inputs in flight (time-averaged over the
+        span from the first input's arrival to the last one's departure), their arrival rate and latency."""
+        spans = list(self.input_spans().values())
+        if not spans:
+            return {"in_flight": 0.0, "throughput_per_cycle": 0.0, "latency_cycles": 0.0}
+        t0, t1 = min(s for s, _ in spans), max(e for _, e in spans)
+        window = max(t1 - t0, 1)
+        in_flight = sum(e - s for s, e in spans) / window
+        return {"in_flight": in_flight, "throughput_per_cycle": len(spans) / window,
+                "latency_cycles": self.latency_cycles()}
+
+    def utilization(self) -> dict[str, float]:
+        """Busy fraction of each unit kind over the makespan, over all its instances."""
+        busy: dict[str, int] = defaultdict(int)
+        for s in self.spans:
+            if s.kind in ("node", "accumulate"):
+                busy[s.resource] += s.end - s.start
+        return {u: busy.get(u, 0) / (n * self.makespan_cycles) if self.makespan_cycles else 0.0
+                for u, n in sorted(self.unit_instances.items())}
+
+    def port_utilization(self) -> dict[str, float]:
+        return {p: b / (self.port_bandwidth[p] * self.makespan_cycles) if self.makespan_cycles else 0.0
+                for p, b in sorted(self.port_bytes.items()) if self.port_bandwidth.get(p)}
+
+    def peak_occupancy_bytes(self) -> dict[str, int]:
+        return {m: max((b for _, b in steps), default=0) for m, steps in self.occupancy.items()}
+
+    def summary(self) -> dict:
+        return {
+            "mode": self.mode, "graph": self.graph_name, "hw": self.hw_name,
+            "makespan_cycles": self.makespan_cycles, "compiled_makespan_cycles": self.compiled_makespan_cycles,
+            "makespan_s": self.makespan_s, "throughput_samples_per_s": self.throughput_samples_per_s,
+            "latency_s": self.latency_cycles() / self.clock_hz, "utilization": self.utilization(),
+            "stall_cycles": self.stall_cycles(), "peak_occupancy_bytes": self.peak_occupancy_bytes(),
+            "port_utilization": self.port_utilization(), "port_bytes": dict(sorted(self.port_bytes.items())),
+            "littles_law": self.littles_law(), "events": self.events, "energy_pj": self.energy_pj,
+        }
