@@ -238,6 +238,7 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
     mems = _Memories(env, schedule.memory_capacity_bytes)
     order = {c: [a.name for _, a in row] for c, row in enumerate(MemoryPlanner(hw, plan).order)}
     bandwidth = _port_bandwidth(hw)
+    ports = {p: simpy.Container(env, capacity=int(bw * _MILLI), init=int(bw * _MILLI)) for p, bw in bandwidth.items()}
     queues = {c: simpy.FilterStore(env) for c in range(len(plan.chips))}
     done = [env.event() for _ in specs]
     readers: dict[int, list[int]] = defaultdict(list)
@@ -276,10 +277,11 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
         placed[t.id] = target
 
     def finish(t, resource, instance, start, t_ready_unit, t_space):
+        stalls = (("unit", t_ready_unit - ready_at[t.id]), ("buffer_space", t_space - t_ready_unit),
+                  ("memory_port", start - t_space))
         spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip, resource,
                            instance, ready_at[t.id], start, int(env.now), ready_at[t.id],
-                           tuple((c, int(v)) for c, v in (("unit", t_ready_unit - ready_at[t.id]),
-                                                           ("buffer_space", t_space - t_ready_unit)) if v))
+                           tuple((c, int(v)) for c, v in stalls if v))
         waiting.pop(t.id, None)
         done[t.id].succeed()
         for d in t.deps:
@@ -294,11 +296,19 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
             yield from output_space(t)
             t_space = int(env.now)
             cycles = next(c for r, _, c in t.options if r == resource)
+            port = reads_port.get((chip, resource), resource)
+            rate = 0
+            if port in ports and t.port_bytes:
+                rate = min(-(-t.port_bytes * _MILLI // cycles), ports[port].capacity)
+                waiting[t.id] = f"{rate / _MILLI:.1f} B/cycle of bandwidth on port {port}"
+                yield ports[port].get(rate)
+            t_port = int(env.now)
             waiting.pop(t.id, None)
             yield env.timeout(cycles)
-            port = reads_port.get((chip, resource), resource)
+            if rate:
+                ports[port].put(rate)
             port_bytes[port] += t.port_bytes
-            finish(t, resource, instance, t_space, t_unit, t_space)
+            finish(t, resource, instance, t_port, t_unit, t_space)
 
     def collective(group: int):
         members = [specs[i] for i in groups[group]]
