@@ -1,4 +1,6 @@
-"""Plots (matplotlib, Agg backend): each function returns a Figure and can save it."""
+"""Plots (matplotlib, Agg) and traces: each function returns a Figure (or the trace dict) and can save it."""
+from accelsim.viz.perfetto import write_perfetto
 from accelsim.viz.roofline import plot_roofline
+from accelsim.viz.timeline import plot_memory, plot_timeline, plot_utilization
 
-__all__ = ["plot_roofline"]
+__all__ = ["plot_memory", "plot_roofline", "plot_timeline", "plot_utilization", "write_perfetto"]

@@ -1,0 +1,278 @@
+import json
+import time
+
+import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+
+from accelsim.schedule.plan import PER_STEP
+from accelsim.sim.trace import Result, Span
+from accelsim.viz.perfetto import write_perfetto
+from accelsim.viz.timeline import plot_memory, plot_timeline, plot_utilization
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CLOCK_HZ = 1e9  # 1 cycle = 1 ns, so 1000 cycles = 1 µs
+
+
+def span(task, chip, resource, instance, start, end, microbatch=0, phase="forward", kind="node", stalls=()):
+    return Span(task=task, kind=kind, node=task, op="matmul" if kind == "node" else kind, phase=phase,
+                microbatch=microbatch, replica=chip, chip=chip, resource=resource, instance=instance,
+                ready=start, start=start, end=end, planned_start=start, stalls=stalls)
+
+
+def result(spans, unit_instances=None, occupancy=None):
+    spans = tuple(spans)
+    makespan = max((s.end for s in spans), default=0)
+    return Result(
+        mode="static", graph_name="toy", hw_name="toy_hw", clock_hz=CLOCK_HZ, samples_per_step=8,
+        spans=spans, makespan_cycles=makespan, compiled_makespan_cycles=makespan,
+        memory_capacity_bytes={"chip0:mem": 8 << 20, "chip1:mem": 8 << 20},
+        occupancy=occupancy if occupancy is not None else {
+            "chip0:mem": ((0, 0), (100, 3 << 20), (400, 5 << 20), (900, 1 << 20)),
+            "chip1:mem": ((0, 0), (150, 2 << 20), (800, 0))},
+        port_bytes={"chip0:mem": 4000, "chip1:mem": 2000, "link:0->1": 512},
+        port_bandwidth={"chip0:mem": 16.0, "chip1:mem": 16.0, "link:0->1": 4.0},
+        unit_instances=unit_instances if unit_instances is not None else {"mxm": 4, "vxm": 2},
+        events=len(spans) * 3,
+    )
+
+
+@pytest.fixture
+def small():
+    """Two chips: forward/backward for two micro-batches, a per-step update, a transfer and an all-reduce."""
+    return result([
+        span(0, 0, "mxm", 0, 0, 100, microbatch=0),
+        span(1, 0, "mxm", 1, 0, 120, microbatch=1),
+        span(2, 0, "vxm", 0, 100, 150, microbatch=0, stalls=(("data", 7),)),
+        span(3, 0, "link:0->1", 0, 150, 260, microbatch=0, kind="transfer"),
+        span(4, 1, "mxm", 0, 260, 400, microbatch=0),
+        span(5, 1, "mxm", 0, 400, 600, microbatch=0, phase="backward"),
+        span(6, 0, "mxm", 0, 600, 800, microbatch=1, phase="backward"),
+        span(7, 0, "allreduce", 0, 800, 900, microbatch=PER_STEP, phase="backward", kind="allreduce"),
+        span(8, 1, "allreduce", 0, 800, 900, microbatch=PER_STEP, phase="backward", kind="allreduce"),
+        span(9, 0, "vxm", 1, 900, 1000, microbatch=PER_STEP, phase="update"),
+        span(10, 0, "vxm", 1, 1000, 1000, microbatch=PER_STEP, phase="update"),  # zero-length
+    ])
+
+
+def synthetic(n_spans, n_chips=2, units=(("mxm", 4), ("vxm", 2)), microbatches=8):
+    """n_spans back-to-back spans spread round-robin over every unit instance and a link per chip pair."""
+    rows = [(c, u, i) for c in range(n_chips) for u, n in units for i in range(n)]
+    rows += [(c, f"link:{c}->{(c + 1) % n_chips}", 0) for c in range(n_chips)]
+    phases = ("forward", "backward", "update")
+    clock = dict.fromkeys(rows, 0)
+    spans = []
+    for k in range(n_spans):
+        row = rows[k % len(rows)]
+        phase = phases[(k // len(rows)) % 3]
+        mb = PER_STEP if phase == "update" else (k // 7) % microbatches
+        start = clock[row] + k % 3  # small gaps between some spans
+        clock[row] = start + 10 + k % 13
+        kind = "transfer" if row[1].startswith("link") else "node"
+        spans.append(span(k, *row, start, clock[row], microbatch=mb, phase=phase, kind=kind))
+    return result(spans, unit_instances=dict(units))
+
+
+def timeline_axes(fig: Figure):
+    return next(a for a in fig.axes if a.collections)
+
+
+def bars_drawn(ax) -> int:
+    return sum(len(c.get_paths()) for c in ax.collections if isinstance(c, PolyCollection))
+
+
+def distinct_rows(res: Result) -> set:
+    return {(s.chip, s.resource, s.instance) for s in res.spans}
+
+
+def assert_png(path, min_bytes=5_000):
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    assert len(data) > min_bytes
+
+
+@pytest.mark.parametrize("plot", [plot_timeline, plot_utilization, plot_memory])
+def test_each_plot_writes_a_png_into_a_new_directory_and_returns_its_figure(plot, small, tmp_path):
+    path = tmp_path / "plots" / "nested" / f"{plot.__name__}.png"
+    fig = plot(small, path=path)
+    assert isinstance(fig, Figure)
+    assert_png(path)
+
+
+@pytest.mark.parametrize("plot", [plot_timeline, plot_utilization, plot_memory])
+def test_each_plot_draws_into_a_given_axes(plot, small):
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert plot(small, ax=ax) is fig
+    assert ax.has_data()
+
+
+def test_timeline_draws_one_bar_per_span_and_one_row_per_resource_instance(small):
+    ax = timeline_axes(plot_timeline(small))
+    assert bars_drawn(ax) == len(small.spans)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) == len(distinct_rows(small)) == 8
+    assert labels[:5] == ["chip0 mxm[0]", "chip0 mxm[1]", "chip0 vxm[0]", "chip0 vxm[1]", "chip0 allreduce"]
+    assert "chip0 link:0->1" in labels and labels[-1] == "chip1 allreduce"
+
+
+def test_timeline_legend_lists_microbatches_per_step_and_phases(small):
+    ax = timeline_axes(plot_timeline(small))
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[:3] == ["micro-batch 0", "micro-batch 1", "per step"]
+    assert [t.split()[0] for t in legend[3:]] == ["forward", "backward", "update"]
+
+
+def test_timeline_legend_caps_microbatch_entries():
+    res = result([span(k, 0, "mxm", 0, 10 * k, 10 * k + 5, microbatch=k) for k in range(25)])
+    legend = [t.get_text() for t in timeline_axes(plot_timeline(res)).get_legend().get_texts()]
+    assert sum(t.startswith("micro-batch") for t in legend) == 10
+    assert "... (15 more)" in legend
+
+
+def test_timeline_x_axis_spans_the_makespan_in_cycles(small):
+    assert timeline_axes(plot_timeline(small)).get_xlim() == (0, small.makespan_cycles)
+
+
+def test_timeline_window_restricts_x_limits_and_drops_spans_outside_it(small):
+    ax = timeline_axes(plot_timeline(small, window=(250, 650)))
+    assert ax.get_xlim() == (250, 650)
+    inside = [s for s in small.spans if s.end >= 250 and s.start <= 650]
+    assert bars_drawn(ax) == len(inside) == 4
+
+
+def test_timeline_rejects_an_empty_window(small):
+    with pytest.raises(ValueError, match="t0 < t1"):
+        plot_timeline(small, window=(500, 500))
+
+
+def test_timeline_keeps_only_the_busiest_rows_past_max_rows():
+    # 30 rows; row k is busy for k + 1 cycles, so the 5 busiest are the last 5.
+    res = result([span(k, 0, "mxm", k, 0, k + 1) for k in range(30)], unit_instances={"mxm": 30})
+    ax = timeline_axes(plot_timeline(res, max_rows=5))
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"chip0 mxm[{k}]" for k in range(25, 30)]
+    assert bars_drawn(ax) == 5
+    assert "5 busiest of 30 rows" in ax.get_title()
+
+
+def test_timeline_draws_every_row_at_max_rows():
+    res = result([span(k, 0, "mxm", k, 0, k + 1) for k in range(30)], unit_instances={"mxm": 30})
+    ax = timeline_axes(plot_timeline(res, max_rows=30))
+    assert len(ax.get_yticklabels()) == 30
+    assert "busiest" not in ax.get_title()
+
+
+def test_timeline_of_a_result_without_spans_still_renders(tmp_path):
+    plot_timeline(result([]), path=tmp_path / "empty.png")
+    assert_png(tmp_path / "empty.png", min_bytes=1_000)
+
+
+def test_timeline_of_5000_spans_renders_quickly(tmp_path):
+    res = synthetic(5000)
+    t0 = time.perf_counter()
+    fig = plot_timeline(res, path=tmp_path / "big.png")
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 15, f"5,000 spans took {elapsed:.1f} s"
+    assert bars_drawn(timeline_axes(fig)) == 5000
+    assert_png(tmp_path / "big.png")
+
+
+def test_utilization_has_one_bar_per_unit_kind_and_port(small):
+    fig = plot_utilization(small)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [*small.utilization(), *small.port_utilization()]
+    widths = [p.get_width() for p in ax.patches]
+    expected = [100 * v for v in (*small.utilization().values(), *small.port_utilization().values())]
+    assert widths == pytest.approx(expected)
+
+
+def test_memory_plots_occupancy_in_mib_and_capacity_dashed_in_the_same_colour(small):
+    ax = plot_memory(small).axes[0]
+    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert len(solid) == len(dashed) == 2
+    assert max(solid[0].get_ydata()) == 5  # chip0:mem peaks at 5 MiB
+    assert list(dashed[0].get_ydata()) == [8, 8]  # capacity 8 MiB
+    assert [ln.get_color() for ln in solid] == [ln.get_color() for ln in dashed]
+
+
+def test_memory_zooms_to_the_occupancy_when_capacity_dwarfs_it_and_lists_unused_memories(small):
+    res = result(small.spans, occupancy={"chip0:mem": ((0, 0), (10, 1 << 16)), "chip1:mem": ((0, 0),)})
+    ax = plot_memory(res).axes[0]
+    assert ax.get_ylim()[1] < 1  # MiB: the 8 MiB capacity would squash a 64 KiB peak
+    assert len([ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]) == 1
+    assert "unused: chip1:mem" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def load_trace(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_perfetto_json_loads_and_equals_the_returned_dict(small, tmp_path):
+    path = tmp_path / "traces" / "t.json"
+    written = write_perfetto(small, path)
+    assert load_trace(path) == written
+
+
+def test_perfetto_has_one_thread_per_resource_instance_and_a_process_per_chip(small, tmp_path):
+    trace = write_perfetto(small, tmp_path / "t.json")["traceEvents"]
+    threads = [(e["pid"], e["tid"], e["args"]["name"]) for e in trace if e["name"] == "thread_name"]
+    assert len(threads) == len({(p, t) for p, t, _ in threads}) == len(distinct_rows(small))
+    assert (0, "mxm[1]") in {(p, n) for p, _, n in threads}
+    assert (0, "link:0->1") in {(p, n) for p, _, n in threads}
+    processes = {e["pid"]: e["args"]["name"] for e in trace if e["name"] == "process_name"}
+    assert processes == {0: "chip0", 1: "chip1"}
+
+
+def test_perfetto_has_one_complete_event_per_span_in_microseconds(small, tmp_path):
+    trace = write_perfetto(small, tmp_path / "t.json")["traceEvents"]
+    complete = [e for e in trace if e["ph"] == "X"]
+    assert len(complete) == len(small.spans)
+    assert all(e["dur"] >= 0 for e in complete)
+    by_task = {e["args"]["task"]: e for e in complete}
+    assert by_task[5]["ts"] == pytest.approx(0.4)  # cycle 400 at 1 GHz
+    assert by_task[5]["dur"] == pytest.approx(0.2)
+    assert by_task[5]["name"] == "matmul" and by_task[5]["args"]["phase"] == "backward"
+    assert by_task[2]["args"]["stall_cycles"] == 7
+    assert by_task[7]["args"]["microbatch"] == PER_STEP
+
+
+def test_perfetto_events_sit_on_their_resource_threads(small, tmp_path):
+    trace = write_perfetto(small, tmp_path / "t.json")["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace if e["name"] == "thread_name"}
+    link = next(e for e in trace if e["ph"] == "X" and e["args"]["kind"] == "transfer")
+    assert names[(link["pid"], link["tid"])] == "link:0->1"
+
+
+def test_perfetto_has_a_counter_per_memory_occupancy_step(small, tmp_path):
+    trace = write_perfetto(small, tmp_path / "t.json")["traceEvents"]
+    counters = [e for e in trace if e["ph"] == "C"]
+    assert len(counters) == sum(len(steps) for steps in small.occupancy.values())
+    chip0 = [(e["ts"], e["args"]["in_use"]) for e in counters if e["name"] == "chip0:mem bytes"]
+    assert chip0 == [(0.0, 0), (0.1, 3 << 20), (0.4, 5 << 20), (0.9, 1 << 20)]  # cycles / 1 GHz in µs
+
+
+def test_perfetto_output_is_deterministic(small, tmp_path):
+    write_perfetto(small, tmp_path / "a.json")
+    write_perfetto(small, tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_plots_and_trace_of_a_simulated_training_step(tmp_path):
+    import accelsim as A
+    from accelsim.sim.engine import simulate
+
+    hw = A.load_hw("groq_like_x4")
+    schedule = A.compile(A.training_graph(A.models.build("mlp", batch=4)), hw, microbatches=2, data_parallel=2)
+    res = simulate(schedule, hw)
+    ax = timeline_axes(plot_timeline(res, path=tmp_path / "timeline.png"))
+    assert bars_drawn(ax) == len(res.spans)
+    assert len(ax.get_yticklabels()) == len(distinct_rows(res))
+    plot_utilization(res, path=tmp_path / "utilization.png")
+    plot_memory(res, path=tmp_path / "memory.png")
+    trace = write_perfetto(res, tmp_path / "trace.json")
+    assert sum(e["ph"] == "X" for e in trace["traceEvents"]) == len(res.spans)
+    for name in ("timeline", "utilization", "memory"):
+        assert_png(tmp_path / f"{name}.png")
