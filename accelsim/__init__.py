@@ -1,5 +1,5 @@
 """accelsim: simulate ML training and inference on bespoke dataflow accelerators."""
-from accelsim import cost, hw, models, ops
+from accelsim import cost, hw, models, ops, viz
 from accelsim.autodiff import gradients
 from accelsim.errors import AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ShapeError
 from accelsim.evaluate import evaluate
@@ -9,8 +9,9 @@ from accelsim.report import run_summary
 from accelsim.schedule import Schedule, compile
 from accelsim.schedule.io import load_schedule, save_schedule
 from accelsim.schedule.validate import validate_schedule
+from accelsim.sim import Result, simulate
 from accelsim.training import training_graph
 
 __all__ = ["AccelsimError", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node",
-           "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
-           "models", "ops", "run_summary", "save_schedule", "training_graph", "validate_schedule"]
+           "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
+           "models", "ops", "run_summary", "save_schedule", "simulate", "training_graph", "validate_schedule", "viz"]
