@@ -3,6 +3,7 @@ from accelsim import cost, hw, models, ops, viz
 from accelsim.autodiff import gradients
 from accelsim.errors import AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ShapeError
 from accelsim.evaluate import evaluate
+from accelsim.execute import CheckReport, check
 from accelsim.graph import Graph, Node, Var
 from accelsim.hw import HwSpec, load_hw
 from accelsim.report import run_summary
@@ -12,6 +13,6 @@ from accelsim.schedule.validate import validate_schedule
 from accelsim.sim import Result, simulate
 from accelsim.training import training_graph
 
-__all__ = ["AccelsimError", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node",
+__all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node",
            "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
            "models", "ops", "run_summary", "save_schedule", "simulate", "training_graph", "validate_schedule", "viz"]

@@ -24,26 +24,37 @@ def _feed_values(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None) -> 
 
 
 def evaluate(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None = None,
-             outputs: Iterable[str] | None = None, keep: Iterable[int] = ()) -> dict[str, np.ndarray]:
+             outputs: Iterable[str] | None = None, keep: Iterable[int] = (),
+             overrides: Mapping[int, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Named outputs of `graph` (default: all), with leaves from `feeds` or their seeded defaults.
 
-    `keep` adds node ids whose values are returned under the key "%<id>". Intermediate
-    values are dropped after their last use, so memory stays near the live set.
+    `keep` adds node ids whose values are returned under the key "%<id>". `overrides` gives values
+    for (non-leaf) nodes, which are then not computed, nor anything only they needed. Only the
+    nodes the wanted values depend on run, and each value is dropped after its last use.
     """
     names = list(graph.outputs) if outputs is None else list(outputs)
     for name in names:
         if name not in graph.outputs:
             raise GraphError(f"graph {graph.name!r} has no output {name!r}; it has {', '.join(graph.outputs)}")
+    overrides = dict(overrides or {})
     wanted = {graph.outputs[n] for n in names} | set(keep)
-    last = max(wanted, default=-1)
-    last_use = {}
-    for node in graph.nodes[: last + 1]:
-        for i in node.inputs:
-            last_use[i] = node.id
+    needed = set(wanted)
+    for node in reversed(graph.nodes):
+        if node.id in needed and node.id not in overrides:
+            needed.update(node.inputs)
+    last_use: dict[int, int] = {}
+    for node in graph.nodes:
+        if node.id in needed and node.id not in overrides:
+            for i in node.inputs:
+                last_use[i] = node.id
     fed = _feed_values(graph, feeds)
     values: dict[int, np.ndarray] = {}
-    for node in graph.nodes[: last + 1]:
-        if node.is_leaf:
+    for node in graph.nodes:
+        if node.id not in needed:
+            continue
+        if node.id in overrides:
+            values[node.id] = np.asarray(overrides[node.id], dtype=node.dtype)
+        elif node.is_leaf:
             values[node.id] = fed[node.id] if node.id in fed else graph.leaf_value(node.id)
         else:
             args = [values[i] for i in node.inputs]

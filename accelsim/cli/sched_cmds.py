@@ -1,4 +1,5 @@
-"""CLI commands on schedules: compile (write one), run (compile, simulate, plot), simulate (replay one)."""
+"""CLI commands on schedules: compile (write one), run (compile, simulate, plot), simulate (replay one),
+check (execute one on real numbers)."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,7 @@ from accelsim.cli.common import model_options, write_json
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
+from accelsim.kernels.registry import BACKENDS
 from accelsim.passes import inference_graph
 from accelsim.report import run_summary
 from accelsim.schedule import compile as compile_schedule
@@ -115,8 +117,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(table)
     if not args.no_sim:
         s["simulation"] = _simulate_and_plot(schedule, hw, args, graph, console)
+    if args.check:
+        s["check"] = _check(schedule, graph, hw, args.backend, console)
     write_json(args.json, s)
-    return 0
+    return 0 if not args.check or s["check"]["passed"] else 1
+
+
+def _check(schedule, graph: Graph, hw, backend: str, console: Console) -> dict:
+    from accelsim.execute import check
+
+    start = time.perf_counter()
+    report = check(schedule, backend=backend, graph=graph, hw=hw)
+    seconds = time.perf_counter() - start
+    table = Table(title=f"check: {backend} kernels through the schedule's memory vs the numpy reference "
+                        f"(tolerance {report.tolerance:g} relative)")
+    for col in ("tensor", "max abs err", "max rel err", "ok"):
+        table.add_column(col, justify="left" if col == "tensor" else "right")
+    for e in report.entries:
+        table.add_row(e.name, f"{e.max_abs_err:.3g}", f"{e.max_rel_err:.3g}", "yes" if e.passed else "NO")
+    console.print(table)
+    for c in report.corruptions:
+        console.print(f"  corrupted: {c}")
+    console.print(f"  check {'passed' if report.passed else 'FAILED'} in {seconds:.2f} s")
+    return report.to_json()
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    hw, graph, schedule, _ = _compile(args)
+    console = Console(width=140, highlight=False)
+    result = _check(schedule, graph, hw, args.backend, console)
+    write_json(args.json, result)
+    return 0 if result["passed"] else 1
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -158,8 +189,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_step_args(p)
     _add_sim_args(p)
     p.add_argument("--no-sim", action="store_true", help="compile and summarize only")
+    p.add_argument("--check", action="store_true", help="also execute the schedule on real numbers and check them")
+    p.add_argument("--backend", choices=BACKENDS, default="numba", help="kernels for --check")
     p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("check", help="execute a compiled step with real kernels and compare with the reference")
+    _add_step_args(p)
+    p.add_argument("--backend", choices=BACKENDS, default="numba")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.set_defaults(fn=cmd_check)
     p = sub.add_parser("simulate", help="replay a saved schedule (static) or its graph's work queue (--dynamic)")
     p.add_argument("schedule", help="a schedule JSON written by `accelsim compile`")
     p.add_argument("--hw", help="hardware YAML or bundled name (default: the one it was compiled for)")

@@ -268,6 +268,14 @@ class Graph:
         self._arrays[node_id] = arr
         return arr
 
+    def input_value(self, node_id: int, sample: int) -> np.ndarray:
+        """The value of input `node_id` for the `sample`-th micro-batch of a step (sample 0 is
+        leaf_value): every micro-batch and replica gets its own data."""
+        n = self.nodes[node_id]
+        if n.op != "input" or sample == 0:
+            return self.leaf_value(node_id)
+        return _draw(n, self.seed, sample)
+
     def copy(self, name: str | None = None) -> Graph:
         """A new graph sharing the (immutable) nodes, to be extended by a later stage."""
         return Graph(name=name or self.name, dtype=self.dtype, seed=self.seed, nodes=list(self.nodes),
@@ -294,11 +302,12 @@ class Graph:
         return "\n".join(lines)
 
 
-def _draw(node: Node, graph_seed: int) -> np.ndarray:
+def _draw(node: Node, graph_seed: int, sample: int = 0) -> np.ndarray:
     """Deterministic leaf value: the RNG is keyed by graph seed and node name, not build order."""
     a = node.attrs
     shape, dtype = a["shape"], a["dtype"]
-    rng = np.random.default_rng([graph_seed, zlib.crc32(node.name.encode())])
+    key = [graph_seed, zlib.crc32(node.name.encode())] + ([sample] if sample else [])
+    rng = np.random.default_rng(key)
     init = a.get("init", "normal")
     if init == "normal":
         arr = rng.normal(a.get("mean", 0.0), a.get("std", 1.0), size=shape)

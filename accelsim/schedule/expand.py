@@ -35,6 +35,7 @@ class TaskSpec:
     options: list[tuple[str, int, int]]
     out_bytes: int
     port_bytes: int = 0  # bytes streamed through a memory port or a link while it runs
+    keep: bool = False  # its output is a result of the step (a forward output, an update): never freed
     group: int = -1  # all-reduce tasks of one gradient share a group and are scheduled together
     reads: list[tuple[int, int, int]] = field(default_factory=list)  # leaf tensors: (node, mb, replica)
 
@@ -136,6 +137,7 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
             moved[(src, chip)] = tr.id
         return moved[(src, chip)]
 
+    results = set(graph.outputs.values())
     update_nodes = [n for n in compute if n.phase == "update"]
     grad_nodes = sorted({i for n in update_nodes for i in n.inputs if graph.nodes[i].phase == "backward"})
 
@@ -150,7 +152,8 @@ def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None
             deps.append(on_chip(producer[(i, source_mb(src), r)], chip))
         t = new(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=r, stage=stage[n.id],
                 chip=chip, out_chip=chip, deps=sorted(set(deps)), options=list(node_options(n.id, chip)),
-                out_bytes=nbytes(n), port_bytes=node_bytes(n.id), reads=reads)
+                out_bytes=nbytes(n), port_bytes=node_bytes(n.id), reads=reads,
+                keep=n.id in results and n.phase != "backward")
         producer[(n.id, mb, r)] = t.id
         return t
 

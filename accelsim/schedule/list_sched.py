@@ -145,7 +145,7 @@ def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:
     def finish_reads(t: TaskSpec, end: int) -> None:
         for d in set(t.deps):
             pending_readers[d] -= 1
-            if pending_readers[d] == 0 and ("out", d) in mem.home:
+            if pending_readers[d] == 0 and ("out", d) in mem.home and not tasks[d].keep:
                 mem.free(("out", d), max(timed[s].end for s in succ[d]))
         for r in t.reads:
             k = (r, t.chip)

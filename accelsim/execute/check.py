@@ -1,0 +1,109 @@
+"""`check(schedule, backend)`: run the scheduled step on real numbers and compare it with the numpy
+reference evaluation of the plain graph (Schedule -> CheckReport)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from accelsim.errors import AccelsimError
+from accelsim.evaluate import evaluate
+from accelsim.execute.run import execute, sample_index
+from accelsim.gradcheck import NEGLIGIBLE, max_rel_err
+from accelsim.graph.ir import Graph
+from accelsim.hw.spec import HwSpec
+from accelsim.schedule.plan import Schedule
+
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
+"""Max relative error (max |a - b| over the tensor's largest value) a backend may show per tensor."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    max_abs_err: float
+    max_rel_err: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_rel_err <= self.tolerance
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    backend: str
+    graph: str
+    hw: str
+    tolerance: float
+    entries: tuple[Entry, ...]
+    corruptions: tuple[str, ...] = field(default=())
+
+    @property
+    def passed(self) -> bool:
+        return not self.corruptions and all(e.passed for e in self.entries)
+
+    def to_json(self) -> dict:
+        return {"backend": self.backend, "graph": self.graph, "hw": self.hw, "tolerance": self.tolerance,
+                "passed": self.passed, "corruptions": list(self.corruptions),
+                "entries": [{**asdict(e), "passed": e.passed} for e in self.entries]}
+
+
+def _entry(name: str, pairs: list[tuple[np.ndarray, np.ndarray]], tol: float, floor: float = 0.0) -> Entry:
+    abs_err = max(float(np.max(np.abs(np.asarray(a, np.float64) - b), initial=0.0)) for a, b in pairs)
+    rel_err = max(max_rel_err(a, b, floor) for a, b in pairs)
+    return Entry(name, abs_err, rel_err, tol)
+
+
+def reference(schedule: Schedule, graph: Graph) -> dict:
+    """The numpy evaluation of the plain graph on every (micro-batch, replica)'s data; for training,
+    the update applied to the mean gradient over all of them (what one big-batch step computes)."""
+    m, d = schedule.options.microbatches, schedule.options.data_parallel
+    inputs = [n for n in graph.nodes if n.op == "input"]
+    update_outputs = [k for k, v in graph.outputs.items() if graph.nodes[v].phase == "update"]
+    per_sample = [k for k in graph.outputs if k not in update_outputs]
+    grad_nodes = sorted({i for n in graph.nodes if n.phase == "update" for i in n.inputs
+                         if graph.nodes[i].phase == "backward"})
+    samples, grads = {}, {g: [] for g in grad_nodes}
+    for r in range(d):
+        for mb in range(m):
+            feeds = {n.name: graph.input_value(n.id, sample_index(schedule, mb, r)) for n in inputs}
+            values = evaluate(graph, feeds, per_sample, keep=grad_nodes)
+            samples[(mb, r)] = {k: values[k] for k in per_sample}
+            for g in grad_nodes:
+                grads[g].append(values[f"%{g}"])
+    mean = {g: np.mean(v, axis=0) for g, v in grads.items()}
+    final = evaluate(graph, None, update_outputs, overrides=mean) if update_outputs else {}
+    return {"samples": samples, "grads": mean, "final": final}
+
+
+def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None,
+          hw: HwSpec | None = None) -> CheckReport:
+    """Execute `schedule` with `backend` kernels through its memory placements and compare every
+    output, the averaged gradients and the updated parameters with the numpy reference."""
+    if graph is None:
+        from accelsim.schedule.source import graph_for
+        graph = graph_for(schedule)
+    if hw is None:
+        from accelsim.hw import load_hw
+        hw = load_hw(schedule.hw_name)
+    if schedule.hw_name != hw.name:
+        raise AccelsimError(f"schedule was compiled for {schedule.hw_name}, not {hw.name}")
+    tol = TOLERANCE[graph.dtype]
+    got = execute(schedule, graph, hw, backend)
+    ref = reference(schedule, graph)
+    entries = []
+    for name in sorted({k for k, _, _ in got.outputs}):
+        pairs = [(v, ref["samples"][(mb, r)][k]) for (k, mb, r), v in sorted(got.outputs.items()) if k == name]
+        entries.append(_entry(name, pairs, tol))
+    scale = max((float(np.max(np.abs(v), initial=0.0)) for v in ref["grads"].values()), default=0.0)
+    names = {v: k for k, v in graph.outputs.items()}
+    for g, expected in ref["grads"].items():
+        pairs = [(v, expected) for (node, _), v in got.grads.items() if node == g]
+        if pairs:
+            label = names.get(g, f"%{g} {graph.nodes[g].name!r}")
+            entries.append(_entry(f"step mean of {label}", pairs, tol, NEGLIGIBLE * scale))
+    for name, expected in ref["final"].items():
+        pairs = [(v, expected) for (k, _), v in got.final.items() if k == name]
+        entries.append(_entry(name, pairs, tol))
+    return CheckReport(backend, graph.name, hw.name, tol, tuple(entries), tuple(got.corruptions))

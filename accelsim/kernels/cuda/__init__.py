@@ -1,0 +1,7 @@
+"""CUDA kernels (numba-cuda) for every op; importing this package registers them.
+
+Imported only when the cuda backend is asked for. Kernels run on a GPU, or in numba's simulator
+when NUMBA_ENABLE_CUDASIM=1 was set before numba.cuda was first imported. Importing compiles and
+launches nothing, so it works without a GPU either way (the PTX test relies on it).
+"""
+from accelsim.kernels.cuda import conv, elementwise, matmul, nn, norm, pool, reduce, shape  # noqa: F401

@@ -1,0 +1,100 @@
+"""GFLOP/s of the numba CPU matmul and conv2d kernels against numpy and PyTorch CPU, float32.
+
+Matmul: square n x n for n in 256, 512, 1024, 2048, against numpy's BLAS (a @ b) and torch.matmul.
+Conv2d: the four superres layers at batch 8 on 64x64 images, against numpy's reference
+(OPS["conv2d"].ref: im2col + BLAS) and torch.nn.functional.conv2d. Every case is warmed up,
+then the three contenders run interleaved, and the table shows medians of --repeat runs, with
+ratios numba/numpy and numba/torch (above 1: numba is faster). Each library uses its default
+thread count. Machines shared with other work give noisy numbers: the load average is printed.
+
+OpenBLAS (numpy's BLAS) picks its kernels by CPU; on some processors this workplace sets
+OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE), which can select a slower kernel. This benchmark leaves
+the environment as it is and prints both variables: to compare against the BLAS a user would
+normally get, run it with both unset (e.g. `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python ...`).
+
+Run: python experiments/bench_kernels.py [--repeat 7]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from itertools import chain
+from typing import Callable, Iterator
+
+import numba
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from accelsim.kernels import get_kernel
+from accelsim.ops import OPS
+
+MATMUL_SIZES = (256, 512, 1024, 2048)
+# name, in channels, out channels, kernel, padding: the superres model's convolutions
+SUPERRES_LAYERS = (("conv1", 1, 64, 5, 2), ("conv2", 64, 64, 3, 1), ("conv3", 64, 32, 3, 1), ("conv4", 32, 9, 3, 1))
+BATCH, IMAGE = 8, 64
+
+
+def _medians(contenders: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Median seconds of each callable after one warm-up call, the contenders interleaved."""
+    for fn in contenders.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _row(label: str, gflop: float, secs: dict[str, float]) -> str:
+    rate = {name: gflop / s for name, s in secs.items()}
+    return (f"{label:24s} {rate['numba']:9.1f} {rate['numpy']:9.1f} {rate['torch']:9.1f} "
+            f"{secs['numpy'] / secs['numba']:12.2f} {secs['torch'] / secs['numba']:12.2f}")
+
+
+def bench_matmul(repeat: int, rng: np.random.Generator) -> Iterator[str]:
+    matmul = get_kernel("matmul", "numba")
+    for n in MATMUL_SIZES:
+        a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        secs = _medians({"numba": lambda: matmul(a, b), "numpy": lambda: a @ b,
+                         "torch": lambda: torch.matmul(ta, tb)}, repeat)
+        yield _row(f"matmul {n}x{n}x{n}", 2 * n**3 / 1e9, secs)
+
+
+def bench_conv(repeat: int, rng: np.random.Generator) -> Iterator[str]:
+    conv = get_kernel("conv2d", "numba")
+    ref = OPS["conv2d"].ref
+    for name, c_in, c_out, k, pad in SUPERRES_LAYERS:
+        x = rng.standard_normal((BATCH, c_in, IMAGE, IMAGE), dtype=np.float32)
+        w = rng.standard_normal((c_out, c_in, k, k), dtype=np.float32)
+        attrs = {"stride": (1, 1), "padding": (pad, pad), "dilation": (1, 1), "groups": 1}
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        secs = _medians({"numba": lambda: conv(x, w, **attrs), "numpy": lambda: ref(x, w, **attrs),
+                         "torch": lambda: F.conv2d(tx, tw, padding=pad)}, repeat)
+        gflop = 2 * BATCH * c_out * IMAGE * IMAGE * c_in * k * k / 1e9
+        yield _row(f"{name} {c_in}->{c_out} {k}x{k}", gflop, secs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    env = ", ".join(f"{v}={os.environ.get(v, '(unset)')}" for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
+    print(f"float32, medians of {args.repeat} runs; threads: numba {numba.get_num_threads()}, "
+          f"torch {torch.get_num_threads()}; {env}")
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    header = f"{'case':24s} {'numba':>9s} {'numpy':>9s} {'torch':>9s} {'numba/numpy':>12s} {'numba/torch':>12s}"
+    print(header + "\n" + " " * 25 + "GFLOP/s " + "-" * 20)
+    for line in chain(bench_matmul(args.repeat, rng), bench_conv(args.repeat, rng)):
+        print(line, flush=True)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Compiled schedules executed on real numbers (through their memory placements) match the reference."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import accelsim as A
+from accelsim.execute import check
+from accelsim.passes import inference_graph
+from accelsim.schedule import list_sched
+
+HWCONFIGS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "hwconfigs").glob("*.yaml"))
+SMALL = {  # every zoo model except gpt2, which a 2-layer small-width transformer stands in for
+    "seed_autodiff": {}, "regression": {}, "mlp": {"batch": 4, "sizes": (16, 8, 4)},
+    "superres": {"size": 12}, "resnet_block": {"batch": 2, "channels": 4, "size": 6},
+    "resnet50": {"batch": 1, "size": 32, "classes": 5},
+    "transformer_block": {"batch": 1, "seq": 8, "d_model": 16, "heads": 2},
+    "gpt2": {"batch": 1, "seq": 8, "layers": 2, "d_model": 16, "heads": 2, "vocab": 32},
+}
+BACKEND = "numba"
+CASES = [(hw, m) for hw in HWCONFIGS for m in SMALL if hw != "bespoke_superres" or m == "superres"]
+
+
+@pytest.mark.parametrize("hw_name, model", CASES)
+def test_training_step_with_microbatches_and_replicas_matches_the_reference(hw_name, model):
+    hw = A.load_hw(hw_name)
+    graph = A.training_graph(A.models.build(model, **SMALL[model]), optimizer="momentum", lr=0.05)
+    sched = A.compile(graph, hw, microbatches=2, data_parallel=2)
+    report = check(sched, BACKEND, graph=graph, hw=hw)
+    assert report.passed, [e for e in report.entries if not e.passed] or report.corruptions
+    assert {"loss"} <= {e.name for e in report.entries}
+    assert any(e.name.startswith("step mean of") for e in report.entries)
+
+
+@pytest.mark.parametrize("hw_name", ["groq_like_x4", "bespoke_superres"])
+def test_pipelined_inference_matches_the_reference(hw_name):
+    hw = A.load_hw(hw_name)
+    graph = inference_graph(A.models.build("superres", size=12))
+    stages = 2 if hw.n_chips > 1 else 1
+    report = check(A.compile(graph, hw, microbatches=3, pipeline_stages=stages), BACKEND, graph=graph, hw=hw)
+    assert report.passed and [e.name for e in report.entries] == ["y"]
+
+
+def test_a_live_interval_cut_short_corrupts_a_tensor_and_check_names_it(monkeypatch):
+    """A planner bug: free every ReLU output as soon as it is produced, so the next tensor reuses its
+    bytes while the ReLU's readers (the next conv, and relu_grad in the backward pass) still need it."""
+    hw = A.load_hw("groq_like")
+    graph = A.training_graph(A.models.build("superres", size=12))
+    original = list_sched.MemoryPlanner.free
+
+    def early_free(self, key, end):
+        if key[0] == "out" and self.owner.get(key[1]) == "relu":
+            block = self.home[key]
+            end = block.start + 1
+        original(self, key, end)
+
+    monkeypatch.setattr(list_sched.MemoryPlanner, "free", early_free)
+    monkeypatch.setattr(list_sched.MemoryPlanner, "owner", {}, raising=False)
+    from accelsim.schedule.expand import expand
+    from accelsim.schedule.plan import Options
+    for t in expand(graph, hw, Options()).tasks:
+        list_sched.MemoryPlanner.owner[t.id] = t.op
+    sched = A.compile(graph, hw, validate=False)
+    with pytest.raises(A.ScheduleError):
+        A.validate_schedule(sched, graph)
+    report = check(sched, BACKEND, graph=graph, hw=hw)
+    assert not report.passed
+    assert any("relu" in c and "overwritten before" in c for c in report.corruptions)
+
+
+def test_check_cli_passes_and_asking_for_cuda_without_a_gpu_or_simulator_is_a_clear_error(tmp_path):
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    ok = subprocess.run([sys.executable, "-m", "accelsim.cli", "check", "--hw", "groq_like", "--model", "mlp",
+                         "--batch", "2", "--backend", "numpy", "--json", str(tmp_path / "c.json")],
+                        capture_output=True, text=True, env=env)
+    assert ok.returncode == 0 and "check passed" in ok.stdout
+    cuda = subprocess.run([sys.executable, "-m", "accelsim.cli", "check", "--hw", "groq_like", "--model", "mlp",
+                           "--batch", "2", "--backend", "cuda"], capture_output=True, text=True, env=env)
+    if "GPU" in cuda.stdout and cuda.returncode == 0:
+        pytest.skip("a real GPU is present")
+    assert cuda.returncode == 1
+    assert "no CUDA GPU is available" in cuda.stderr and "Traceback" not in cuda.stderr
