@@ -1,7 +1,8 @@
 """accelsim: simulate ML training and inference on bespoke dataflow accelerators."""
 from accelsim import cost, hw, models, ops, viz
 from accelsim.autodiff import gradients
-from accelsim.errors import AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ShapeError
+from accelsim.errors import (AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ScheduleError,
+                             ShapeError)
 from accelsim.evaluate import evaluate
 from accelsim.execute import CheckReport, check
 from accelsim.graph import Graph, Node, Var
@@ -13,6 +14,6 @@ from accelsim.schedule.validate import validate_schedule
 from accelsim.sim import Result, simulate
 from accelsim.training import training_graph
 
-__all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node",
+__all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",
            "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
            "models", "ops", "run_summary", "save_schedule", "simulate", "training_graph", "validate_schedule", "viz"]

@@ -40,7 +40,9 @@ def execute(schedule: Schedule, graph: Graph, hw: HwSpec, backend: str) -> Execu
     arenas = Arenas(schedule, scale)
     tasks = schedule.tasks
     steps = schedule.options.microbatches * schedule.options.data_parallel
-    names = {v: k for k, v in graph.outputs.items()}
+    names: dict[int, list[str]] = defaultdict(list)
+    for k, v in graph.outputs.items():
+        names[v].append(k)
     out_slot: dict[int, Slot] = {}
     leaf_slot: dict[tuple[int, int, int, int], Slot] = {}
     for x in schedule.tensors:
@@ -105,8 +107,9 @@ def execute(schedule: Schedule, graph: Graph, hw: HwSpec, backend: str) -> Execu
                     result.grads[(i, t.replica)] = value
                 args.append(value)
             value = np.asarray(kern(node.op)(*args, **node.attrs), dtype=node.dtype)
-            if t.microbatch != PER_STEP and t.node in names:
-                result.outputs[(names[t.node], t.microbatch, t.replica)] = value.copy()
+            if t.microbatch != PER_STEP:
+                for name in names.get(t.node, ()):
+                    result.outputs[(name, t.microbatch, t.replica)] = value.copy()
         elif t.kind == "accumulate":
             a, b = (read_task(d, who) for d in t.deps)
             value = np.asarray(kern("add")(a, b), dtype=node.dtype)
@@ -120,7 +123,8 @@ def execute(schedule: Schedule, graph: Graph, hw: HwSpec, backend: str) -> Execu
         if t.id in out_slot:
             arenas.write(out_slot[t.id], value)
     for t in tasks:  # every output as it stands at the end of the step
-        if t.kind == "node" and t.node in names and t.microbatch == PER_STEP and t.id in out_slot:
-            result.final[(names[t.node], t.replica)] = read_task(t.id, "the end of the step")
+        if t.kind == "node" and t.microbatch == PER_STEP and t.id in out_slot:
+            for name in names.get(t.node, ()):
+                result.final[(name, t.replica)] = read_task(t.id, "the end of the step")
     result.corruptions = arenas.corruptions
     return result

@@ -1,9 +1,11 @@
-"""numba CPU kernels for conv2d (NCHW, groups) and its input and weight adjoints, as im2col + GEMM.
+"""numba CPU kernels for conv2d (NCHW, groups) and its input and weight adjoints, on the numba GEMM.
 
-One image at a time: im2col lays the image's windows out as cols (C*KH*KW, Ho*Wo), rows in
-(channel, kernel row, kernel column) order, so per group the convolution is the GEMM
-w (O/G, C/G*KH*KW) @ cols, written straight into the output's (O, Ho*Wo) layout by the numba
-GEMM of matmul.py. The adjoints reuse the same GEMM and col2im, the adjoint of im2col.
+conv2d: 3x3 stride-1 convolutions use Winograd F(2x2, 3x3) (16 GEMMs over channels, 2.25x fewer
+multiplies); the others im2col one band of output rows at a time into an L2-sized panel and
+multiply it by the weights. Either way a task is one image's band, so nothing leaves cache.
+The adjoints go an image at a time: the GEMM into a full im2col matrix, and col2im (im2col's
+adjoint) for the input gradient. Column indices are often unsigned (np.uint64): numba then
+adds no negative-index wraparound, which would keep LLVM from vectorizing the loop.
 """
 from __future__ import annotations
 
@@ -18,53 +20,73 @@ from accelsim.ops.window import out_size, pair
 
 
 @numba.njit(cache=True)
-def _valid_cols(w_in, wo, sw, offset):
-    """[lo, hi): the output columns ow whose input column ow * sw + offset lies in [0, w_in)."""
-    lo = 0 if offset >= 0 else (-offset + sw - 1) // sw
-    hi = 0 if offset >= w_in else min(wo, (w_in - 1 - offset) // sw + 1)
+def _valid_range(length, n, step, offset):
+    """[lo, hi): the q in [0, n) whose q * step + offset lies in [0, length)."""
+    lo = 0 if offset >= 0 else (-offset + step - 1) // step
+    hi = 0 if offset >= length else min(n, (length - 1 - offset) // step + 1)
     return lo, max(lo, hi)
 
 
 @numba.njit(cache=True)
-def _window_row(x, geo, r, oh0, oh1, out):
-    """out[(oh - oh0) * wo + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside x) for
-    the im2col row r = (c, i, j) and the output rows oh in [oh0, oh1).
+def _gather_row(src, offset, step, dst, n):
+    """dst[q] = src[q * step + offset] for q < n, and 0 where that index falls outside src."""
+    lo, hi = _valid_range(src.shape[0], n, step, offset)
+    u_lo, u_hi, u_n, u_step = np.uint64(lo), np.uint64(hi), np.uint64(n), np.uint64(step)
+    first = np.uint64(lo * step + offset)  # >= 0: lo is the first q inside src
+    for q in range(u_lo):
+        dst[q] = 0
+    if step == 1:
+        for q in range(u_hi - u_lo):
+            dst[u_lo + q] = src[first + q]
+    else:
+        for q in range(u_hi - u_lo):
+            dst[u_lo + q] = src[first + q * u_step]
+    for q in range(u_hi, u_n):
+        dst[q] = 0
 
-    Column indices are unsigned, so numba adds no negative-index wraparound to every element
-    and LLVM turns the copies into vector loads and stores.
-    """
+
+@numba.njit(cache=True)
+def _window_row(x, geo, r, out):
+    """out[oh * wo + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside x) for the
+    im2col row r = (c, i, j)."""
     kh, kw, sh, sw, ph, pw, dh, dw, ho, wo = geo
-    h_in, w_in = x.shape[1], x.shape[2]
     c, i, j = r // (kh * kw), (r // kw) % kh, r % kw
-    offset = j * dw - pw
-    lo, hi = _valid_cols(w_in, wo, sw, offset)
-    u_lo, u_hi, u_wo, u_sw = np.uint64(lo), np.uint64(hi), np.uint64(wo), np.uint64(sw)
-    src0 = np.uint64(lo * sw + offset)  # >= 0: lo is the first column inside x
-    for oh in range(oh0, oh1):
-        base = np.uint64((oh - oh0) * wo)
+    for oh in range(ho):
+        dst = out[oh * wo:]
         h = oh * sh - ph + i * dh
-        if h < 0 or h >= h_in:
-            for q in range(u_wo):
-                out[base + q] = 0
-            continue
-        src = x[c, h]
-        for q in range(u_lo):
-            out[base + q] = 0
-        if sw == 1:
-            for q in range(u_hi - u_lo):
-                out[base + u_lo + q] = src[src0 + q]
+        if 0 <= h < x.shape[1]:
+            _gather_row(x[c, h], j * dw - pw, sw, dst, wo)
         else:
-            for q in range(u_hi - u_lo):
-                out[base + u_lo + q] = src[src0 + q * u_sw]
-        for q in range(u_hi, u_wo):
-            out[base + q] = 0
+            for q in range(wo):
+                dst[q] = 0
+
+
+@numba.njit(cache=True)
+def _fill_slab(x, h0, pw, slab):
+    """slab[c, t, phase, q] = x[c, h0 + t, q * phases + phase - pw], 0 outside x: the rows of x from
+    h0 on, zero-padded by pw columns on the left and split into `phases` interleaved column sets.
+
+    With stride sw as the phase count, every kernel tap (i, j) reads its part of a slab row as one
+    contiguous run: input column ow*sw + j*dw is slab column ow + (j*dw) // sw of phase (j*dw) % sw.
+    """
+    phases, wq = slab.shape[2], slab.shape[3]
+    for c in range(slab.shape[0]):
+        for t in range(slab.shape[1]):
+            h = h0 + t
+            for phase in range(phases):
+                dst = slab[c, t, phase]
+                if 0 <= h < x.shape[1]:
+                    _gather_row(x[c, h], phase - pw, phases, dst, wq)
+                else:
+                    for q in range(wq):
+                        dst[q] = 0
 
 
 @numba.njit(parallel=True, cache=True)
 def _im2col(x, geo, cols):
     """cols[(c, i, j), (oh, ow)] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 outside x."""
     for r in numba.prange(cols.shape[0]):
-        _window_row(x, geo, r, 0, geo[8], cols[r])
+        _window_row(x, geo, r, cols[r])
 
 
 @numba.njit(parallel=True, cache=True)
@@ -77,32 +99,12 @@ def _col2im(cols, geo, dx):
             for j in range(kw):
                 r = (c * kh + i) * kw + j
                 offset = j * dw - pw
-                lo, hi = _valid_cols(w_in, wo, sw, offset)
+                lo, hi = _valid_range(w_in, wo, sw, offset)
                 for oh in range(ho):
                     h = oh * sh - ph + i * dh
                     if 0 <= h < h_in:
                         for ow in range(lo, hi):
                             dx[c, h, ow * sw + offset] += cols[r, oh * wo + ow]
-
-
-@numba.njit(cache=True)
-def _fill_slab(x, geo, oh0, slab):
-    """slab[c, t, phase, q] = xp[c, oh0*sh + t, q*sw + phase], xp being x zero-padded by (ph, pw).
-
-    Splitting columns by phase makes every kernel tap (i, j) read its slice of a slab row as one
-    contiguous run: input column ow*sw + j*dw is slab column ow + (j*dw) // sw of phase (j*dw) % sw.
-    """
-    sh, sw, ph, pw = geo[2], geo[3], geo[4], geo[5]
-    c_in, h_in, w_in = x.shape
-    rows, wq = slab.shape[1], slab.shape[3]
-    for c in range(c_in):
-        for t in range(rows):
-            h = oh0 * sh - ph + t
-            for phase in range(sw):
-                dst = slab[c, t, phase]
-                for q in range(wq):
-                    col = q * sw + phase - pw
-                    dst[q] = x[c, h, col] if 0 <= h < h_in and 0 <= col < w_in else 0
 
 
 @numba.njit(parallel=True, cache=True)
@@ -135,7 +137,7 @@ def _conv(x, w3, geo, workers, y4):
         for task in range(worker, n_img * bands, workers):
             n, oh0 = task // bands, task % bands * band
             height = min(band, ho - oh0)
-            _fill_slab(x[n], geo, oh0, slab)
+            _fill_slab(x[n], oh0 * sh - geo[4], geo[5], slab)
             for r in range(rows.shape[0]):
                 c, i, j = r // (kh * kw), (r // kw) % kh, r % kw
                 for t in range(height):
@@ -159,84 +161,108 @@ def _conv(x, w3, geo, workers, y4):
 # y = A^T (sum over channels of U * V) A. The channel sums are 16 GEMMs U[k] (O, C) @ V[k] (C, tiles).
 
 WINOGRAD_TILES = 128  # tiles per task: V and M, (16, C, tiles) each, stay in L2
+WINOGRAD_CHUNK = 32   # tiles transformed at a time through a staging buffer
 
 
 @numba.njit(cache=True)
-def _winograd_weights(w4, u):
-    """u[g, 3*4*xi... ] : u[g, 4*xi + nu, o, c] = (G w[g, o, c] G^T)[xi, nu] for w4 (G, O/G, C/G, 3, 3)."""
-    groups, per_group, cg = w4.shape[0], w4.shape[1], w4.shape[2]
+def _winograd_weights(w5, u):
+    """u[g, 4*xi + nu, o, c] = (G k G^T)[xi, nu] for each 3x3 kernel k = w5[g, o, c] of w5 (G, O/G, C/G, 3, 3)."""
+    groups, per_group, cg = w5.shape[0], w5.shape[1], w5.shape[2]
+    gk = np.empty((4, 3))  # G k: rows k0, (k0 + k1 + k2) / 2, (k0 - k1 + k2) / 2, k2
     for g in range(groups):
         for o in range(per_group):
             for c in range(cg):
-                k = w4[g, o, c]
-                gk = np.empty((4, 3))  # G k: rows (k0, (k0+k1+k2)/2, (k0-k1+k2)/2, k2)
+                k = w5[g, o, c]
                 for s in range(3):
                     gk[0, s] = k[0, s]
                     gk[1, s] = (k[0, s] + k[1, s] + k[2, s]) / 2
                     gk[2, s] = (k[0, s] - k[1, s] + k[2, s]) / 2
                     gk[3, s] = k[2, s]
-                for xi in range(4):
+                for xi in range(4):  # (G k) G^T: the same combinations along each row
                     u[g, 4 * xi, o, c] = gk[xi, 0]
                     u[g, 4 * xi + 1, o, c] = (gk[xi, 0] + gk[xi, 1] + gk[xi, 2]) / 2
                     u[g, 4 * xi + 2, o, c] = (gk[xi, 0] - gk[xi, 1] + gk[xi, 2]) / 2
                     u[g, 4 * xi + 3, o, c] = gk[xi, 2]
 
 
+@numba.njit(cache=True)
+def _bt(d0, d1, d2, d3):
+    """B^T applied to a 4-vector: the input transform along one axis."""
+    return d0 - d2, d1 + d2, d2 - d1, d1 - d3
+
+
+@numba.njit(cache=True)
+def _at(m0, m1, m2, m3):
+    """A^T applied to a 4-vector: the output transform along one axis."""
+    return m0 + m1 + m2, m1 - m2 - m3
+
+
 @numba.njit(fastmath=FASTMATH, cache=True)
 def _winograd_inputs(slab, tile_rows, tiles_wide, v):
     """v[g, 4*xi + nu, c, t] = (B^T d B)[xi, nu] for tile t's 4x4 window d of slab[g*Cg + c, :, 0].
 
-    Tile (ty, tx) reads slab rows 2ty..2ty+3, columns 2tx..2tx+3. Tile indices are unsigned so
-    the loop over tx vectorizes (no negative-index wraparound).
+    Tile t = (ty, tx) reads slab rows 2ty..2ty+3, columns 2tx..2tx+3. A chunk of tiles goes to a
+    staging buffer first: its 16 rows lie at constant distances, which LLVM needs to vectorize
+    the loop over tiles (16 rows of v, at run-time distances, need too many overlap checks).
     """
-    groups, cg = v.shape[0], v.shape[2]
-    u_wide = np.uint64(tiles_wide)
+    groups = v.shape[0]
+    cg = slab.shape[0] // groups
+    stage = np.empty((16, WINOGRAD_CHUNK), dtype=v.dtype)
+    u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)  # uint64 + int would be int64, signed again
     for g in range(groups):
         for c in range(cg):
-            plane = slab[g * cg + c]
             for ty in range(tile_rows):
+                plane = slab[g * cg + c]
                 r0, r1, r2, r3 = plane[2 * ty, 0], plane[2 * ty + 1, 0], plane[2 * ty + 2, 0], plane[2 * ty + 3, 0]
-                vt = v[g, :, c, ty * tiles_wide:]
-                for tx in range(u_wide):
-                    q = tx * np.uint64(2)
-                    # B^T d: rows 0 - 2, 1 + 2, 2 - 1, 1 - 3, one per column s of the window
-                    a0, a1, a2, a3 = r0[q] - r2[q], r1[q] + r2[q], r2[q] - r1[q], r1[q] - r3[q]
-                    b0, b1, b2, b3 = (r0[q + 1] - r2[q + 1], r1[q + 1] + r2[q + 1], r2[q + 1] - r1[q + 1],
-                                      r1[q + 1] - r3[q + 1])
-                    c0, c1, c2, c3 = (r0[q + 2] - r2[q + 2], r1[q + 2] + r2[q + 2], r2[q + 2] - r1[q + 2],
-                                      r1[q + 2] - r3[q + 2])
-                    d0, d1, d2, d3 = (r0[q + 3] - r2[q + 3], r1[q + 3] + r2[q + 3], r2[q + 3] - r1[q + 3],
-                                      r1[q + 3] - r3[q + 3])
-                    # (B^T d) B: the same combinations across the columns a, b, c, d
-                    vt[0, tx], vt[1, tx], vt[2, tx], vt[3, tx] = a0 - c0, b0 + c0, c0 - b0, b0 - d0
-                    vt[4, tx], vt[5, tx], vt[6, tx], vt[7, tx] = a1 - c1, b1 + c1, c1 - b1, b1 - d1
-                    vt[8, tx], vt[9, tx], vt[10, tx], vt[11, tx] = a2 - c2, b2 + c2, c2 - b2, b2 - d2
-                    vt[12, tx], vt[13, tx], vt[14, tx], vt[15, tx] = a3 - c3, b3 + c3, c3 - b3, b3 - d3
+                for t0 in range(0, tiles_wide, WINOGRAD_CHUNK):
+                    n, q0 = min(WINOGRAD_CHUNK, tiles_wide - t0), np.uint64(2 * t0)
+                    for tx in range(np.uint64(n)):
+                        q = q0 + tx * u2
+                        # B^T d: one transformed column per window column
+                        c0 = _bt(r0[q], r1[q], r2[q], r3[q])
+                        c1 = _bt(r0[q + u1], r1[q + u1], r2[q + u1], r3[q + u1])
+                        c2 = _bt(r0[q + u2], r1[q + u2], r2[q + u2], r3[q + u2])
+                        c3 = _bt(r0[q + u3], r1[q + u3], r2[q + u3], r3[q + u3])
+                        # (B^T d) B: the same transform along each row
+                        stage[0, tx], stage[1, tx], stage[2, tx], stage[3, tx] = _bt(c0[0], c1[0], c2[0], c3[0])
+                        stage[4, tx], stage[5, tx], stage[6, tx], stage[7, tx] = _bt(c0[1], c1[1], c2[1], c3[1])
+                        stage[8, tx], stage[9, tx], stage[10, tx], stage[11, tx] = _bt(c0[2], c1[2], c2[2], c3[2])
+                        stage[12, tx], stage[13, tx], stage[14, tx], stage[15, tx] = _bt(c0[3], c1[3], c2[3], c3[3])
+                    for k in range(16):
+                        dst, src = v[g, k, c, ty * tiles_wide + t0:], stage[k]
+                        for j in range(n):
+                            dst[j] = src[j]
 
 
 @numba.njit(fastmath=FASTMATH, cache=True)
 def _winograd_outputs(m, tile_rows, tiles_wide, out):
-    """out[g, o, 2ty + a, 2tx + b] = (A^T M A)[a, b] for M[xi, nu] = m[g, 4*xi + nu, o, t]."""
-    groups, per_group = m.shape[0], m.shape[2]
-    u_wide = np.uint64(tiles_wide)
+    """out[g, o, 2ty + a, 2tx + b] = (A^T M A)[a, b] for M[xi, nu] = m[g, 4*xi + nu, o, t].
+
+    Chunks of tiles are staged as in _winograd_inputs, for the same reason.
+    """
+    groups, per_group = out.shape[0], out.shape[1]
+    stage = np.empty((16, WINOGRAD_CHUNK), dtype=m.dtype)
+    u1, u2 = np.uint64(1), np.uint64(2)
     for g in range(groups):
         for o in range(per_group):
             for ty in range(tile_rows):
-                mt = m[g, :, o, ty * tiles_wide:]
-                top, bottom = out[g, o, 2 * ty], out[g, o, 2 * ty + 1]
-                for tx in range(u_wide):
-                    # A^T M: rows 0 + 1 + 2 and 1 - 2 - 3, per column of M
-                    s0 = mt[0, tx] + mt[4, tx] + mt[8, tx]
-                    s1 = mt[1, tx] + mt[5, tx] + mt[9, tx]
-                    s2 = mt[2, tx] + mt[6, tx] + mt[10, tx]
-                    s3 = mt[3, tx] + mt[7, tx] + mt[11, tx]
-                    e0 = mt[4, tx] - mt[8, tx] - mt[12, tx]
-                    e1 = mt[5, tx] - mt[9, tx] - mt[13, tx]
-                    e2 = mt[6, tx] - mt[10, tx] - mt[14, tx]
-                    e3 = mt[7, tx] - mt[11, tx] - mt[15, tx]
-                    q = tx * np.uint64(2)
-                    top[q], top[q + 1] = s0 + s1 + s2, s1 - s2 - s3
-                    bottom[q], bottom[q + 1] = e0 + e1 + e2, e1 - e2 - e3
+                for t0 in range(0, tiles_wide, WINOGRAD_CHUNK):
+                    n = min(WINOGRAD_CHUNK, tiles_wide - t0)
+                    for k in range(16):
+                        dst, src = stage[k], m[g, k, o, ty * tiles_wide + t0:]
+                        for j in range(n):
+                            dst[j] = src[j]
+                    top, bottom = out[g, o, 2 * ty, 2 * t0:], out[g, o, 2 * ty + 1, 2 * t0:]
+                    for tx in range(np.uint64(n)):
+                        # A^T M: two transformed rows (top, bottom) per column of M
+                        top0, bottom0 = _at(stage[0, tx], stage[4, tx], stage[8, tx], stage[12, tx])
+                        top1, bottom1 = _at(stage[1, tx], stage[5, tx], stage[9, tx], stage[13, tx])
+                        top2, bottom2 = _at(stage[2, tx], stage[6, tx], stage[10, tx], stage[14, tx])
+                        top3, bottom3 = _at(stage[3, tx], stage[7, tx], stage[11, tx], stage[15, tx])
+                        # (A^T M) A: the same transform along each row
+                        q = tx * u2
+                        top[q], top[q + u1] = _at(top0, top1, top2, top3)
+                        bottom[q], bottom[q + u1] = _at(bottom0, bottom1, bottom2, bottom3)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -255,13 +281,15 @@ def _conv_winograd(x, u, geo, workers, y4):
     workers = min(workers, n_img * bands)
     for worker in numba.prange(workers):
         slab = np.empty((c_in, 2 * band + 2, 1, 2 * tiles_wide + 2), dtype=x.dtype)
-        v = np.empty((groups, 16, cg, stride), dtype=x.dtype)
-        m = np.empty((groups, 16, per_group, stride), dtype=x.dtype)
+        # a spare row per transform component, so the 16 components' rows are never a multiple of
+        # 4 KiB apart (the transforms touch all 16 at once; such rows would share cache sets)
+        v = np.empty((groups, 16, cg + 1, stride), dtype=x.dtype)
+        m = np.empty((groups, 16, per_group + 1, stride), dtype=x.dtype)
         out = np.empty((groups, per_group, 2 * band, 2 * tiles_wide), dtype=x.dtype)
         for task in range(worker, n_img * bands, workers):
             n, ty0 = task // bands, task % bands * band
             rows = min(band, tiles_high - ty0)
-            _fill_slab(x[n], geo, 2 * ty0, slab)
+            _fill_slab(x[n], 2 * ty0 - geo[4], geo[5], slab)
             _winograd_inputs(slab, rows, tiles_wide, v)
             m[:] = 0
             for g in range(groups):
