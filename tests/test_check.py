@@ -83,3 +83,11 @@ def test_check_cli_passes_and_asking_for_cuda_without_a_gpu_or_simulator_is_a_cl
         pytest.skip("a real GPU is present")
     assert cuda.returncode == 1
     assert "no CUDA GPU is available" in cuda.stderr and "Traceback" not in cuda.stderr
+
+
+def test_cuda_kernels_run_the_scheduled_step_under_the_simulator():
+    """tests/conftest.py switches numba's CUDA simulator on; small shapes keep it quick."""
+    hw = A.load_hw("groq_like_x4")
+    graph = A.training_graph(A.models.build("mlp", batch=2, sizes=(8, 6, 3)))
+    report = check(A.compile(graph, hw, microbatches=2, data_parallel=2), "cuda", graph=graph, hw=hw)
+    assert report.passed and report.backend == "cuda"

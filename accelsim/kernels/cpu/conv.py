@@ -339,13 +339,18 @@ def _geometry(x_shape: Sequence[int], w_shape: Sequence[int], stride: Sequence[i
 @kernel("conv2d", "numba")
 def conv2d(x: np.ndarray, w: np.ndarray, stride: Sequence[int], padding: Sequence[int],
            dilation: Sequence[int], groups: int) -> np.ndarray:
+    """Winograd for 3x3 stride-1 undilated kernels, im2col bands for every other geometry.
+
+    Winograd's transforms subtract inputs, so an inf would give NaN where the direct sum gives
+    inf: inputs whose sums are not finite take the direct path (a finite overflow only costs speed).
+    """
     x = np.ascontiguousarray(x)
     w = np.ascontiguousarray(w, dtype=x.dtype)
     groups, n, o = int(groups), x.shape[0], w.shape[0]
     geo = _geometry(x.shape, w.shape, stride, padding, dilation)
     y = np.empty((n, o) + geo[-2:], dtype=x.dtype)
     y5 = y.reshape((n, groups, o // groups) + geo[-2:])
-    if geo[:4] == (3, 3, 1, 1) and geo[6:8] == (1, 1):  # 3x3, stride 1, no dilation
+    if geo[:4] == (3, 3, 1, 1) and geo[6:8] == (1, 1) and np.isfinite(x.sum()) and np.isfinite(w.sum()):
         u = np.empty((groups, 16, o // groups, w.shape[1]), dtype=x.dtype)
         _winograd_weights(w.reshape((groups, o // groups) + w.shape[1:]), u)
         _conv_winograd(x, u, geo, numba.get_num_threads(), y5)
