@@ -3,8 +3,8 @@
 Matmul: square n x n for n in 256, 512, 1024, 2048, against numpy's BLAS (a @ b) and torch.matmul.
 Conv2d: the four superres layers at batch 8 on 64x64 images, against numpy's reference
 (OPS["conv2d"].ref: im2col + BLAS) and torch.nn.functional.conv2d. Every case is warmed up,
-then the three contenders run interleaved, and the table shows medians of --repeat runs, with
-ratios numba/numpy and numba/torch (above 1: numba is faster). Each library uses its default
+then timed --repeat times in a row (see _medians), and the table shows the medians, with ratios
+numba/numpy and numba/torch (above 1: numba is faster). Each library uses its default
 thread count. Machines shared with other work give noisy numbers: the load average is printed.
 
 OpenBLAS (numpy's BLAS) picks its kernels by CPU; on some processors this workplace sets
@@ -35,19 +35,28 @@ MATMUL_SIZES = (256, 512, 1024, 2048)
 # name, in channels, out channels, kernel, padding: the superres model's convolutions
 SUPERRES_LAYERS = (("conv1", 1, 64, 5, 2), ("conv2", 64, 64, 3, 1), ("conv3", 64, 32, 3, 1), ("conv4", 32, 9, 3, 1))
 BATCH, IMAGE = 8, 64
+SETTLE_S = 0.5  # pause before each contender's runs (see _medians)
 
 
 def _medians(contenders: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Median seconds of each callable after one warm-up call, the contenders interleaved."""
-    for fn in contenders.values():
+    """Median seconds of each callable: one warm-up call, then `repeat` timed calls back to back.
+
+    Not interleaved: OpenMP (numba, torch) and OpenBLAS keep their idle worker threads spinning
+    for a while after a call (Intel OpenMP 200 ms by default), so a run that starts right after
+    another library's would time the fight for the 2 cores, not the kernel. A pause before each
+    contender lets those threads go to sleep.
+    """
+    medians = {}
+    for name, fn in contenders.items():
+        time.sleep(SETTLE_S)
         fn()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeat):
-        for name, fn in contenders.items():
+        times = []
+        for _ in range(repeat):
             start = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            times.append(time.perf_counter() - start)
+        medians[name] = statistics.median(times)
+    return medians
 
 
 def _row(label: str, gflop: float, secs: dict[str, float]) -> str:

@@ -18,7 +18,7 @@ from accelsim.kernels.registry import kernel
 FASTMATH = {"contract", "reassoc"}
 ROWS, DEPTH = 8, 4       # micro-kernel: rows of c per strip, k steps per pass over the strip
 TILE_COLS = 512          # columns per task: an 8-row strip of c (16 KiB in float32) stays in L1
-TILE_ROWS = 64           # rows per task
+TILE_ROWS = 128          # rows per task: each panel block in L2 serves 16 strips
 K_BLOCK = 256            # k per block: (K_BLOCK, TILE_COLS) of a packed panel stays in L2
 PAD = 16                 # elements added to each packed row, so rows are never a multiple of 4 KiB
                          # apart: such rows share cache sets and stall loads on 4K aliasing
