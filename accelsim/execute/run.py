@@ -8,12 +8,11 @@ import numpy as np
 
 from accelsim.errors import ScheduleError
 from accelsim.execute.arena import Arenas, Slot
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import NUMPY_BYTES, Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
 from accelsim.schedule.plan import PER_STEP, Schedule, graph_hash
 
-_NUMPY_BYTES = {"float32": 4, "float64": 8, "int64": 8}
 
 
 @dataclass
@@ -36,7 +35,7 @@ def execute(schedule: Schedule, graph: Graph, hw: HwSpec, backend: str) -> Execu
     if graph_hash(graph) != schedule.graph_hash:
         raise ScheduleError(f"schedule of {schedule.graph_name!r} was compiled for another graph than "
                             f"{graph.name!r}; recompile with `accelsim compile`")
-    scale = max(-(-_NUMPY_BYTES[n.dtype] // hw.elem_bytes(n.dtype)) for n in graph.nodes)
+    scale = max(-(-NUMPY_BYTES[n.dtype] // hw.elem_bytes(n.dtype)) for n in graph.nodes)
     arenas = Arenas(schedule, scale)
     tasks = schedule.tasks
     steps = schedule.options.microbatches * schedule.options.data_parallel

@@ -20,6 +20,8 @@ PHASES = ("forward", "backward", "update")
 LEAF_OPS = ("input", "param", "const")
 FLOAT_DTYPES = ("float32", "float64")
 DTYPES = FLOAT_DTYPES + ("int64",)
+NUMPY_BYTES = {"float32": 4, "float64": 8, "int64": 8}
+"""Bytes per element of each graph dtype as numpy stores it (the hardware may store fewer)."""
 _DTYPE_ABBREV = {"float32": "f32", "float64": "f64", "int64": "i64"}
 
 

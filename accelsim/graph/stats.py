@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import NUMPY_BYTES, Graph
 from accelsim.ops.registry import get_op, numel
 
-_NUMPY_BYTES = {"float32": 4, "float64": 8, "int64": 8}
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,8 @@ def graph_stats(graph: Graph) -> GraphStats:
         flops=int(sum(flops_by_phase.values())),
         flops_by_phase={k: int(v) for k, v in flops_by_phase.items()},
         param_count=int(sum(numel(n.shape) for n in params)),
-        param_bytes=int(sum(numel(n.shape) * _NUMPY_BYTES[n.dtype] for n in params)),
-        activation_bytes=int(sum(numel(n.shape) * _NUMPY_BYTES[n.dtype] for n in graph.nodes
+        param_bytes=int(sum(numel(n.shape) * NUMPY_BYTES[n.dtype] for n in params)),
+        activation_bytes=int(sum(numel(n.shape) * NUMPY_BYTES[n.dtype] for n in graph.nodes
                                  if n.phase == "forward" and not n.is_leaf)),
     )
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
 from accelsim.ops.registry import CATEGORIES, OPS
 
@@ -179,7 +180,7 @@ class HwSpec(Spec):
     description: str = ""
     clock_hz: Hertz
     bytes_per_element: dict[Literal["float32", "float64", "int64"], PositiveInt] = \
-        {"float32": 4, "float64": 8, "int64": 8}
+        dict(NUMPY_BYTES)
     chips: list[Chip] = Field(min_length=1)
     interconnect: Interconnect | None = None
 
@@ -194,7 +195,7 @@ class HwSpec(Spec):
         return sum(c.count for c in self.chips)
 
     def elem_bytes(self, dtype: str) -> int:
-        return self.bytes_per_element.get(dtype, {"float32": 4, "float64": 8, "int64": 8}[dtype])
+        return self.bytes_per_element.get(dtype, NUMPY_BYTES[dtype])
 
 
 def _unique(what: str, names: list[str]) -> None:
