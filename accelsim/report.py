@@ -4,35 +4,26 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from accelsim import metrics
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.expand import chip_list
-from accelsim.schedule.plan import PER_STEP, Schedule
+from accelsim.schedule.plan import Schedule
 
 
 def utilization(schedule: Schedule, hw: HwSpec) -> dict[str, float]:
     """Busy fraction of each unit kind over the makespan, over all its instances on the chips in use."""
     chips = chip_list(hw)
     used = sorted({t.chip for t in schedule.tasks})
-    busy: dict[str, int] = defaultdict(int)
-    for t in schedule.tasks:
-        if t.kind in ("node", "accumulate"):
-            busy[t.resource] += t.end - t.start
-    out = {}
-    for name in sorted({u.name for c in used for u in chips[c].units}):
-        instances = sum((1 if u.gang else u.count) for c in used for u in chips[c].units if u.name == name)
-        out[name] = busy.get(name, 0) / (instances * schedule.makespan_cycles) if schedule.makespan_cycles else 0.0
-    return out
+    instances: dict[str, int] = defaultdict(int)
+    for c in used:
+        for u in chips[c].units:
+            instances[u.name] += 1 if u.gang else u.count
+    return metrics.utilization(schedule.tasks, instances, schedule.makespan_cycles)
 
 
 def latency_cycles(schedule: Schedule) -> float:
     """Mean over (micro-batch, replica) of the span from its first task's start to its last task's end."""
-    spans: dict[tuple[int, int], list[int]] = {}
-    for t in schedule.tasks:
-        if t.microbatch == PER_STEP:
-            continue
-        lo_hi = spans.setdefault((t.microbatch, t.replica), [t.start, t.end])
-        lo_hi[0], lo_hi[1] = min(lo_hi[0], t.start), max(lo_hi[1], t.end)
-    return sum(hi - lo for lo, hi in spans.values()) / len(spans) if spans else float(schedule.makespan_cycles)
+    return metrics.mean_latency_cycles(schedule.tasks, schedule.makespan_cycles)
 
 
 def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Helpers shared by the CLI commands: model options, JSON output."""
+"""Helpers shared by the CLI commands: model options, JSON output, number formatting."""
 from __future__ import annotations
 
 import argparse
@@ -37,6 +37,15 @@ def build_model(args: argparse.Namespace, **forced: Any) -> Graph:
     if getattr(args, "training", False):
         graph = training_graph(graph, optimizer=args.optimizer, lr=args.lr)
     return graph
+
+
+def format_si(x: float, unit: str) -> str:
+    """`x` with an SI prefix (P down to n) and 4 significant digits, so rates and times read alike."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
+                           (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+        if abs(x) >= factor:
+            return f"{x / factor:.4g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
 
 
 def write_json(path: str | None, payload: dict[str, Any]) -> None:

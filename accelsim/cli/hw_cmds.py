@@ -7,7 +7,7 @@ from dataclasses import asdict
 from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import add_model_args, build_model, write_json
+from accelsim.cli.common import add_model_args, build_model, format_si, write_json
 from accelsim.cost.model import NodeCost, best_cost, capable_units, graph_costs, node_cost
 from accelsim.cost.roofline import chip_peak_ops_per_s, roofs, unit_peak_ops_per_s
 from accelsim.errors import AccelsimError, MappingError
@@ -15,13 +15,6 @@ from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
 from accelsim.ops import conv2d, matmul
-
-
-def _si(x: float, unit: str) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= factor:
-            return f"{x / factor:.4g} {prefix}{unit}"
-    return f"{x:.4g} {unit}"
 
 
 def _binary(x: float) -> str:
@@ -52,7 +45,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     hw = load_hw(args.file)
     console = _console()
     console.print(f"{hw.name}: {hw.description}".rstrip(": "))
-    console.print(f"clock {_si(hw.clock_hz, 'Hz')}, {hw.n_chips} chip(s), bytes per element "
+    console.print(f"clock {format_si(hw.clock_hz, 'Hz')}, {hw.n_chips} chip(s), bytes per element "
                   + ", ".join(f"{k}={v}" for k, v in hw.bytes_per_element.items()))
     for chip in hw.chips:
         units = Table(title=f"units of chip {chip.name!r} (x{chip.count})")
@@ -65,21 +58,21 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
                      "stream": lambda s: f"{s.bytes_per_cycle:g} B/cycle"}[u.compute_model](getattr(u, u.compute_model))
             runs = ", ".join(list(u.categories) + u.ops) + (f" when {u.when}" if u.when else "")
             peak = unit_peak_ops_per_s(hw, u)
-            units.add_row(u.name, str(u.count), model, runs, _si(peak, "op/s") if peak else "-",
+            units.add_row(u.name, str(u.count), model, runs, format_si(peak, "op/s") if peak else "-",
                           f"{u.latency_cycles} cyc", f"{', '.join(u.reads)} -> {', '.join(u.writes)}")
         console.print(units)
         mems = Table(title=f"memories of chip {chip.name!r}")
         for col in ("memory", "kind", "capacity", "bandwidth", "latency", "ridge point"):
             mems.add_column(col)
         for m, roof in zip(chip.memories, roofs(hw, chip)):
-            mems.add_row(m.name, m.kind, _binary(m.capacity_bytes), _si(roof.bandwidth_bytes_per_s, "B/s"),
+            mems.add_row(m.name, m.kind, _binary(m.capacity_bytes), format_si(roof.bandwidth_bytes_per_s, "B/s"),
                          f"{m.latency_cycles} cyc", f"{roof.ridge_ops_per_byte:.4g} op/B")
         console.print(mems)
-        console.print(f"chip peak {_si(chip_peak_ops_per_s(hw, chip), 'op/s')}, on-chip storage "
+        console.print(f"chip peak {format_si(chip_peak_ops_per_s(hw, chip), 'op/s')}, on-chip storage "
                       f"{_binary(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}")
     if hw.interconnect:
         ic = hw.interconnect
-        console.print(f"interconnect: {ic.topology}, {_si(ic.bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')}"
+        console.print(f"interconnect: {ic.topology}, {format_si(ic.bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')}"
                       f" per link, {ic.link_latency_cycles} cycles latency")
     return 0
 
@@ -145,7 +138,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         by_unit[c.unit] = by_unit.get(c.unit, 0) + c.cycles
     console.print(f"{len(costs)} nodes, {sum(c.flops for c in costs):.4g} FLOPs, "
                   f"{sum(c.bytes_read + c.bytes_written for c in costs):.4g} bytes moved")
-    console.print(f"serial cycles {total} ({total / hw.clock_hz * 1e3:.4g} ms at {_si(hw.clock_hz, 'Hz')}); "
+    console.print(f"serial cycles {total} ({total / hw.clock_hz * 1e3:.4g} ms at {format_si(hw.clock_hz, 'Hz')}); "
                   f"memory-bound nodes: {sum(c.bound == 'memory' for c in costs)}")
     console.print("cycles by unit: " + ", ".join(f"{u} {v}" for u, v in sorted(by_unit.items())))
     write_json(args.json, {"hw": hw.name, "model": args.model, "total_cycles": total,

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from accelsim import models
-from accelsim.cli.common import model_options, write_json
+from accelsim.cli.common import format_si, model_options, write_json
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
@@ -38,13 +38,6 @@ def _compile(args: argparse.Namespace):
     schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
                                 pipeline_stages=args.pipeline_stages)
     return hw, graph, schedule, time.perf_counter() - start
-
-
-def _si(x: float, unit: str) -> str:
-    for f, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
-        if abs(x) >= f:
-            return f"{x / f:.4g} {p}{unit}"
-    return f"{x:.3g} {unit}"
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -97,9 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"{s['samples_per_step']} samples/step, {o.microbatches} micro-batch(es), "
                   f"{o.data_parallel} replica(s), {o.pipeline_stages} stage(s); {s['tasks']} tasks "
                   f"compiled in {seconds:.2f} s")
-    console.print(f"  makespan    {schedule.makespan_cycles} cycles = {_si(s['makespan_s'], 's')}")
+    console.print(f"  makespan    {schedule.makespan_cycles} cycles = {format_si(s['makespan_s'], 's')}")
     console.print(f"  throughput  {s['throughput_samples_per_s']:.6g} samples/s")
-    console.print(f"  latency     {_si(s['latency_s'], 's')} per input")
+    console.print(f"  latency     {format_si(s['latency_s'], 's')} per input")
     console.print(f"  bound       {s['bound_cycles']} cycles (critical path {s['critical_path_cycles']}, "
                   f"busiest resource {s['resource_bound_unit']} {s['resource_bound_cycles']}); "
                   f"makespan/bound {s['bound_ratio']:.3f}")

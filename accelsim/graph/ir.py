@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -223,6 +223,19 @@ class Graph:
                           name=f"const{node_id}")
         self._arrays[v.id] = arr
         return v
+
+    def append_from(self, source: Graph, node: Node, inputs: tuple[int, ...]) -> int:
+        """Append a copy of `source`'s `node` reading `inputs` (ids in this graph); returns its id.
+        A leaf keeps its name lookup and any constant or cached value, so a pass that rebuilds a
+        graph (DCE) needs no access to the private maps."""
+        new_id = len(self.nodes)
+        self.nodes.append(replace(node, id=new_id, inputs=tuple(inputs)))
+        if node.is_leaf:
+            if node.op != "const":
+                self._names[node.name] = new_id
+            if node.id in source._arrays:
+                self._arrays[new_id] = source._arrays[node.id]
+        return new_id
 
     def output(self, name: str, v: Var) -> None:
         self.outputs[name] = v.id

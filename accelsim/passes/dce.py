@@ -1,7 +1,6 @@
 """Dead-code elimination: keep only the nodes some kept output needs (Graph -> Graph)."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterable
 
 from accelsim.errors import GraphError
@@ -23,14 +22,7 @@ def prune_to_outputs(graph: Graph, outputs: Iterable[str], name: str | None = No
     for node in graph.nodes:
         if node.id not in live:
             continue
-        new_id[node.id] = len(out.nodes)
-        out.nodes.append(dataclasses.replace(node, id=new_id[node.id],
-                                             inputs=tuple(new_id[i] for i in node.inputs)))
-        if node.is_leaf:
-            if node.op != "const":
-                out._names[node.name] = new_id[node.id]
-            if node.id in graph._arrays:
-                out._arrays[new_id[node.id]] = graph._arrays[node.id]
+        new_id[node.id] = out.append_from(graph, node, tuple(new_id[i] for i in node.inputs))
     out.outputs = {o: new_id[graph.outputs[o]] for o in keep_names}
     if graph.loss is not None and graph.loss in new_id:
         out.loss = new_id[graph.loss]

@@ -1,10 +1,9 @@
 """Simulation results as plain data: spans of executed tasks and the metrics derived from them."""
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
-from accelsim.schedule.plan import PER_STEP
+from accelsim import metrics
 
 STALL_CAUSES = ("data", "unit", "buffer_space", "memory_port")
 
@@ -69,17 +68,10 @@ class Result:
 
     def input_spans(self) -> dict[tuple[int, int], tuple[int, int]]:
         """(micro-batch, replica) -> (first start, last end): each input's time in the machine."""
-        out: dict[tuple[int, int], list[int]] = {}
-        for s in self.spans:
-            if s.microbatch == PER_STEP:
-                continue
-            lo_hi = out.setdefault((s.microbatch, s.replica), [s.start, s.end])
-            lo_hi[0], lo_hi[1] = min(lo_hi[0], s.start), max(lo_hi[1], s.end)
-        return {k: (v[0], v[1]) for k, v in out.items()}
+        return metrics.input_spans(self.spans)
 
     def latency_cycles(self) -> float:
-        spans = self.input_spans()
-        return sum(e - s for s, e in spans.values()) / len(spans) if spans else float(self.makespan_cycles)
+        return metrics.mean_latency_cycles(self.spans, self.makespan_cycles)
 
     def littles_law(self) -> dict[str, float]:
         """L = lambda * W over the inputs' residence: average inputs in flight (time-averaged over the
@@ -95,12 +87,7 @@ class Result:
 
     def utilization(self) -> dict[str, float]:
         """Busy fraction of each unit kind over the makespan, over all its instances."""
-        busy: dict[str, int] = defaultdict(int)
-        for s in self.spans:
-            if s.kind in ("node", "accumulate"):
-                busy[s.resource] += s.end - s.start
-        return {u: busy.get(u, 0) / (n * self.makespan_cycles) if self.makespan_cycles else 0.0
-                for u, n in sorted(self.unit_instances.items())}
+        return metrics.utilization(self.spans, self.unit_instances, self.makespan_cycles)
 
     def port_utilization(self) -> dict[str, float]:
         return {p: b / (self.port_bandwidth[p] * self.makespan_cycles) if self.makespan_cycles else 0.0
