@@ -25,12 +25,15 @@ def _feed_values(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None) -> 
 
 def evaluate(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None = None,
              outputs: Iterable[str] | None = None, keep: Iterable[int] = (),
-             overrides: Mapping[int, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+             overrides: Mapping[int, np.ndarray] | None = None,
+             dtype: str | None = None) -> dict[str, np.ndarray]:
     """Named outputs of `graph` (default: all), with leaves from `feeds` or their seeded defaults.
 
     `keep` adds node ids whose values are returned under the key "%<id>". `overrides` gives values
     for (non-leaf) nodes, which are then not computed, nor anything only they needed. Only the
     nodes the wanted values depend on run, and each value is dropped after its last use.
+    `dtype` computes every floating-point node in that dtype instead of the graph's (float64 on a
+    float32 graph's exact leaf values is the oracle that measures float32 rounding).
     """
     names = list(graph.outputs) if outputs is None else list(outputs)
     for name in names:
@@ -52,13 +55,15 @@ def evaluate(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None = None,
     for node in graph.nodes:
         if node.id not in needed:
             continue
+        node_dtype = dtype if dtype is not None and np.dtype(node.dtype).kind == "f" else node.dtype
         if node.id in overrides:
-            values[node.id] = np.asarray(overrides[node.id], dtype=node.dtype)
+            values[node.id] = np.asarray(overrides[node.id], dtype=node_dtype)
         elif node.is_leaf:
-            values[node.id] = fed[node.id] if node.id in fed else graph.leaf_value(node.id)
+            leaf = fed[node.id] if node.id in fed else graph.leaf_value(node.id)
+            values[node.id] = np.asarray(leaf, dtype=node_dtype)
         else:
             args = [values[i] for i in node.inputs]
-            values[node.id] = np.asarray(get_op(node.op).ref(*args, **node.attrs), dtype=node.dtype)
+            values[node.id] = np.asarray(get_op(node.op).ref(*args, **node.attrs), dtype=node_dtype)
             for i in set(node.inputs):
                 if last_use.get(i) == node.id and i not in wanted:
                     del values[i]

@@ -12,15 +12,28 @@ OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE), which can select a slower kernel. This
 the environment as it is and prints both variables: to compare against the BLAS a user would
 normally get, run it with both unset (e.g. `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python ...`).
 
-Run: python experiments/bench_kernels.py [--repeat 7]
+Check: the wall time of `accelsim check` on the superres training step (CHECK_ARGS) in a fresh
+subprocess, so it includes interpreter start, imports and compiling the schedule, and the
+check's own time as the CLI prints it. Warm: numba's on-disk cache (cache=True kernels) is
+filled by one untimed run first, then the median of --repeat runs. Cold (--check-cold, a minute or
+more): one run with NUMBA_CACHE_DIR pointed at a new empty directory, so numba compiles every
+kernel it calls from scratch and leaves the project's own cache untouched; the number of cache
+index files it wrote there shows that it did.
+
+Run: python experiments/bench_kernels.py [--repeat 7] [--check-cold] [--no-check | --check-only]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from itertools import chain
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numba
@@ -36,6 +49,9 @@ MATMUL_SIZES = (256, 512, 1024, 2048)
 SUPERRES_LAYERS = (("conv1", 1, 64, 5, 2), ("conv2", 64, 64, 3, 1), ("conv3", 64, 32, 3, 1), ("conv4", 32, 9, 3, 1))
 BATCH, IMAGE = 8, 64
 SETTLE_S = 0.5  # pause before each contender's runs (see _medians)
+ROOT = Path(__file__).resolve().parents[1]
+CHECK_ARGS = ("check", "--hw", "hwconfigs/bespoke_superres.yaml", "--model", "superres")
+CHECK_LINE = re.compile(r"check passed in ([0-9.]+) s")  # printed by accelsim.cli.sched_cmds._check
 
 
 def _medians(contenders: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
@@ -89,19 +105,65 @@ def bench_conv(repeat: int, rng: np.random.Generator) -> Iterator[str]:
         yield _row(f"{name} {c_in}->{c_out} {k}x{k}", gflop, secs)
 
 
+def _time_check(env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds of `python -m accelsim` CHECK_ARGS in a subprocess, the check's own seconds)."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "accelsim", *CHECK_ARGS], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    wall_s = time.perf_counter() - start
+    found = CHECK_LINE.search(proc.stdout)
+    if proc.returncode != 0 or found is None:
+        why = f"exit {proc.returncode}" if proc.returncode else f"no line matching {CHECK_LINE.pattern!r}"
+        raise RuntimeError(f"accelsim {' '.join(CHECK_ARGS)}: {why}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return wall_s, float(found.group(1))
+
+
+def _check_row(label: str, wall_s: float, check_s: float) -> str:
+    return f"{label:24s} {wall_s:9.2f} {check_s:9.2f}"
+
+
+def bench_check(repeat: int, cold: bool) -> Iterator[str]:
+    """Rows of `accelsim check` seconds: warm (median of `repeat` after one untimed run), then cold."""
+    time.sleep(SETTLE_S)
+    env = dict(os.environ)
+    _time_check(env)  # fills numba's cache if this source tree has not yet
+    runs = [_time_check(env) for _ in range(repeat)]
+    yield _check_row("check superres warm", statistics.median(r[0] for r in runs),
+                     statistics.median(r[1] for r in runs))
+    if cold:
+        with tempfile.TemporaryDirectory(prefix="numba-cold-") as cache_dir:
+            env["NUMBA_CACHE_DIR"] = cache_dir
+            env.pop("NUMBA_CACHE_LOCATOR_CLASSES", None)  # a locator list set there may bypass NUMBA_CACHE_DIR
+            wall_s, check_s = _time_check(env)
+            written = sum(1 for _ in Path(cache_dir).rglob("*.nbi"))
+        yield _check_row("check superres cold", wall_s, check_s) + f"   (1 run; {written} numba functions compiled)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--check-cold", action="store_true", help="also time one check with an empty numba cache")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--no-check", action="store_true", help="skip timing `accelsim check`")
+    group.add_argument("--check-only", action="store_true", help="time `accelsim check` only, no kernels")
     args = parser.parse_args()
+    if args.no_check and args.check_cold:
+        parser.error("--check-cold times a check: drop --no-check")
     rng = np.random.default_rng(0)
     env = ", ".join(f"{v}={os.environ.get(v, '(unset)')}" for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
     print(f"float32, medians of {args.repeat} runs; threads: numba {numba.get_num_threads()}, "
           f"torch {torch.get_num_threads()}; {env}")
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    header = f"{'case':24s} {'numba':>9s} {'numpy':>9s} {'torch':>9s} {'numba/numpy':>12s} {'numba/torch':>12s}"
-    print(header + "\n" + " " * 25 + "GFLOP/s " + "-" * 20)
-    for line in chain(bench_matmul(args.repeat, rng), bench_conv(args.repeat, rng)):
-        print(line, flush=True)
+    if not args.check_only:
+        header = f"{'case':24s} {'numba':>9s} {'numpy':>9s} {'torch':>9s} {'numba/numpy':>12s} {'numba/torch':>12s}"
+        print(header + "\n" + " " * 25 + "GFLOP/s " + "-" * 20)
+        for line in chain(bench_matmul(args.repeat, rng), bench_conv(args.repeat, rng)):
+            print(line, flush=True)
+    if not args.no_check:
+        print(f"\n{'case':24s} {'wall':>9s} {'check':>9s}\n" + " " * 25 + "seconds " + "-" * 11
+              + f"   accelsim {' '.join(CHECK_ARGS)}")
+        for line in bench_check(args.repeat, args.check_cold):
+            print(line, flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 

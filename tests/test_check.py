@@ -12,12 +12,13 @@ from accelsim.passes import inference_graph
 from accelsim.schedule import list_sched
 
 HWCONFIGS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "hwconfigs").glob("*.yaml"))
-SMALL = {  # the zoo; gpt2 is a 2-layer small-width transformer; resnet50's bottlenecks are covered by
-    # resnet_block here (its full depth takes a minute per hardware on this 2-core machine)
+SMALL = {  # the zoo at small sizes; gpt2 is a 2-layer small-width transformer; resnet50 keeps its full
+    # depth at width 4 (64x64 images leave 2x2 maps in the last stage, so batch norm sees 8 values)
     "seed_autodiff": {}, "regression": {}, "mlp": {"batch": 4, "sizes": (16, 8, 4)},
     "superres": {"size": 12}, "resnet_block": {"batch": 2, "channels": 4, "size": 6},
     "transformer_block": {"batch": 1, "seq": 8, "d_model": 16, "heads": 2},
     "gpt2": {"batch": 1, "seq": 8, "layers": 2, "d_model": 16, "heads": 2, "vocab": 32},
+    "resnet50": {"batch": 2, "size": 64, "classes": 10, "width": 4},
 }
 BACKEND = "numba"
 CASES = [(hw, m) for hw in HWCONFIGS for m in SMALL if hw != "bespoke_superres" or m == "superres"]
@@ -85,9 +86,20 @@ def test_check_cli_passes_and_asking_for_cuda_without_a_gpu_or_simulator_is_a_cl
     assert "no CUDA GPU is available" in cuda.stderr and "Traceback" not in cuda.stderr
 
 
-def test_cuda_kernels_run_the_scheduled_step_under_the_simulator():
-    """tests/conftest.py switches numba's CUDA simulator on; small shapes keep it quick."""
+TINY = {  # every element costs ~1 ms in numba's CUDA simulator (a Python thread per CUDA thread)
+    "seed_autodiff": {}, "regression": {}, "mlp": {"batch": 2, "sizes": (8, 6, 3)},
+    "superres": {"size": 4, "width": 4}, "resnet_block": {"batch": 2, "channels": 2, "size": 4},
+    "transformer_block": {"batch": 1, "seq": 4, "d_model": 8, "heads": 2},
+    "gpt2": {"batch": 1, "seq": 4, "layers": 2, "d_model": 8, "heads": 2, "vocab": 16},
+}
+
+
+@pytest.mark.parametrize("model", sorted(TINY))
+def test_cuda_kernels_run_the_scheduled_step_under_the_simulator(model):
+    """tests/conftest.py switches numba's CUDA simulator on. resnet50 is left to
+    experiments/check_matrix.py (its 1,800 nodes take ~10 min in the simulator; seconds on a GPU)."""
     hw = A.load_hw("groq_like_x4")
-    graph = A.training_graph(A.models.build("mlp", batch=2, sizes=(8, 6, 3)))
+    graph = A.training_graph(A.models.build(model, **TINY[model]), optimizer="momentum", lr=0.05)
     report = check(A.compile(graph, hw, microbatches=2, data_parallel=2), "cuda", graph=graph, hw=hw)
-    assert report.passed and report.backend == "cuda"
+    assert report.passed, [e for e in report.entries if not e.passed]
+    assert report.backend == "cuda"

@@ -6,14 +6,18 @@ from accelsim.graph.ir import Graph, Var
 from accelsim.models.layers import batch_norm, conv, linear
 
 
-def superres(batch: int = 1, size: int = 64, upscale: int = 3, dtype: str = "float32", seed: int = 0) -> Graph:
-    """The super-resolution CNN of seeds 000/001 (seed 001's conv4), MSE against a high-res target."""
+def superres(batch: int = 1, size: int = 64, upscale: int = 3, width: int = 64, dtype: str = "float32",
+             seed: int = 0) -> Graph:
+    """The super-resolution CNN of seeds 000/001 (seed 001's conv4), MSE against a high-res target.
+
+    `width` is conv1's and conv2's channel count (64 in the seed; conv3 has half): small widths keep
+    the layer structure for runs where every element costs, such as the CUDA simulator."""
     g = Graph("superres", dtype=dtype, seed=seed)
     x = g.input("x", (batch, 1, size, size), init="uniform", low=0.0, high=1.0)
     target = g.input("target", (batch, 1, size * upscale, size * upscale), init="uniform", low=0.0, high=1.0)
-    h = F.relu(conv(g, x, 64, 5, "conv1", padding=2))
-    h = F.relu(conv(g, h, 64, 3, "conv2", padding=1))
-    h = F.relu(conv(g, h, 32, 3, "conv3", padding=1))
+    h = F.relu(conv(g, x, width, 5, "conv1", padding=2))
+    h = F.relu(conv(g, h, width, 3, "conv2", padding=1))
+    h = F.relu(conv(g, h, width // 2, 3, "conv3", padding=1))
     y = F.pixel_shuffle(conv(g, h, upscale * upscale, 3, "conv4", padding=1), upscale)
     g.output("y", y)
     g.set_loss(F.mse_loss(y, target))
@@ -45,17 +49,21 @@ def _bottleneck(g: Graph, x: Var, width: int, stride: int, prefix: str) -> Var:
     return F.relu(h + x)
 
 
-def resnet50(batch: int = 1, size: int = 224, classes: int = 1000, dtype: str = "float32", seed: int = 0) -> Graph:
-    """ResNet-50 v1.5 (stages of 3, 4, 6, 3 bottlenecks), softmax cross-entropy over `classes`."""
+def resnet50(batch: int = 1, size: int = 224, classes: int = 1000, width: int = 64, dtype: str = "float32",
+             seed: int = 0) -> Graph:
+    """ResNet-50 v1.5 (stages of 3, 4, 6, 3 bottlenecks), softmax cross-entropy over `classes`.
+
+    `width` is the stem's channel count (64 in the paper); stages use width, 2x, 4x, 8x. A small width keeps
+    the full depth and op mix for quick checks."""
     g = Graph("resnet50", dtype=dtype, seed=seed)
     x = g.input("x", (batch, 3, size, size))
     labels = g.input("labels", (batch,), dtype="int64", init="randint", high=classes)
-    h = F.relu(batch_norm(g, conv(g, x, 64, 7, "stem.conv", stride=2, padding=3, bias=False), "stem.bn"))
+    h = F.relu(batch_norm(g, conv(g, x, width, 7, "stem.conv", stride=2, padding=3, bias=False), "stem.bn"))
     h = F.max_pool2d(h, 3, stride=2, padding=1)
-    for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3))):
+    for stage, blocks in enumerate((3, 4, 6, 3)):
         for i in range(blocks):
             stride = 2 if i == 0 and stage > 0 else 1
-            h = _bottleneck(g, h, width, stride, f"layer{stage + 1}.{i}")
+            h = _bottleneck(g, h, width << stage, stride, f"layer{stage + 1}.{i}")
     logits = linear(g, F.mean(h, (2, 3)), classes, "fc")
     g.output("logits", logits)
     g.set_loss(F.softmax_cross_entropy(logits, labels))

@@ -5,6 +5,8 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 ALIGN_BYTES = 64
 OPEN = math.inf  # the end of a tensor whose last reader is not scheduled yet
 
@@ -22,7 +24,9 @@ class Block:
 class Arena:
     """One memory instance. A block conflicts with another when their time intervals and address
     ranges both overlap; an open end conflicts with everything after its start. Closed blocks are
-    kept sorted by end, so a query at time t only looks at blocks still alive after t."""
+    kept sorted by end, so a query at time t only looks at blocks still alive after t; their address
+    ranges sit in numpy arrays in the same order, so first fit is a vectorized scan (a graph keeps
+    hundreds of tensors alive at once, and the planner asks thousands of times)."""
 
     def __init__(self, name: str, capacity_bytes: int) -> None:
         self.name = name
@@ -31,17 +35,25 @@ class Arena:
         self._open: dict[int, Block] = {}
         self._closed_ends: list[tuple[float, int]] = []
         self._closed: list[Block] = []
-
-    def _alive_after(self, t: int) -> list[Block]:
-        i = bisect.bisect_right(self._closed_ends, (t, math.inf))
-        return list(self._open.values()) + self._closed[i:]
+        self._closed_lo = np.zeros(0, np.int64)
+        self._closed_hi = np.zeros(0, np.int64)
+        self._open_seqs: list[int] = []  # open blocks' address ranges, in these arrays' order
+        self._open_lo = np.zeros(0, np.int64)
+        self._open_hi = np.zeros(0, np.int64)
 
     def _offset(self, size: int, start: int) -> int | None:
+        """The lowest offset where `size` bytes overlap no block alive after `start`: sorted by low
+        address, the first block that starts at least `size` above every earlier block's end."""
+        i = bisect.bisect_right(self._closed_ends, (start, math.inf))
+        lo = np.concatenate((self._open_lo, self._closed_lo[i:]))
+        hi = np.concatenate((self._open_hi, self._closed_hi[i:]))
         offset = 0
-        for lo, hi in sorted((b.offset, b.offset + b.size_bytes) for b in self._alive_after(start)):
-            if lo >= offset + size:
-                break
-            offset = max(offset, hi)
+        if lo.size:
+            order = np.argsort(lo, kind="stable")
+            reach = np.maximum.accumulate(hi[order])
+            before = np.concatenate(([0], reach[:-1]))
+            gaps = np.flatnonzero(lo[order] >= before + size)
+            offset = int(before[gaps[0]]) if gaps.size else int(reach[-1])
         return offset if offset + size <= self.capacity_bytes else None
 
     def fits(self, size_bytes: int, start: int) -> bool:
@@ -67,15 +79,23 @@ class Arena:
         block = Block(key, offset, size, start, OPEN, seq=len(self.blocks))
         self.blocks.append(block)
         self._open[block.seq] = block
+        self._open_seqs.append(block.seq)
+        self._open_lo = np.append(self._open_lo, offset)
+        self._open_hi = np.append(self._open_hi, offset + size)
         return block
 
     def close(self, block: Block, end: int) -> None:
         """The block's last reader is scheduled: it is free from `end` on."""
         del self._open[block.seq]
+        j = self._open_seqs.index(block.seq)
+        del self._open_seqs[j]
+        self._open_lo, self._open_hi = np.delete(self._open_lo, j), np.delete(self._open_hi, j)
         block.end = end
         i = bisect.bisect_right(self._closed_ends, (end, block.seq))
         self._closed_ends.insert(i, (end, block.seq))
         self._closed.insert(i, block)
+        self._closed_lo = np.insert(self._closed_lo, i, block.offset)
+        self._closed_hi = np.insert(self._closed_hi, i, block.offset + block.size_bytes)
 
     def live_bytes_at(self, t: int) -> int:
         return sum(b.size_bytes for b in self.blocks if b.start <= t < b.end)
