@@ -46,3 +46,21 @@ def test_kernel_matches_the_numpy_reference(name, backend):
     def run(seed):
         _check(name, backend, seed)
     run()
+
+
+def test_small_calls_run_on_one_thread_and_numba_threads_are_restored():
+    import numba
+
+    from accelsim.kernels.cpu.threads import PARALLEL_MIN_ELEMENTS, sized
+
+    seen = []
+
+    def probe(*arrays):
+        seen.append(numba.get_num_threads())
+        return arrays[0]
+
+    before = numba.get_num_threads()
+    sized(probe)(np.zeros(16), np.zeros(16))
+    sized(probe)(np.zeros(PARALLEL_MIN_ELEMENTS // 2), np.zeros(PARALLEL_MIN_ELEMENTS // 2))
+    assert seen == [1, before] and numba.get_num_threads() == before
+    assert get_kernel("add", "numba").__wrapped__ is not None  # the registry hands out the sized kernels

@@ -17,7 +17,7 @@ def superres(batch: int = 1, size: int = 64, upscale: int = 3, width: int = 64, 
     target = g.input("target", (batch, 1, size * upscale, size * upscale), init="uniform", low=0.0, high=1.0)
     h = F.relu(conv(g, x, width, 5, "conv1", padding=2))
     h = F.relu(conv(g, h, width, 3, "conv2", padding=1))
-    h = F.relu(conv(g, h, width // 2, 3, "conv3", padding=1))
+    h = F.relu(conv(g, h, max(1, width // 2), 3, "conv3", padding=1))
     y = F.pixel_shuffle(conv(g, h, upscale * upscale, 3, "conv4", padding=1), upscale)
     g.output("y", y)
     g.set_loss(F.mse_loss(y, target))
