@@ -6,8 +6,10 @@ static: the schedule's own order and placement, time-triggered. Each task waits 
   channels (a running task holds bytes_moved / duration of the port's bytes per cycle), which the
   scheduler does not model; without such contention the simulated timeline equals the compiled one.
 dynamic: seed 001's runtime ("scheduler + worker threads"): ready tasks enter a FIFO work queue per
-  chip and any free capable unit instance takes the first it can run; outputs go to the first
-  memory with room. No precomputed order or placement.
+  chip and any free capable unit instance takes the first it can run; outputs, and leaves from
+  their first reader's release on, go to the first memory with room. No precomputed order or
+  placement; the memory held at the end (parameters, optimizer state, step results) matches the
+  static schedule's.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.expand import chip_list, expand
-from accelsim.schedule.plan import Schedule
+from accelsim.schedule.plan import PER_STEP, Schedule
 from accelsim.sim.trace import Result, Span
 
 MODES = ("static", "dynamic")
@@ -256,9 +258,32 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
     for t in specs:
         if t.group >= 0:
             groups[t.group].append(t.id)
+    # leaves (inputs, parameters, optimizer state) take memory from their first reader's release on,
+    # as the scheduler places them: per-sample inputs until their last reader ends, the rest for good
+    leaf_left: dict[tuple, int] = defaultdict(int)
+    for t in specs:
+        for key in {(r, t.chip) for r in t.reads}:
+            leaf_left[key] += 1
+    leaf_home: dict[tuple, simpy.Event] = {}
+
+    def target(chip: int, nbytes: int) -> str:
+        """The first memory in the scheduler's order with room now, else the last (and wait there)."""
+        return next((m for m in order[chip] if mems.stores[m].level >= nbytes), order[chip][-1])
+
+    def hold_leaves(t):
+        for key in sorted({(r, t.chip) for r in t.reads}):
+            if key not in leaf_home:
+                leaf_home[key] = env.event()
+                nbytes = plan.leaf_bytes[key[0][0]]
+                mem = target(t.chip, nbytes)
+                waiting[t.id] = f"{nbytes} B of space in {mem} for leaf %{key[0][0]} {plan.node_names[key[0][0]]!r}"
+                yield from mems.take(mem, nbytes)
+                leaf_home[key].succeed(mem)
+            yield leaf_home[key]
 
     def release(t):
         yield env.all_of([done[d] for d in t.deps])
+        yield from hold_leaves(t)
         ready_at[t.id] = int(env.now)
         if t.group >= 0:
             if t.id == groups[t.group][0]:
@@ -270,11 +295,10 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
     def output_space(t):
         if not t.out_bytes:
             return
-        mems_order = order[t.out_chip]
-        target = next((m for m in mems_order if mems.stores[m].level >= t.out_bytes), mems_order[-1])
-        waiting[t.id] = f"{t.out_bytes} B of space in {target}"
-        yield from mems.take(target, t.out_bytes)
-        placed[t.id] = target
+        mem = target(t.out_chip, t.out_bytes)
+        waiting[t.id] = f"{t.out_bytes} B of space in {mem}"
+        yield from mems.take(mem, t.out_bytes)
+        placed[t.id] = mem
 
     def finish(t, resource, instance, start, t_ready_unit, t_space):
         stalls = (("unit", t_ready_unit - ready_at[t.id]), ("buffer_space", t_space - t_ready_unit),
@@ -286,8 +310,12 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
         done[t.id].succeed()
         for d in t.deps:
             left[d] -= 1
-            if left[d] == 0 and d in placed:
+            if left[d] == 0 and d in placed and not specs[d].keep:  # step results stay, as scheduled
                 mems.give(placed[d], specs[d].out_bytes)
+        for key in {(r, t.chip) for r in t.reads}:
+            leaf_left[key] -= 1
+            if leaf_left[key] == 0 and key[0][1] != PER_STEP:
+                mems.give(leaf_home[key].value, plan.leaf_bytes[key[0][0]])
 
     def worker(chip: int, resource: str, instance: int):
         while True:
