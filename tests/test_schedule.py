@@ -1,8 +1,9 @@
 """Static list scheduler: exact timelines of tiny graphs, parallelism, memory, bounds, errors.
 
 The toy machine: 1 GHz, `n` vector units of 8 lanes, one SRAM at 64 B/cycle, float32. A unary op on
-a (64,) tensor computes for 64/8 = 8 cycles and moves (256 + 256) B / 64 = 8 cycles: 8 cycles.
-An add of two (64,) tensors moves 768 B: 12 cycles.
+a (64,) tensor computes for 64/8 = 8 cycles and moves (256 + 256) B / 64 = 8 cycles: 8 cycles, using
+the whole SRAM port. An add of two (64,) tensors moves 768 B: 12 cycles. With a 128 B/cycle SRAM a
+unary op still takes 8 cycles (compute) but needs half the port, and an add takes 8 cycles.
 """
 import math
 
@@ -14,13 +15,15 @@ from accelsim.passes import inference_graph
 from accelsim.report import run_summary
 from accelsim.schedule import compile
 from accelsim.schedule.io import load_schedule, save_schedule
+from accelsim.schedule.ports import PortProfile, port_rate
 
 
-def toy_hw(n_units=1, sram_bytes=1 << 20, chips=1):
+def toy_hw(n_units=1, sram_bytes=1 << 20, chips=1, sram_bytes_per_cycle=64):
     spec = {"name": f"toy{n_units}", "clock_hz": 1e9, "chips": [{"count": chips, "units": [
         {"name": "vpu", "categories": ["elementwise", "reduction", "data_movement", "tensor"], "count": n_units,
          "vector": {"lanes": 8}, "reads": ["sram"], "writes": ["sram"]}],
-        "memories": [{"name": "sram", "kind": "sram", "capacity_bytes": sram_bytes, "bandwidth_bytes_per_cycle": 64}]}]}
+        "memories": [{"name": "sram", "kind": "sram", "capacity_bytes": sram_bytes,
+                      "bandwidth_bytes_per_cycle": sram_bytes_per_cycle}]}]}
     if chips > 1:
         spec["interconnect"] = {"topology": "ring", "bandwidth_bytes_per_cycle": 16, "link_latency_cycles": 10}
     return A.hw.parse_hw(spec)
@@ -36,26 +39,54 @@ def test_a_chain_runs_back_to_back():
     assert _times(compile(g, toy_hw())) == [("relu", 0, 8), ("exp", 8, 16), ("neg", 16, 24)]
 
 
-@pytest.mark.parametrize("n_units, expected", [
-    (1, [("relu", 0, 8), ("exp", 8, 16), ("sin", 16, 24), ("add", 24, 36)]),
-    (2, [("relu", 0, 8), ("exp", 8, 16), ("sin", 8, 16), ("add", 16, 28)]),
+@pytest.mark.parametrize("n_units, sram_bytes_per_cycle, expected", [
+    (1, 64, [("relu", 0, 8), ("exp", 8, 16), ("sin", 16, 24), ("add", 24, 36)]),
+    (2, 64, [("relu", 0, 8), ("exp", 8, 16), ("sin", 16, 24), ("add", 24, 36)]),  # the port feeds one at a time
+    (2, 128, [("relu", 0, 8), ("exp", 8, 16), ("sin", 8, 16), ("add", 16, 24)]),
 ])
-def test_a_diamond_uses_a_second_unit_when_there_is_one(n_units, expected):
+def test_a_diamond_uses_a_second_unit_when_the_memory_port_can_feed_both(n_units, sram_bytes_per_cycle, expected):
     g = A.Graph("diamond")
     a = F.relu(g.input("x", (64,)))
     F.exp(a) + F.sin(a)
-    sched = compile(g, toy_hw(n_units))
+    sched = compile(g, toy_hw(n_units, sram_bytes_per_cycle=sram_bytes_per_cycle))
     assert _times(sched) == expected
     assert sched.makespan_cycles == expected[-1][2]
 
 
-def test_two_independent_chains_share_one_unit_or_split_over_two():
+def test_two_independent_chains_share_one_unit_or_split_over_two_when_the_port_allows():
     g = A.Graph("two_chains")
     F.exp(F.relu(g.input("x", (64,))))
     F.cos(F.sin(g.input("y", (64,))))
-    one, two = compile(g, toy_hw(1)), compile(g, toy_hw(2))
+    one, two = compile(g, toy_hw(1)), compile(g, toy_hw(2, sram_bytes_per_cycle=128))
     assert one.makespan_cycles == 32 and one.bounds.resource_cycles == 32
     assert two.makespan_cycles == 16 and {t.instance for t in two.tasks} == {0, 1}
+    starved = compile(g, toy_hw(2))  # 4 x 512 B through a 64 B/cycle port: 32 cycles, whatever the units
+    assert starved.makespan_cycles == 32
+    assert (starved.bounds.resource, starved.bounds.resource_cycles) == ("chip0:sram", 32)
+
+
+def test_a_port_profile_books_bandwidth_and_finds_the_first_window_with_room():
+    """Capacity 10: 6 held over [0, 10) and 4 over [5, 15) leave 4 free on [0, 5), none on [5, 10),
+    6 on [10, 15) and all 10 from 15 on."""
+    p = PortProfile(10)
+    p.book(0, 10, 6)
+    p.book(5, 15, 4)
+    assert (p.at, p.level) == ([0, 5, 10, 15], [6, 10, 4, 0])
+    assert p.earliest(0, 5, 4) == 0  # fits [0, 5) exactly
+    assert p.earliest(3, 2, 4) == 3
+    assert p.earliest(0, 6, 4) == 10  # [0, 6) would cross the full [5, 10)
+    assert p.earliest(0, 3, 7) == 15  # 7 fits nowhere before the profile empties
+    assert p.earliest(12, 2, 6) == 12
+    assert p.earliest(7, 100, 0) == 7  # a task that moves nothing never waits
+    p.book(10, 15, 6)  # [5, 15) is now full throughout: one segment
+    assert (p.at, p.level) == ([0, 5, 15], [6, 10, 0])
+
+
+def test_a_port_rate_covers_the_bytes_and_never_exceeds_the_port():
+    assert port_rate(512, 8, 64_000) == 64_000  # 64 B/cycle in milli-bytes
+    assert port_rate(100, 3, 64_000) == 33_334  # 33.3 B/cycle, rounded up
+    assert port_rate(10**6, 1, 64_000) == 64_000
+    assert port_rate(0, 8, 64_000) == port_rate(512, 0, 64_000) == 0
 
 
 def test_same_inputs_give_a_byte_identical_schedule(tmp_path):

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
-from accelsim.ops.registry import numel
 from accelsim.schedule.bounds import lower_bounds
 from accelsim.schedule.expand import expand
 from accelsim.schedule.list_sched import list_schedule
 from accelsim.schedule.plan import Options, Schedule, Task, Tensor, graph_hash, hw_hash
+from accelsim.schedule.ports import unit_ports
 
 
 def _peak(blocks) -> int:
@@ -63,7 +63,7 @@ def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int 
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
     plan = expand(graph, hw, options, window)
     timed, mem = list_schedule(plan, hw)
-    reads = {(c, u.name): f"chip{c}:{u.reads[0]}" for c, chip in enumerate(plan.chips) for u in chip.units}
+    reads = unit_ports(plan.chips)
     tasks = tuple(Task(id=t.id, kind=t.kind, node=t.node, op=t.op, phase=t.phase, microbatch=t.microbatch,
                        replica=t.replica, stage=t.stage, chip=t.chip, resource=x.resource, instance=x.instance,
                        start=x.start, end=x.end, deps=tuple(t.deps), bytes_moved=t.port_bytes,
@@ -87,7 +87,7 @@ def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int 
         samples_per_step=batch * microbatches * data_parallel, tasks=tasks, tensors=tuple(tensors),
         memory_capacity_bytes={a.name: a.capacity_bytes for a in mem.arenas.values()},
         peak_memory_bytes={a.name: _peak(a.blocks) for a in mem.arenas.values()},
-        makespan_cycles=max((t.end for t in tasks), default=0), bounds=lower_bounds(plan.tasks),
+        makespan_cycles=max((t.end for t in tasks), default=0), bounds=lower_bounds(plan, hw),
         source=_source(graph))
     if validate:
         from accelsim.schedule.validate import validate_schedule

@@ -1,12 +1,14 @@
 """Static list scheduling of an expanded step (Plan -> timed tasks and placed tensors).
 
-Priority is the upward rank (the longest remaining path to the end of the step, by cost), then
-the micro-batch. Each ready task goes to the candidate resource instance on which it finishes
-earliest, filling idle gaps (insertion). A task whose output does not fit in its unit's memory
-either waits until enough of it is freed or spills to the next level, whichever finishes first:
-the scheduler delays work rather than paying for slow memory when that is cheaper. Every tensor is
-placed when its producer starts: in the producing unit's memory, or the next level that fits,
-paying the extra transfer time there. Ties break by task id, so the result is deterministic.
+Priority is the micro-batch (earlier ones first, so a pipeline fills in order and the in-flight
+window holds), then the upward rank (the longest remaining path to the end of the step, by cost).
+Each ready task goes to the candidate resource instance on which it finishes earliest, filling
+idle gaps (insertion), at a time its memory port has the bandwidth for it (ports.py). A task whose
+output does not fit in its unit's memory either waits until enough of it is freed or spills to the
+next level, whichever finishes first: the scheduler delays work rather than paying for slow memory
+when that is cheaper. Every tensor is placed when its producer starts: in the producing unit's
+memory, or the next level that fits, paying the extra transfer time there. Ties break by task id,
+so the result is deterministic.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
 from accelsim.schedule.memory import OPEN, Arena, Block
 from accelsim.schedule.plan import PER_STEP
+from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
 
 _LEVEL = {"sram": 0, "cache": 1, "hbm": 2, "dram": 3}
 
@@ -135,6 +138,8 @@ def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:
     timed: list[Timed | None] = [None] * len(tasks)
     mem = MemoryPlanner(hw, plan)
     unit_writes = {(c, u.name): u.writes[0] for c, chip in enumerate(plan.chips) for u in chip.units}
+    port_of = unit_ports(plan.chips)  # links and all-reduces have no memory port
+    profiles = {p: PortProfile(cap) for p, cap in port_capacities(hw, plan.chips).items()}
     pending_readers = [len(s) for s in succ]
     leaf_left = {k: len(v) for k, v in leaf_readers.items()}
     prio = [(t.microbatch if t.microbatch != PER_STEP else len(tasks), -rank[t.id], t.id) for t in tasks]
@@ -169,9 +174,33 @@ def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:
                          start, cycles, f"the output of {t.kind} {t.op} %{t.node} {plan.node_names[t.node]!r} "
                          f"(mb {t.microbatch}, replica {t.replica})")
 
+    def port(t: TaskSpec, resource: str, cycles: int) -> tuple[PortProfile | None, int]:
+        """The port profile a task on `resource` streams through, and the rate it holds for `cycles`."""
+        name = port_of.get((t.chip, resource))
+        if name is None or not t.port_bytes:
+            return None, 0
+        return profiles[name], port_rate(t.port_bytes, cycles, profiles[name].capacity)
+
+    def fit(t: TaskSpec, resource: str, instance: int, ready_at: int, cycles: int) -> int:
+        """The first start >= ready_at at which the unit instance is idle and the port has room for
+        `cycles`: each of the two answers is a valid start for its own resource and never earlier
+        than its question, so alternating them climbs to the first time both accept."""
+        line = lines[(t.chip, resource, instance)]
+        profile, rate = port(t, resource, cycles)
+        start = line.earliest(ready_at, cycles)
+        while profile is not None:
+            later = profile.earliest(start, cycles, rate)
+            if later == start:
+                break
+            start = line.earliest(later, cycles)
+        return start
+
     def book(t: TaskSpec, resource: str, instance: int, start: int, end: int) -> None:
         timed[t.id] = Timed(resource, instance, start, end)
         lines[(t.chip, resource, instance)].book(start, end)
+        profile, rate = port(t, resource, end - start)  # the rate over the final duration, as replayed
+        if profile is not None:
+            profile.book(start, end, rate)
 
     def group_start(group: list[TaskSpec], resource: str, ready_at: int, cycles: int) -> int:
         """The first time every participant's link is idle for the whole collective."""
@@ -202,14 +231,14 @@ def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:
             best = None
             for resource, instances, cycles in t.options:
                 for i in range(instances):
-                    start = lines[(t.chip, resource, i)].earliest(data_ready, cycles)
+                    start = fit(t, resource, i, data_ready, cycles)
                     cand = (start + cycles, start, resource, i, cycles)
                     if best is None or cand[:2] < best[:2]:
                         best = cand
             _, start, resource, instance, cycles = best
             placed_at, extra = place(t, resource, start, cycles)
             if (placed_at, extra) != (start, 0):
-                start = lines[(t.chip, resource, instance)].earliest(placed_at, cycles + extra)
+                start = fit(t, resource, instance, placed_at, cycles + extra)
             book(t, resource, instance, start, start + cycles + extra)
         for x in group:
             finish_reads(x, timed[x.id].end)

@@ -73,7 +73,7 @@ class Bounds(Data):
 
     critical_path_cycles: int
     resource_cycles: int
-    resource: str  # the unit kind (or link) whose total work gives resource_cycles
+    resource: str  # the unit kind, link or memory port whose total work gives resource_cycles
     bound_cycles: int
 
 

@@ -3,8 +3,9 @@
 static: the schedule's own order and placement, time-triggered. Each task waits for its compiled
   start, its inputs, its turn on its unit instance, space for its output in its memory and
   bandwidth on its memory port, then runs for its compiled duration. Memory ports are shared
-  channels (a running task holds bytes_moved / duration of the port's bytes per cycle), which the
-  scheduler does not model; without such contention the simulated timeline equals the compiled one.
+  channels (a running task holds bytes_moved / duration of the port's bytes per cycle,
+  schedule/ports.py), which the scheduler books the same way: replaying a schedule on the hardware
+  it was compiled for reproduces the compiled timeline.
 dynamic: seed 001's runtime ("scheduler + worker threads"): ready tasks enter a FIFO work queue per
   chip and any free capable unit instance takes the first it can run; outputs, and leaves from
   their first reader's release on, go to the first memory with room. No precomputed order or
@@ -23,10 +24,10 @@ from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.expand import chip_list, expand
 from accelsim.schedule.plan import PER_STEP, Schedule
+from accelsim.schedule.ports import MILLI, port_capacities, port_rate, unit_ports
 from accelsim.sim.trace import Result, Span
 
 MODES = ("static", "dynamic")
-_MILLI = 1000
 
 
 class SimulationError(AccelsimError):
@@ -90,8 +91,8 @@ def _deadlock(schedule_name: str, waiting: dict[int, str], describe: Callable[[i
 def simulate(schedule: Schedule, hw: HwSpec, mode: str = "static", graph: Graph | None = None,
              port_contention: bool = True) -> Result:
     """Play `schedule` on `hw` (static), or run its graph with a dynamic work queue (`graph`, or the
-    model recorded in the schedule). `port_contention=False` models memory ports as the scheduler
-    does (each task gets full bandwidth): the static replay then reproduces the compiled timeline."""
+    model recorded in the schedule). `port_contention=False` gives every task its port's full
+    bandwidth, to see what contention costs a schedule compiled for other hardware."""
     if mode not in MODES:
         raise AccelsimError(f"mode must be one of {MODES}, got {mode!r}")
     if mode == "dynamic":
@@ -117,7 +118,7 @@ def _simulate_static(schedule: Schedule, hw: HwSpec, port_contention: bool) -> R
     mems = _Memories(env, schedule.memory_capacity_bytes)
     bandwidth = _port_bandwidth(hw)
     # integer milli-bytes per cycle: exact arithmetic, so returning a share never overfills the port
-    ports = {p: simpy.Container(env, capacity=int(bw * _MILLI), init=int(bw * _MILLI)) for p, bw in bandwidth.items()}
+    ports = {p: simpy.Container(env, capacity=cap, init=cap) for p, cap in port_capacities(hw, chip_list(hw)).items()}
     done = [env.event() for _ in tasks]
     out_tensor = {x.task: x for x in schedule.tensors if x.task >= 0}
     readers: dict[int, list[int]] = defaultdict(list)
@@ -176,8 +177,8 @@ def _simulate_static(schedule: Schedule, hw: HwSpec, port_contention: bool) -> R
         t_space = env.now
         rate = 0
         if port_contention and t.port in ports and t.bytes_moved and duration:
-            rate = min(-(-t.bytes_moved * _MILLI // duration), ports[t.port].capacity)
-            waiting[t.id] = f"{rate / _MILLI:.1f} B/cycle of bandwidth on port {t.port}"
+            rate = port_rate(t.bytes_moved, duration, ports[t.port].capacity)
+            waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {t.port}"
             yield ports[t.port].get(rate)
         t_port = env.now
         del waiting[t.id]
@@ -240,7 +241,7 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
     mems = _Memories(env, schedule.memory_capacity_bytes)
     order = {c: [a.name for _, a in row] for c, row in enumerate(MemoryPlanner(hw, plan).order)}
     bandwidth = _port_bandwidth(hw)
-    ports = {p: simpy.Container(env, capacity=int(bw * _MILLI), init=int(bw * _MILLI)) for p, bw in bandwidth.items()}
+    ports = {p: simpy.Container(env, capacity=cap, init=cap) for p, cap in port_capacities(hw, chip_list(hw)).items()}
     queues = {c: simpy.FilterStore(env) for c in range(len(plan.chips))}
     done = [env.event() for _ in specs]
     readers: dict[int, list[int]] = defaultdict(list)
@@ -253,7 +254,7 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
     spans: list[Span | None] = [None] * len(specs)
     waiting: dict[int, str] = {t.id: "its inputs" for t in specs}
     port_bytes: dict[str, int] = defaultdict(int)
-    reads_port = {(c, u.name): f"chip{c}:{u.reads[0]}" for c, chip in enumerate(plan.chips) for u in chip.units}
+    reads_port = unit_ports(plan.chips)
     groups: dict[int, list[int]] = defaultdict(list)
     for t in specs:
         if t.group >= 0:
@@ -327,8 +328,8 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
             port = reads_port.get((chip, resource), resource)
             rate = 0
             if port in ports and t.port_bytes:
-                rate = min(-(-t.port_bytes * _MILLI // cycles), ports[port].capacity)
-                waiting[t.id] = f"{rate / _MILLI:.1f} B/cycle of bandwidth on port {port}"
+                rate = port_rate(t.port_bytes, cycles, ports[port].capacity)
+                waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {port}"
                 yield ports[port].get(rate)
             t_port = int(env.now)
             waiting.pop(t.id, None)
