@@ -5,6 +5,7 @@ from accelsim.autodiff import gradients
 from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph, Var
 from accelsim.ops import sqrt
+from accelsim.passes.dce import prune_to_outputs
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 
@@ -53,4 +54,6 @@ def training_graph(forward: Graph, loss: Var | int | None = None, optimizer: str
                 v_hat = v_new * (1.0 / (1.0 - beta2**step))
                 new = w - (m_hat * lr) / (sqrt(v_hat) + eps)
             g.output(f"{p.name}.new", new)
-    return g
+    # gradient rules emit an adjoint for every input of a node; those of inputs and targets (the
+    # stem convolution's input gradient, MSE's target gradient) feed nothing, so they go
+    return prune_to_outputs(g, g.outputs)

@@ -80,3 +80,13 @@ def test_training_graph_leaves_the_forward_graph_untouched():
     n = len(fwd)
     A.training_graph(fwd)
     assert len(fwd) == n and set(fwd.outputs) == {"logits", "loss"}
+
+
+@pytest.mark.parametrize("model", ["superres", "resnet_block", "transformer_block"])
+def test_a_training_graph_computes_nothing_that_no_output_needs(model):
+    """No gradient of an input or target (the first conv's input gradient, MSE's target gradient):
+    every node is an output or feeds one."""
+    g = A.training_graph(A.models.build(model, **A.models.sizes.SMALL[model]))
+    read = {i for n in g.nodes for i in n.inputs} | set(g.outputs.values())
+    assert [n for n in g.nodes if n.id not in read] == []
+    assert not any(n.op == "conv2d_grad_input" and g.nodes[n.inputs[0]].op == "input" for n in g.nodes)

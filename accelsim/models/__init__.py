@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from accelsim.errors import AccelsimError, ModelError
 from accelsim.graph.ir import Graph
+from accelsim.models import sizes  # noqa: F401  (small option sets: A.models.sizes.SMALL, TINY)
 from accelsim.models.cnn import resnet50, resnet_block, superres
 from accelsim.models.small import mlp, regression, seed_autodiff
 from accelsim.models.transformer import gpt2, transformer_block
