@@ -1,5 +1,6 @@
 """validate_schedule on hand-built schedules, and schedule files: round trip, stale and malformed files."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -210,3 +211,17 @@ def test_wrong_field_names_the_file_and_field_path(sched, tmp_path):
 def test_missing_file_names_the_file(tmp_path):
     with pytest.raises(ScheduleError, match=r"nope\.json: no such schedule file"):
         load_schedule(tmp_path / "nope.json")
+
+
+def test_tasks_asking_a_memory_port_for_more_bandwidth_than_it_has_are_reported(tmp_path):
+    """multicore_cpu's cores share one DRAM port: the compiled schedule books it within capacity, and
+    the same schedule checked against a DRAM a quarter as fast over-asks it where tasks overlap."""
+    hw = A.load_hw("multicore_cpu")
+    graph = A.training_graph(A.models.build("mlp", batch=64, sizes=(784, 256, 10)))  # compute-bound GEMMs
+    sched = A.compile(graph, hw, microbatches=2)
+    validate_schedule(sched, graph, hw)
+    text = (Path(A.__file__).parent.parent / "hwconfigs" / "multicore_cpu.yaml").read_text()
+    assert "bandwidth_bytes_per_s: 20 GB/s" in text
+    (tmp_path / "slow.yaml").write_text(text.replace("bandwidth_bytes_per_s: 20 GB/s", "bandwidth_bytes_per_s: 5 GB/s"))
+    with pytest.raises(ScheduleError, match=r"port chip0:dram is asked for [\d.]+ B/cycle at cycle \d+, more than"):
+        validate_schedule(sched, graph, A.load_hw(str(tmp_path / "slow.yaml")))

@@ -91,5 +91,5 @@ def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int 
         source=_source(graph))
     if validate:
         from accelsim.schedule.validate import validate_schedule
-        validate_schedule(schedule, graph)
+        validate_schedule(schedule, graph, hw)
     return schedule

@@ -11,13 +11,17 @@ from collections import defaultdict
 
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
+from accelsim.hw.spec import HwSpec
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
+from accelsim.schedule.expand import chip_list
+from accelsim.schedule.ports import MILLI, port_capacities, port_rate
 
 MAX_PROBLEMS = 20
 
 
-def validate_schedule(schedule: Schedule, graph: Graph | None = None) -> None:
-    """Raise ScheduleError listing every violated invariant; `graph` adds the graph-dependence checks."""
+def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec | None = None) -> None:
+    """Raise ScheduleError listing every violated invariant; `graph` adds the graph-dependence checks,
+    `hw` the memory-port bandwidth check."""
     names = _Names(schedule, graph)
     problems = _check_tasks(schedule, names)
     ids_ok = not problems  # deps index tasks by position, so they mean nothing if ids are off
@@ -27,6 +31,8 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None) -> None:
     if graph is not None:
         problems += _check_graph(schedule, graph, names, ids_ok)
     problems += _check_resources(schedule, names)
+    if hw is not None:
+        problems += _check_ports(schedule, hw, names)
     problems += _check_memory(schedule, names)
     problems += _check_totals(schedule)
     if problems:
@@ -139,6 +145,30 @@ def _check_resources(schedule: Schedule, names: _Names) -> list[str]:
                                 f"{names.task(latest)} which runs [{latest.start}, {latest.end})")
             if latest is None or t.end > latest.end:
                 latest = t
+    return problems
+
+
+def _check_ports(schedule: Schedule, hw: HwSpec, names: _Names) -> list[str]:
+    """At no time do the tasks streaming through a memory port hold more bandwidth than it has
+    (each holds its bytes over its duration, as the simulator meters it)."""
+    capacity = port_capacities(hw, chip_list(hw))
+    events: dict[str, list[tuple[int, int, int]]] = defaultdict(list)  # (time, +-rate, task id)
+    for t in schedule.tasks:
+        if t.port in capacity:
+            rate = port_rate(t.bytes_moved, t.end - t.start, capacity[t.port])
+            if rate:
+                events[t.port] += [(t.start, rate, t.id), (t.end, -rate, t.id)]
+    problems = []
+    for port, evs in sorted(events.items()):
+        level, running = 0, set()
+        for time, delta, tid in sorted(evs, key=lambda e: (e[0], e[1] > 0, e[2])):  # releases first
+            level += delta
+            running.symmetric_difference_update({tid})
+            if level > capacity[port]:
+                shown = ", ".join(names.task(schedule.tasks[i]) for i in sorted(running)[:4])
+                problems.append(f"port {port} is asked for {level / MILLI:.1f} B/cycle at cycle {time}, more "
+                                f"than its {capacity[port] / MILLI:.1f}, by {len(running)} tasks: {shown}")
+                break
     return problems
 
 
