@@ -23,5 +23,7 @@ TINY: dict[str, dict[str, Any]] = {
     "superres": {"size": 4, "width": 4}, "resnet_block": {"batch": 2, "channels": 2, "size": 4},
     "transformer_block": {"batch": 1, "seq": 4, "d_model": 8, "heads": 2},
     "gpt2": {"batch": 1, "seq": 4, "layers": 2, "d_model": 8, "heads": 2, "vocab": 16},
-    "resnet50": {"batch": 2, "size": 32, "classes": 4, "width": 2},
+    # 64x64 images, as in SMALL: at 32x32 the last stage's batch norm sees 2 values per channel and
+    # its gradients are nearly cancelling sums, so float32 rounding anywhere swings them by 10-60%
+    "resnet50": {"batch": 2, "size": 64, "classes": 4, "width": 2},
 }
