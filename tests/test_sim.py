@@ -87,12 +87,16 @@ def test_dynamic_scheduling_loses_to_static_on_the_bespoke_pipeline_but_not_ever
     sched = A.compile(g, bespoke, microbatches=8)
     static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic", graph=g)
     assert dynamic.makespan_cycles > static.makespan_cycles
-    # the static scheduler places micro-batch by micro-batch; on the CPU's shared DRAM the
-    # work queue interleaves them better
+    # training 4 micro-batches, the work queue overlaps one's backward with the next's forward better
+    g = A.training_graph(A.models.build("superres"))
+    sched = A.compile(g, bespoke, microbatches=4)
+    assert simulate(sched, bespoke, "dynamic", graph=g).makespan_cycles < simulate(sched, bespoke).makespan_cycles
+    # on the CPU's shared DRAM the rank-first list schedule interleaves micro-batches as the work
+    # queue does, and compile keeps it: the two tie
     cpu = A.load_hw("multicore_cpu")
     g = inference_graph(A.models.build("transformer_block"))
     sched = A.compile(g, cpu, microbatches=4)
-    assert simulate(sched, cpu, "dynamic", graph=g).makespan_cycles < simulate(sched, cpu).makespan_cycles
+    assert simulate(sched, cpu, "dynamic", graph=g).makespan_cycles == simulate(sched, cpu).makespan_cycles
 
 
 def test_littles_law_holds_in_the_simulated_pipeline():

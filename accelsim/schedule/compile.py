@@ -5,7 +5,7 @@ from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.bounds import lower_bounds
 from accelsim.schedule.expand import expand
-from accelsim.schedule.list_sched import list_schedule
+from accelsim.schedule.list_sched import PRIORITIES, list_schedule
 from accelsim.schedule.plan import Options, Schedule, Task, Tensor, graph_hash, hw_hash
 from accelsim.schedule.ports import unit_ports
 
@@ -62,7 +62,9 @@ def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int 
     options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages)
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
     plan = expand(graph, hw, options, window)
-    timed, mem = list_schedule(plan, hw)
+    # both priorities, the shorter schedule (the first on a tie): which wins depends on the design
+    runs = [list_schedule(plan, hw, priority) for priority in PRIORITIES]
+    timed, mem = min(runs, key=lambda run: max((x.end for x in run[0]), default=0))
     reads = unit_ports(plan.chips)
     tasks = tuple(Task(id=t.id, kind=t.kind, node=t.node, op=t.op, phase=t.phase, microbatch=t.microbatch,
                        replica=t.replica, stage=t.stage, chip=t.chip, resource=x.resource, instance=x.instance,

@@ -1,7 +1,9 @@
 """Static list scheduling of an expanded step (Plan -> timed tasks and placed tensors).
 
-Priority is the micro-batch (earlier ones first, so a pipeline fills in order and the in-flight
-window holds), then the upward rank (the longest remaining path to the end of the step, by cost).
+Priority is either the micro-batch (earlier ones first, so a pipeline fills in order), then the upward
+rank (the longest remaining path to the end of the step, by cost); or the rank alone, which lets
+micro-batches interleave (it wins where a shared memory port, not the pipeline, limits the step).
+`compile` runs both and keeps the shorter schedule.
 Each ready task goes to the candidate resource instance on which it finishes earliest, filling
 idle gaps (insertion), at a time its memory port has the bandwidth for it (ports.py). A task whose
 output does not fit in its unit's memory either waits until enough of it is freed or spills to the
@@ -122,7 +124,10 @@ class MemoryPlanner:
         self.arenas[self.where[key]].close(self.home[key], end)
 
 
-def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:
+PRIORITIES = ("microbatch", "rank")
+
+
+def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch") -> tuple[list[Timed], MemoryPlanner]:
     tasks = plan.tasks
     rank = upward_ranks(tasks)
     succ: list[list[int]] = [[] for _ in tasks]
@@ -142,7 +147,12 @@ def list_schedule(plan: Plan, hw: HwSpec) -> tuple[list[Timed], MemoryPlanner]:
     profiles = {p: PortProfile(cap) for p, cap in port_capacities(hw, plan.chips).items()}
     pending_readers = [len(s) for s in succ]
     leaf_left = {k: len(v) for k, v in leaf_readers.items()}
-    prio = [(t.microbatch if t.microbatch != PER_STEP else len(tasks), -rank[t.id], t.id) for t in tasks]
+    if priority == "microbatch":
+        prio = [(t.microbatch if t.microbatch != PER_STEP else len(tasks), -rank[t.id], t.id) for t in tasks]
+    elif priority == "rank":
+        prio = [(0, -rank[t.id], t.id) for t in tasks]
+    else:
+        raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
     ready = [prio[t.id] for t in tasks if waiting[t.id] == 0]
     heapq.heapify(ready)
     done_groups: set[int] = set()
