@@ -78,3 +78,12 @@ def test_bad_model_options_raise_a_clear_error(opts, match):
 def test_transformer_heads_must_divide_width():
     with pytest.raises(A.ModelError, match="divisible"):
         A.models.build("transformer_block", d_model=10, heads=3)
+
+
+def test_tuple_options_parse_from_command_line_strings():
+    """`accelsim ... --set sizes=16,8,4` hands the builder a string."""
+    g = A.models.build("mlp", sizes="16,8,4")
+    assert A.models.build("mlp", sizes="(16, 8, 4)").nodes[-1].shape == g.nodes[-1].shape
+    assert [n.shape for n in g.params if n.name.endswith(".w")] == [(16, 8), (8, 4)]
+    with pytest.raises(A.ModelError, match="option sizes='3,x' is invalid"):
+        A.models.build("mlp", sizes="3,x")

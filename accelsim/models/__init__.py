@@ -44,7 +44,8 @@ def _check_option(name: str, key: str, value: Any, default: Any) -> Any:
             value = float(value)
             ok = True
         elif isinstance(default, tuple):
-            value = tuple(int(v) for v in value)
+            parts = value.replace("(", "").replace(")", "").split(",") if isinstance(value, str) else value
+            value = tuple(int(v) for v in parts)
             ok = len(value) >= 2 and all(v > 0 for v in value)
         else:
             ok = isinstance(value, type(default))
