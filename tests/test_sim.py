@@ -81,16 +81,18 @@ def test_static_replay_across_pipeline_stages_and_replicas_equals_the_compiled_s
     assert [(s.start, s.end) for s in result.spans] == [(t.start, t.end) for t in sched.tasks]
 
 
-def test_dynamic_scheduling_loses_to_static_on_the_bespoke_pipeline_but_not_everywhere():
+def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
     bespoke = A.load_hw("bespoke_superres")
     g = inference_graph(A.models.build("superres"))
     sched = A.compile(g, bespoke, microbatches=8)
     static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic", graph=g)
     assert dynamic.makespan_cycles > static.makespan_cycles
-    # training 4 micro-batches, the work queue overlaps one's backward with the next's forward better
+    # training 4 micro-batches, the work queue starts more than fit in SRAM and pays for DRAM spills
     g = A.training_graph(A.models.build("superres"))
     sched = A.compile(g, bespoke, microbatches=4)
-    assert simulate(sched, bespoke, "dynamic", graph=g).makespan_cycles < simulate(sched, bespoke).makespan_cycles
+    static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic", graph=g)
+    assert dynamic.makespan_cycles > 1.1 * static.makespan_cycles
+    assert max(u for _, u in dynamic.occupancy["chip0:dram"]) > 0 == max(u for _, u in static.occupancy["chip0:dram"])
     # on the CPU's shared DRAM the rank-first list schedule interleaves micro-batches as the work
     # queue does, and compile keeps it: the two tie
     cpu = A.load_hw("multicore_cpu")

@@ -7,13 +7,15 @@ static: the schedule's own order and placement, time-triggered. Each task waits 
   schedule/ports.py), which the scheduler books the same way: replaying a schedule on the hardware
   it was compiled for reproduces the compiled timeline.
 dynamic: seed 001's runtime ("scheduler + worker threads"): ready tasks enter a FIFO work queue per
-  chip and any free capable unit instance takes the first it can run; outputs, and leaves from
-  their first reader's release on, go to the first memory with room. No precomputed order or
-  placement; the memory held at the end (parameters, optimizer state, step results) matches the
-  static schedule's.
+  chip and any free capable unit instance takes the first it can run. Outputs go to the unit's own
+  memory if it has room, else the next level with room, paying the spill's transfer time as the
+  scheduler charges it; leaves take memory from their first reader's release on. No precomputed
+  order, placement or in-flight window; the memory held at the end (parameters, optimizer state,
+  step results) matches the static schedule's.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Callable
 
@@ -239,7 +241,10 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
     plan = expand(graph, hw, schedule.options)
     specs = plan.tasks
     mems = _Memories(env, schedule.memory_capacity_bytes)
-    order = {c: [a.name for _, a in row] for c, row in enumerate(MemoryPlanner(hw, plan).order)}
+    planner = MemoryPlanner(hw, plan)
+    order = {c: [a.name for _, a in row] for c, row in enumerate(planner.order)}
+    memory_of = {a.name: m for row in planner.order for m, a in row}
+    preferred = {(c, u.name): f"chip{c}:{u.writes[0]}" for c, chip in enumerate(plan.chips) for u in chip.units}
     bandwidth = _port_bandwidth(hw)
     ports = {p: simpy.Container(env, capacity=cap, init=cap) for p, cap in port_capacities(hw, chip_list(hw)).items()}
     queues = {c: simpy.FilterStore(env) for c in range(len(plan.chips))}
@@ -267,9 +272,11 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
             leaf_left[key] += 1
     leaf_home: dict[tuple, simpy.Event] = {}
 
-    def target(chip: int, nbytes: int) -> str:
-        """The first memory in the scheduler's order with room now, else the last (and wait there)."""
-        return next((m for m in order[chip] if mems.stores[m].level >= nbytes), order[chip][-1])
+    def target(chip: int, nbytes: int, first: str | None = None) -> str:
+        """`first` (the unit's own memory) if it has room now, else the first memory in the scheduler's
+        order with room, else the last (and wait there): the scheduler's ranking."""
+        ranked = sorted(order[chip], key=lambda m: m != first)
+        return next((m for m in ranked if mems.stores[m].level >= nbytes), ranked[-1])
 
     def hold_leaves(t):
         for key in sorted({(r, t.chip) for r in t.reads}):
@@ -293,13 +300,21 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
         waiting[t.id] = f"a free unit among {', '.join(sorted({r for r, _, _ in t.options}))} on chip{t.chip}"
         yield queues[t.chip].put(t)
 
-    def output_space(t):
+    def output_space(t, resource: str | None = None):
         if not t.out_bytes:
             return
-        mem = target(t.out_chip, t.out_bytes)
+        mem = target(t.out_chip, t.out_bytes, preferred.get((t.out_chip, resource)))
         waiting[t.id] = f"{t.out_bytes} B of space in {mem}"
         yield from mems.take(mem, t.out_bytes)
         placed[t.id] = mem
+
+    def spill_cycles(t, resource: str) -> int:
+        """Writing the output to a memory other than the unit's own costs its transfer time there,
+        as the scheduler charges a spill."""
+        where = placed.get(t.id)
+        if where is None or where == preferred.get((t.out_chip, resource)):
+            return 0
+        return math.ceil(t.out_bytes / memory_of[where].bytes_per_cycle(hw.clock_hz))
 
     def finish(t, resource, instance, start, t_ready_unit, t_space):
         stalls = (("unit", t_ready_unit - ready_at[t.id]), ("buffer_space", t_space - t_ready_unit),
@@ -322,9 +337,9 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
         while True:
             t = yield queues[chip].get(lambda t: any(r == resource for r, _, _ in t.options))
             t_unit = int(env.now)
-            yield from output_space(t)
+            yield from output_space(t, resource)
             t_space = int(env.now)
-            cycles = next(c for r, _, c in t.options if r == resource)
+            cycles = next(c for r, _, c in t.options if r == resource) + spill_cycles(t, resource)
             port = reads_port.get((chip, resource), resource)
             rate = 0
             if port in ports and t.port_bytes:
