@@ -287,7 +287,8 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
                 waiting[t.id] = f"{nbytes} B of space in {mem} for leaf %{key[0][0]} {plan.node_names[key[0][0]]!r}"
                 yield from mems.take(mem, nbytes)
                 leaf_home[key].succeed(mem)
-            yield leaf_home[key]
+            if not leaf_home[key].processed:  # another reader is still taking its space
+                yield leaf_home[key]
 
     def release(t):
         yield env.all_of([done[d] for d in t.deps])
