@@ -72,6 +72,12 @@ def upward_ranks(tasks: list[TaskSpec]) -> list[int]:
     return rank
 
 
+def spill_cycles(mem: Memory, nbytes: int, clock_hz: float) -> int:
+    """Extra cycles of writing `nbytes` to `mem` instead of the unit's own memory (the simulator's
+    dynamic runtime charges the same)."""
+    return math.ceil(nbytes / mem.bytes_per_cycle(clock_hz))
+
+
 class MemoryPlanner:
     """Arenas for every memory of every chip, in the order a producer tries them."""
 
@@ -104,7 +110,7 @@ class MemoryPlanner:
         spill = None
         for mem, arena in ranked[1:]:
             if arena.fits(size, start):
-                spill = (arena, math.ceil(size / mem.bytes_per_cycle(self.hw.clock_hz)))
+                spill = (arena, spill_cycles(mem, size, self.hw.clock_hz))
                 break
         wait = first.earliest_fit(size, start, horizon=start + spill[1] if spill else None)
         if wait is not None and (spill is None or wait <= start + spill[1]):

@@ -12,8 +12,8 @@ from collections import defaultdict
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
 from accelsim.schedule.expand import chip_list
+from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
 from accelsim.schedule.ports import MILLI, port_capacities, port_rate
 
 MAX_PROBLEMS = 20

@@ -15,7 +15,6 @@ dynamic: seed 001's runtime ("scheduler + worker threads"): ready tasks enter a 
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Callable
 
@@ -235,7 +234,7 @@ def _result(mode, schedule, hw, spans, mems, port_bytes, bandwidth, events) -> R
 
 def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
     """Work queue per chip; free unit instances take the first queued task they can run."""
-    from accelsim.schedule.list_sched import MemoryPlanner  # memory order per chip, as the scheduler's
+    from accelsim.schedule.list_sched import MemoryPlanner, spill_cycles  # memory order per chip, as the scheduler's
 
     env = simpy.Environment()
     plan = expand(graph, hw, schedule.options)
@@ -309,13 +308,13 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
         yield from mems.take(mem, t.out_bytes)
         placed[t.id] = mem
 
-    def spill_cycles(t, resource: str) -> int:
+    def spill_of(t, resource: str) -> int:
         """Writing the output to a memory other than the unit's own costs its transfer time there,
         as the scheduler charges a spill."""
         where = placed.get(t.id)
         if where is None or where == preferred.get((t.out_chip, resource)):
             return 0
-        return math.ceil(t.out_bytes / memory_of[where].bytes_per_cycle(hw.clock_hz))
+        return spill_cycles(memory_of[where], t.out_bytes, hw.clock_hz)
 
     def finish(t, resource, instance, start, t_ready_unit, t_space):
         stalls = (("unit", t_ready_unit - ready_at[t.id]), ("buffer_space", t_space - t_ready_unit),
@@ -340,7 +339,7 @@ def _simulate_dynamic(schedule: Schedule, hw: HwSpec, graph: Graph) -> Result:
             t_unit = int(env.now)
             yield from output_space(t, resource)
             t_space = int(env.now)
-            cycles = next(c for r, _, c in t.options if r == resource) + spill_cycles(t, resource)
+            cycles = next(c for r, _, c in t.options if r == resource) + spill_of(t, resource)
             port = reads_port.get((chip, resource), resource)
             rate = 0
             if port in ports and t.port_bytes:
