@@ -4,14 +4,15 @@ from accelsim.autodiff import gradients
 from accelsim.errors import (AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ScheduleError,
                              ShapeError)
 from accelsim.evaluate import evaluate
-from accelsim.execute import CheckReport, check
+from accelsim.api import check, simulate
+from accelsim.execute import CheckReport
 from accelsim.graph import Graph, Node, Var
 from accelsim.hw import HwSpec, load_hw
 from accelsim.report import run_summary
 from accelsim.schedule import Schedule, compile
 from accelsim.schedule.io import load_schedule, save_schedule
 from accelsim.schedule.validate import validate_schedule
-from accelsim.sim import Result, simulate
+from accelsim.sim import Result
 from accelsim.training import training_graph
 
 __all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",

@@ -1,7 +1,8 @@
 """Reference evaluation: run any graph with the ops' numpy reference implementations."""
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from numbers import Integral
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from accelsim.ops.registry import get_op
 def _feed_values(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None) -> dict[int, np.ndarray]:
     out: dict[int, np.ndarray] = {}
     for key, value in (feeds or {}).items():
-        node = graph.nodes[key] if isinstance(key, int) else graph.by_name(key)
+        node = graph.nodes[_node_id(graph, key, "feed")] if isinstance(key, int) else graph.by_name(key)
         if not node.is_leaf:
             raise GraphError(f"feed {key!r}: %{node.id} is a {node.op} node; only leaves can be fed")
         arr = np.asarray(value, dtype=node.dtype)
@@ -21,6 +22,12 @@ def _feed_values(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None) -> 
             raise ShapeError(f"feed {key!r}: expected shape {node.shape}, got {arr.shape}")
         out[node.id] = arr
     return out
+
+
+def _node_id(graph: Graph, key: Any, what: str) -> int:
+    if not isinstance(key, Integral) or isinstance(key, bool) or not 0 <= key < len(graph.nodes):
+        raise GraphError(f"{what} {key!r}: graph {graph.name!r} has no such node (ids 0..{len(graph.nodes) - 1})")
+    return int(key)
 
 
 def evaluate(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None = None,
@@ -39,7 +46,8 @@ def evaluate(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None = None,
     for name in names:
         if name not in graph.outputs:
             raise GraphError(f"graph {graph.name!r} has no output {name!r}; it has {', '.join(graph.outputs)}")
-    overrides = dict(overrides or {})
+    overrides = {_node_id(graph, i, "override"): v for i, v in (overrides or {}).items()}
+    keep = [_node_id(graph, i, "keep") for i in keep]
     wanted = {graph.outputs[n] for n in names} | set(keep)
     needed = set(wanted)
     for node in reversed(graph.nodes):

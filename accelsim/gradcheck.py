@@ -1,30 +1,24 @@
 """Independent gradient oracle: central finite differences in float64."""
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import numpy as np
 
+from accelsim.compare import NEGLIGIBLE, first_mismatch, max_rel_err, scale
 from accelsim.errors import GraphError
 from accelsim.evaluate import evaluate
 from accelsim.graph.ir import Graph
 
-
-def max_rel_err(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:
-    """max|a - b| / max(max|a|, max|b|, floor): relative to the tensor's scale, so tiny entries don't
-    dominate. `floor` keeps a tensor whose true value is ~0 (e.g. a key bias, which softmax ignores)
-    from turning rounding noise into a relative error of 1."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    scale = max(_scale(a), _scale(b), floor)
-    return float(np.max(np.abs(a - b), initial=0.0)) / scale if scale > 0 else 0.0
+__all__ = ["NEGLIGIBLE", "finite_difference_grads", "grad_report", "max_rel_err"]
 
 
-def _scale(a: np.ndarray) -> float:
-    return float(np.max(np.abs(np.asarray(a, np.float64)), initial=0.0))
-
-
-NEGLIGIBLE = 1e-3
-"""A gradient below NEGLIGIBLE x the largest gradient of the same report is compared at that floor."""
+def _check_coords(max_coords: int | None) -> None:
+    if max_coords is not None and (isinstance(max_coords, bool) or not isinstance(max_coords, (int, np.integer))
+                                   or max_coords < 1):
+        raise GraphError(f"finite differences: the number of coordinates per tensor (--fd-coords) must be a "
+                         f"positive integer, got {max_coords!r}")
 
 
 def finite_difference_grads(graph: Graph, loss: str, wrt: list[str], feeds: Mapping[str, np.ndarray],
@@ -34,8 +28,14 @@ def finite_difference_grads(graph: Graph, loss: str, wrt: list[str], feeds: Mapp
 
     Returns {name: (flat coordinate indices, derivative values)}. Needs a float64 graph.
     """
+    _check_coords(max_coords)
+    if not (isinstance(eps, (int, float, np.floating)) and math.isfinite(eps) and eps > 0):
+        raise GraphError(f"finite differences: eps must be a finite number > 0, got {eps!r}")
     if graph.dtype != "float64":
         raise GraphError(f"finite differences need a float64 graph, got {graph.dtype}")
+    missing = [name for name in wrt if name not in feeds]
+    if missing:
+        raise GraphError(f"finite differences: no value fed for {', '.join(map(repr, missing))}")
     rng = rng or np.random.default_rng(0)
     base = {k: np.array(v, dtype=np.float64) for k, v in feeds.items()}
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -62,11 +62,14 @@ def grad_report(graph: Graph, fd_coords: int = 8, use_torch: bool = True, seed: 
     """Loss/outputs and d(loss)/d(every float input and trainable parameter) of a float64 forward
     graph, checked against central finite differences and, when installed, PyTorch autograd.
 
-    Keys: outputs, grads (name -> array), fd_max_rel_err, torch_max_rel_err (None without torch).
-    Errors are per tensor (max_rel_err), floored at NEGLIGIBLE x the largest gradient.
+    Keys: outputs, grads (name -> array), fd_max_rel_err, torch_max_rel_err (None without torch),
+    nonfinite (one line per tensor that is NaN or infinite on either side, naming the first index).
+    Errors are per tensor (max_rel_err), floored at NEGLIGIBLE x the largest gradient; a non-finite
+    value on either side makes the error inf.
     """
     from accelsim.autodiff import gradients
 
+    _check_coords(fd_coords)
     if graph.loss is None:
         raise GraphError(f"graph {graph.name!r} has no loss to differentiate")
     g = graph.copy()
@@ -79,18 +82,24 @@ def grad_report(graph: Graph, fd_coords: int = 8, use_torch: bool = True, seed: 
     outputs = {k: values[k] for k in graph.outputs}
     fd = finite_difference_grads(graph, "loss", [n.name for n in wrt], feeds, max_coords=fd_coords,
                                  rng=np.random.default_rng(seed))
-    floor = NEGLIGIBLE * max((_scale(v) for v in grad_values.values()), default=0.0)
-    fd_err = max((max_rel_err(grad_values[k].reshape(-1)[idx], v, floor) for k, (idx, v) in fd.items()),
-                 default=0.0)
+    floor = NEGLIGIBLE * scale(*grad_values.values())
+    # (label, ours, the oracle's, floor): every comparison the report makes
+    pairs = [(f"d loss / d {k} (finite differences)", grad_values[k].reshape(-1)[idx], v, floor)
+             for k, (idx, v) in fd.items()]
+    fd_err = max((max_rel_err(ours, theirs, f) for _, ours, theirs, f in pairs), default=0.0)
     torch_err = None
     if use_torch and _torch_available():
         from accelsim.torch_oracle import torch_gradients
 
         t_out, t_grads = torch_gradients(graph, feeds, [n.name for n in wrt])
-        errs = [max_rel_err(grad_values[k], t_grads[k], floor) for k in t_grads]
-        errs += [max_rel_err(outputs[k], t_out[k]) for k in outputs if k in t_out]
-        torch_err = max(errs, default=0.0)
-    return {"outputs": outputs, "grads": grad_values, "fd_max_rel_err": fd_err, "torch_max_rel_err": torch_err}
+        torch_pairs = [(f"d loss / d {k} (PyTorch)", grad_values[k], t_grads[k], floor) for k in t_grads]
+        torch_pairs += [(f"{k} (PyTorch)", outputs[k], t_out[k], 0.0) for k in outputs if k in t_out]
+        torch_err = max((max_rel_err(ours, theirs, f) for _, ours, theirs, f in torch_pairs), default=0.0)
+        pairs += torch_pairs
+    nonfinite = [f"{label}: {m}" for label, ours, theirs, _ in pairs
+                 if (m := first_mismatch(ours, theirs, math.inf)) is not None]
+    return {"outputs": outputs, "grads": grad_values, "fd_max_rel_err": fd_err, "torch_max_rel_err": torch_err,
+            "nonfinite": nonfinite}
 
 
 def _torch_available() -> bool:

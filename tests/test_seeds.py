@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import accelsim as A
+from accelsim.graph import verify
 
 
 def _loss_and_grads(name):
@@ -11,7 +12,7 @@ def _loss_and_grads(name):
     grads = A.gradients(g, g.loss, [n.id for n in wrt])
     for n in wrt:
         g.output(f"d/{n.name}", grads[n.id])
-    return A.evaluate(g)
+    return A.evaluate(verify(g))
 
 
 def test_seed_autodiff_forward_and_reverse_mode_values():
@@ -29,7 +30,7 @@ def test_regression_loss_and_parameter_gradients():
 
 
 def test_regression_sgd_step_moves_parameters_against_the_gradient():
-    train = A.training_graph(A.models.build("regression"), optimizer="sgd", lr=0.1)
+    train = verify(A.training_graph(A.models.build("regression"), optimizer="sgd", lr=0.1))
     out = A.evaluate(train)
     assert out["w.new"] == pytest.approx(1.0 + 0.1 * 12.0)
     assert out["b.new"] == pytest.approx(0.0 + 0.1 * 6.0)

@@ -6,6 +6,7 @@ import sys
 from typing import Sequence
 
 from accelsim.cli import graph_cmds, hw_cmds, sched_cmds
+from accelsim.cli.common import check_dir_target, check_file_target
 from accelsim.errors import AccelsimError
 
 
@@ -21,6 +22,9 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
+        # refuse output paths of the wrong kind before any work, not after minutes of it
+        check_file_target(getattr(args, "json", None), "--json")
+        check_dir_target(getattr(args, "out", None), "--out")
         return args.fn(args)
     except AccelsimError as e:
         print(f"accelsim {args.command}: error: {e}", file=sys.stderr)

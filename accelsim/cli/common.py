@@ -1,8 +1,10 @@
-"""Helpers shared by the CLI commands: model options, JSON output, number formatting."""
+"""Helpers shared by the CLI commands: argument types, model and limit options, output paths, JSON output,
+number formatting."""
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -11,32 +13,168 @@ import yaml
 from accelsim import models
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
+from accelsim.limits import DEFAULT_LIMITS, Limits
 from accelsim.training import OPTIMIZERS, training_graph
+
+# ---- argument types: argparse prints usage and the message, and exits 2 ---------------------------
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 written in decimal (`8`, `1_000`); refuses 2.5, 0, -1, 1e3 and empty strings."""
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1), got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """A finite number; refuses inf, nan and empty strings."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def path_arg(text: str) -> str:
+    """A file or directory name: not empty (an empty name would silently mean 'the default')."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
+
+
+# ---- model options ---------------------------------------------------------------------------------
+
+
+def add_model_args(p: argparse.ArgumentParser, training: bool = False, batch_help: str = "batch size") -> None:
+    """--model, --batch, --set; with `training`, the --training flag and the optimizer's options too."""
+    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"one of: {', '.join(models.names())}")
+    p.add_argument("--batch", type=positive_int, help=f"{batch_help} (the model's `batch` option)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any model option, e.g. --set layers=2 --set seq=128 --set sizes=[64,32,10]")
+    if training:
+        p.add_argument("--training", action="store_true", help="forward + backward + optimizer update")
+        add_optimizer_args(p)
+
+
+def add_optimizer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
+    p.add_argument("--lr", type=finite_float, default=0.01, help="learning rate (default 0.01)")
+
+
+def _set_value(item: str, text: str) -> Any:
+    """The YAML scalar, or list of scalars, of one --set item (yaml.safe_load: no Python tags)."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        mark = getattr(e, "problem_mark", None)
+        where = f" at column {mark.column + 1}" if mark is not None else ""
+        raise AccelsimError(f"--set {item!r}: the value is not a plain YAML scalar or list ({problem}{where})") \
+            from None
+    if isinstance(value, dict):
+        raise AccelsimError(f"--set {item!r}: the value is a mapping; expected a number, a word or a list like [16, 8]")
+    parts = value if isinstance(value, list) else [value]
+    for part in parts:
+        if isinstance(part, (list, dict)):
+            raise AccelsimError(f"--set {item!r}: the value is nested; expected a number, a word or a flat list "
+                                f"like [16, 8]")
+        if isinstance(part, float) and not math.isfinite(part):
+            raise AccelsimError(f"--set {item!r}: the value is not finite; expected a finite number")
+    return value
 
 
 def parse_set(items: Sequence[str]) -> dict[str, Any]:
-    out = {}
+    """--set KEY=VALUE items as a dict; each key an identifier given once, each value a scalar or flat list."""
+    out: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for item in items:
-        key, sep, value = item.partition("=")
+        key, sep, text = item.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise AccelsimError(f"--set expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        if not key.isidentifier():
+            raise AccelsimError(f"--set {item!r}: {key!r} is not an option name (letters, digits and _)")
+        if key in out:
+            raise AccelsimError(f"--set {key} is given twice ({given[key]!r} and {item!r}); give each option once")
+        out[key], given[key] = _set_value(item, text), item
     return out
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
     opts = parse_set(args.set)
     if args.batch is not None:
+        if "batch" in opts:
+            raise AccelsimError(f"--batch {args.batch} and --set batch={opts['batch']!r} both set the batch; "
+                                "give one")
         opts["batch"] = args.batch
     return opts
 
 
+def forward_model(args: argparse.Namespace, **forced: Any) -> Graph:
+    """The forward graph of --model with --batch and --set (and `forced` options over them)."""
+    return models.build(args.model, **{**model_options(args), **forced})
+
+
 def build_model(args: argparse.Namespace, **forced: Any) -> Graph:
     """The model of --model with its options; its training graph when --training is given."""
-    graph = models.build(args.model, **{**model_options(args), **forced})
+    graph = forward_model(args, **forced)
     if getattr(args, "training", False):
         graph = training_graph(graph, optimizer=args.optimizer, lr=args.lr)
     return graph
+
+
+# ---- limits on the work one command builds ----------------------------------------------------------
+
+
+def add_limit_args(p: argparse.ArgumentParser, tasks: bool = True) -> None:
+    """--max-tasks (with `tasks`) and --max-bytes: the ceilings of accelsim.limits.Limits."""
+    if tasks:
+        p.add_argument("--max-tasks", type=positive_int, default=DEFAULT_LIMITS.max_tasks, metavar="N",
+                       help=f"refuse a step estimated above N tasks (default {DEFAULT_LIMITS.max_tasks:,})")
+    p.add_argument("--max-bytes", type=positive_int, default=DEFAULT_LIMITS.max_tensor_bytes, metavar="N",
+                   help=f"refuse evaluating tensors estimated above N bytes (default "
+                        f"{DEFAULT_LIMITS.max_tensor_bytes:,} = {DEFAULT_LIMITS.max_tensor_bytes / 2**30:g} GiB)")
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    return Limits(max_tasks=getattr(args, "max_tasks", DEFAULT_LIMITS.max_tasks),
+                  max_tensor_bytes=getattr(args, "max_bytes", DEFAULT_LIMITS.max_tensor_bytes))
+
+
+# ---- output files -------------------------------------------------------------------------------------
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
+    p.add_argument("--json", metavar="FILE", type=path_arg, help=f"also write {what} as JSON")
+
+
+def check_file_target(path: str | None, option: str) -> None:
+    """Refuse, before any work, an output file that is an existing directory."""
+    if path is not None and Path(path).is_dir():
+        raise AccelsimError(f"{option} {path}: is a directory; expected a file name")
+
+
+def check_dir_target(path: str | None, option: str) -> None:
+    """Refuse, before any work, an output directory that is an existing file."""
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise AccelsimError(f"{option} {path}: is an existing file; expected a directory")
+
+
+def write_json(path: str | None, payload: dict[str, Any]) -> None:
+    if path is None:
+        return
+    check_file_target(path, "--json")
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    except OSError as e:
+        raise AccelsimError(f"cannot write JSON to {path!r}: {e.strerror or e}") from None
 
 
 def format_si(x: float, unit: str) -> str:
@@ -46,24 +184,3 @@ def format_si(x: float, unit: str) -> str:
         if abs(x) >= factor:
             return f"{x / factor:.4g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
-
-
-def write_json(path: str | None, payload: dict[str, Any]) -> None:
-    if path:
-        try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
-        except OSError as e:
-            raise AccelsimError(f"cannot write JSON to {path!r}: {e.strerror}") from None
-
-
-def add_model_args(p: argparse.ArgumentParser, training: bool = False) -> None:
-    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"one of: {', '.join(models.names())}")
-    p.add_argument("--batch", type=int, help="batch size (the model's `batch` option)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any model option, e.g. --set layers=2 --set seq=128")
-    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
-    if training:
-        p.add_argument("--training", action="store_true", help="forward + backward + optimizer update")
-        p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
-        p.add_argument("--lr", type=float, default=0.01)

@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 
 from accelsim import models
-from accelsim.cli.common import add_model_args, build_model, model_options, write_json
+from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, build_model, limits_from,
+                                 model_options, positive_int, write_json)
+from accelsim.graph.ir import Graph
 from accelsim.graph.stats import graph_stats, summarize_tensor
-from accelsim.training import OPTIMIZERS, training_graph
+from accelsim.limits import check_eval_size
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -46,6 +48,17 @@ def _fmt(value: Any) -> str:
     return np.array2string(np.asarray(value), precision=6, separator=", ", max_line_width=100)
 
 
+def _with_gradients(graph: Graph) -> Graph:
+    """The graph grad_report evaluates: `graph` and its loss's gradient nodes (built symbolically, no arrays)."""
+    from accelsim.autodiff import gradients
+
+    if graph.loss is None:
+        return graph  # grad_report refuses it with its own message
+    g = graph.copy()
+    gradients(g, g.loss, [n.id for n in g.nodes if n.op in ("input", "param") and n.dtype != "int64"])
+    return g
+
+
 def cmd_grad(args: argparse.Namespace) -> int:
     from accelsim.gradcheck import grad_report
 
@@ -53,6 +66,7 @@ def cmd_grad(args: argparse.Namespace) -> int:
     if "dtype" in models.options(args.model):
         opts["dtype"] = "float64"  # finite differences need float64
     graph = models.build(args.model, **opts)
+    check_eval_size(_with_gradients(graph), limits=limits_from(args), what="differentiating")
     report = grad_report(graph, fd_coords=args.fd_coords, use_torch=not args.no_torch)
     print(f"model {args.model}: outputs")
     for k, v in report["outputs"].items():
@@ -79,11 +93,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("graph", help="build a model's graph and print its statistics")
     add_model_args(p, training=True)
+    add_json_arg(p, "the statistics")
     p.add_argument("--dump", action="store_true", help="print every node")
     p.set_defaults(fn=cmd_graph)
 
     p = sub.add_parser("grad", help="gradients of the loss, checked by finite differences and PyTorch")
     add_model_args(p)
-    p.add_argument("--fd-coords", type=int, default=8, help="coordinates per tensor for finite differences")
+    add_json_arg(p)
+    add_limit_args(p, tasks=False)
+    p.add_argument("--fd-coords", type=positive_int, default=8, help="coordinates per tensor for finite differences")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     p.set_defaults(fn=cmd_grad)

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import asdict
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import add_model_args, build_model, format_si, write_json
+from accelsim.cli.common import add_json_arg, add_model_args, build_model, format_si, path_arg, write_json
 from accelsim.cost.model import NodeCost, best_cost, capable_units, graph_costs, node_cost
-from accelsim.cost.roofline import chip_peak_ops_per_s, roofs, unit_peak_ops_per_s
+from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roofs, unit_peak_ops_per_s
 from accelsim.errors import AccelsimError, MappingError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
@@ -147,17 +149,25 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_roofline(args: argparse.Namespace) -> int:
-    from accelsim.viz.roofline import plot_roofline
+    from accelsim.viz.roofline import check_figure_path, plot_roofline
 
+    into_dir = args.output is None or Path(args.output).is_dir()
+    if not into_dir:
+        check_figure_path(args.output)  # before any work
     hw = load_hw(args.hw)
     graph = build_model(args)
     costs = graph_costs(hw, graph)
-    out = args.output or f"plots/roofline_{graph.name}_{hw.name}.png"
+    name = f"roofline_{graph.name}_{hw.name}.png"
+    out = (Path(args.output or "plots") / name) if into_dir else Path(args.output)
     try:
         plot_roofline(hw, costs, path=out)
     except OSError as e:
-        raise AccelsimError(f"cannot write {out!r}: {e.strerror}") from None
+        raise AccelsimError(f"cannot write the roofline to {str(out)!r}: {e.strerror or e}") from None
     print(f"wrote {out} ({len(costs)} nodes)")
+    write_json(args.json, {"hw": hw.name, "graph": graph.name, "figure": str(out), "nodes": [
+        {"node": c.node, "op": c.op, "unit": c.unit, "arithmetic_intensity": c.arithmetic_intensity,
+         "attained_ops_per_s": achieved_ops_per_s(hw, c)} for c in costs
+        if c.flops > 0 and math.isfinite(c.arithmetic_intensity)]})  # the plotted points
     return 0
 
 
@@ -165,15 +175,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     hw = sub.add_parser("hw", help="validate or show hardware descriptions")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True)
     p = hw_sub.add_parser("validate", help="check YAML files against the schema")
-    p.add_argument("files", nargs="+")
+    p.add_argument("files", nargs="+", type=path_arg)
     p.set_defaults(fn=cmd_hw_validate)
     p = hw_sub.add_parser("show", help="units, memories, peaks and ridge points")
-    p.add_argument("file")
+    p.add_argument("file", type=path_arg, help="hardware YAML or bundled name")
     p.set_defaults(fn=cmd_hw_show)
 
     p = sub.add_parser("cost", help="per-node cost of a model, or of one GEMM / conv layer")
-    p.add_argument("--hw", required=True, help="hardware YAML or bundled name")
+    p.add_argument("--hw", required=True, type=path_arg, help="hardware YAML or bundled name")
     add_model_args(p, training=True)
+    add_json_arg(p)
     p.add_argument("--gemm", metavar="M,K,N", help="cost one (M,K) @ (K,N) matmul instead of a model")
     p.add_argument("--conv", metavar="N,C,H,W,O,KH,KW[,S,P]", help="cost one conv2d layer instead of a model")
     p.add_argument("--unit", help="with --gemm/--conv: use this unit instead of the cheapest")
@@ -181,7 +192,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=cmd_cost)
 
     p = sub.add_parser("roofline", help="roofline plot of a model's nodes on a hardware description")
-    p.add_argument("--hw", required=True)
+    p.add_argument("--hw", required=True, type=path_arg, help="hardware YAML or bundled name")
     add_model_args(p, training=True)
-    p.add_argument("-o", "--output", help="PNG path (default plots/roofline_<model>_<hw>.png)")
+    add_json_arg(p, "the plotted points")
+    p.add_argument("-o", "--output", type=path_arg, metavar="PATH",
+                   help="figure file ending in .png, .pdf or .svg, or an existing directory to write "
+                        "roofline_<graph>_<hw>.png in (default: the directory plots/)")
     p.set_defaults(fn=cmd_roofline)

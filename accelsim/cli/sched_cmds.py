@@ -9,40 +9,47 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from accelsim import models
-from accelsim.cli.common import format_si, model_options, write_json
+from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, add_optimizer_args, check_file_target,
+                                 format_si, forward_model, limits_from, path_arg, positive_int, write_json)
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.kernels.registry import BACKENDS
+from accelsim.limits import check_eval_size
 from accelsim.passes import inference_graph
 from accelsim.report import run_summary
 from accelsim.schedule import compile as compile_schedule
-from accelsim.training import OPTIMIZERS, training_graph
+from accelsim.training import training_graph
 
 DEFAULT_HW = "groq_like"
 
 
 def step_graph(args: argparse.Namespace) -> Graph:
     """The training step (default) or the inference graph of --model."""
-    fwd = models.build(args.model, **model_options(args))
+    fwd = forward_model(args)
     if args.inference:
         return inference_graph(fwd)
     return training_graph(fwd, optimizer=args.optimizer, lr=args.lr)
 
 
-def _compile(args: argparse.Namespace):
+def _compile(args: argparse.Namespace, checking: bool = False):
+    """Load --hw, build the step and compile it under --max-tasks; `checking` also sizes the check's
+    tensors (every micro-batch and replica is evaluated) under --max-bytes before compiling."""
     hw = load_hw(args.hw)
     graph = step_graph(args)
+    limits = limits_from(args)
+    if checking:
+        check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
     start = time.perf_counter()
     schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
-                                pipeline_stages=args.pipeline_stages)
+                                pipeline_stages=args.pipeline_stages, limits=limits)
     return hw, graph, schedule, time.perf_counter() - start
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from accelsim.schedule.io import save_schedule
 
+    check_file_target(args.output, "-o")
     hw, graph, schedule, seconds = _compile(args)
     out = args.output or f"schedules/{graph.name}_{hw.name}.json"
     save_schedule(schedule, out)
@@ -82,7 +89,7 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, graph: Graph | No
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    hw, graph, schedule, seconds = _compile(args)
+    hw, graph, schedule, seconds = _compile(args, checking=args.check)
     s = run_summary(schedule, hw)
     console = Console(width=120, highlight=False)
     o = schedule.options
@@ -139,7 +146,7 @@ def _check(schedule, graph: Graph, hw, backend: str, console: Console) -> dict:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    hw, graph, schedule, _ = _compile(args)
+    hw, graph, schedule, _ = _compile(args, checking=True)
     console = Console(width=140, highlight=False)
     result = _check(schedule, graph, hw, args.backend, console)
     write_json(args.json, result)
@@ -163,21 +170,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _add_step_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hw", default=DEFAULT_HW, help=f"hardware YAML or bundled name (default {DEFAULT_HW})")
-    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"one of: {', '.join(models.names())}")
+    p.add_argument("--hw", default=DEFAULT_HW, type=path_arg,
+                   help=f"hardware YAML or bundled name (default {DEFAULT_HW})")
+    add_model_args(p, batch_help="micro-batch size")
     p.add_argument("--inference", action="store_true", help="schedule inference instead of a training step")
-    p.add_argument("--batch", type=int, help="micro-batch size (the model's `batch` option)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any model option")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--microbatches", type=int, default=1, help="inputs in flight (pipeline parallelism)")
-    p.add_argument("--data-parallel", type=int, default=1, help="replicas (data parallelism)")
-    p.add_argument("--pipeline-stages", type=int, default=1, help="graph partitions on separate chips")
+    add_optimizer_args(p)
+    p.add_argument("--microbatches", type=positive_int, default=1, help="inputs in flight (pipeline parallelism)")
+    p.add_argument("--data-parallel", type=positive_int, default=1, help="replicas (data parallelism)")
+    p.add_argument("--pipeline-stages", type=positive_int, default=1, help="graph partitions on separate chips")
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dynamic", action="store_true", help="also run seed 001's dynamic work-queue runtime")
-    p.add_argument("--out", metavar="DIR", help="where plots and the trace go (default plots/<model>_<hw>/)")
+    p.add_argument("--out", metavar="DIR", type=path_arg,
+                   help="directory the plots and the trace go to (created; default plots/<model>_<hw>/)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -187,20 +193,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sim", action="store_true", help="compile and summarize only")
     p.add_argument("--check", action="store_true", help="also execute the schedule on real numbers and check them")
     p.add_argument("--backend", choices=BACKENDS, default="numba", help="kernels for --check")
-    p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
+    add_json_arg(p, "the summary")
+    add_limit_args(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="execute a compiled step with real kernels and compare with the reference")
     _add_step_args(p)
     p.add_argument("--backend", choices=BACKENDS, default="numba")
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    add_json_arg(p, "the report")
+    add_limit_args(p)
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("simulate", help="replay a saved schedule (static) or its graph's work queue (--dynamic)")
-    p.add_argument("schedule", help="a schedule JSON written by `accelsim compile`")
-    p.add_argument("--hw", help="hardware YAML or bundled name (default: the one it was compiled for)")
+    p.add_argument("schedule", type=path_arg, help="a schedule JSON written by `accelsim compile`")
+    p.add_argument("--hw", type=path_arg, help="hardware YAML or bundled name (default: the one it was compiled for)")
     _add_sim_args(p)
-    p.add_argument("--json", metavar="FILE", help="also write the simulation summary as JSON")
+    add_json_arg(p, "the simulation summary")
     p.set_defaults(fn=cmd_simulate)
     p = sub.add_parser("compile", help="compile a static schedule and write it as JSON")
     _add_step_args(p)
-    p.add_argument("-o", "--output", help="schedule path (default schedules/<graph>_<hw>.json)")
+    p.add_argument("-o", "--output", type=path_arg, help="schedule path (default schedules/<graph>_<hw>.json)")
+    add_limit_args(p)
     p.set_defaults(fn=cmd_compile)

@@ -2,14 +2,15 @@
 reference evaluation of the plain graph (Schedule -> CheckReport)."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from accelsim.compare import NEGLIGIBLE, Mismatch, first_mismatch, max_abs_err, max_rel_err, scale
 from accelsim.errors import AccelsimError
 from accelsim.evaluate import evaluate
 from accelsim.execute.run import execute, sample_index
-from accelsim.gradcheck import NEGLIGIBLE, max_rel_err
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.plan import Schedule
@@ -19,21 +20,36 @@ TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
 SLACK = 4.0
 """A float32 tensor may also be off by SLACK x the error numpy's own float32 evaluation shows: both are
 measured against a float64 evaluation of the same leaves, so deep or ill-conditioned graphs (where
-rounding grows layer by layer) get a bound that follows their conditioning instead of a fixed one."""
+rounding grows layer by layer) get a bound that follows their conditioning instead of a fixed one.
+Where numpy's own evaluation is non-finite there is no slack (the fixed tolerance applies)."""
 
 
 @dataclass(frozen=True)
 class Entry:
+    """One tensor's comparison. Every value must be finite and match the float64 reference; a NaN or
+    infinity on either side (the reference included) fails, with `mismatch` naming the first bad
+    element and `where` the micro-batch / replica it is in."""
     name: str
     max_abs_err: float
     max_rel_err: float
     tolerance: float
     reference_rel_err: float = 0.0
     """The numpy reference's own error in the graph's dtype, against the float64 evaluation."""
+    mismatch: Mismatch | None = None
+    where: str = ""
 
     @property
     def passed(self) -> bool:
-        return self.max_rel_err <= self.tolerance
+        return self.mismatch is None and self.max_rel_err <= self.tolerance
+
+    @property
+    def failure(self) -> str | None:
+        """'tensor (where): first bad element', None when the tensor passed."""
+        if self.passed:
+            return None
+        if self.mismatch is None:  # no value at all, or over the tolerance (max_rel_err) with no element named
+            return f"{self.name}: {self.where or f'relative error {self.max_rel_err:.3g}'}"
+        return f"{self.name} ({self.where}): {self.mismatch}"
 
 
 @dataclass(frozen=True)
@@ -49,23 +65,49 @@ class CheckReport:
     def passed(self) -> bool:
         return not self.corruptions and all(e.passed for e in self.entries)
 
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """One line per failing tensor, naming it and its first bad index."""
+        return tuple(e.failure for e in self.entries if not e.passed)
+
     def to_json(self) -> dict:
-        return {"backend": self.backend, "graph": self.graph, "hw": self.hw, "tolerance": self.tolerance,
-                "passed": self.passed, "corruptions": list(self.corruptions),
-                "entries": [{**asdict(e), "passed": e.passed} for e in self.entries]}
+        """Plain JSON (NaN and infinities written as the strings "nan", "inf", "-inf")."""
+        return _json_safe({"backend": self.backend, "graph": self.graph, "hw": self.hw, "tolerance": self.tolerance,
+                           "passed": self.passed, "failures": list(self.failures),
+                           "corruptions": list(self.corruptions),
+                           "entries": [{**asdict(e), "passed": e.passed, "failure": e.failure}
+                                       for e in self.entries]})
 
 
-def _entry(name: str, triples: list[tuple[np.ndarray, np.ndarray, np.ndarray]], tol: float,
-           floor: float = 0.0) -> Entry:
-    """Each triple is (backend value, numpy value in the graph's dtype, float64 oracle)."""
-    abs_err = max(float(np.max(np.abs(np.asarray(a, np.float64) - o), initial=0.0)) for a, _, o in triples)
-    rel_err = max(max_rel_err(a, o, floor) for a, _, o in triples)
-    ref_err = max(max_rel_err(r, o, floor) for _, r, o in triples)
-    return Entry(name, abs_err, rel_err, max(tol, SLACK * ref_err), ref_err)
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
-def _scale(values) -> float:
-    return max((float(np.max(np.abs(v), initial=0.0)) for v in values), default=0.0)
+Triple = tuple[str, np.ndarray | None, np.ndarray, np.ndarray]
+"""(where, backend value, numpy value in the graph's dtype, float64 oracle)."""
+
+
+def _entry(name: str, triples: list[Triple], tol: float, floor: float = 0.0) -> Entry:
+    """Compare every (micro-batch, replica)'s value of one tensor; the first bad element is reported.
+    A backend value of None (the executed step never produced it) fails."""
+    missing = [where for where, a, _, _ in triples if a is None]
+    if missing:
+        return Entry(name, math.inf, math.inf, tol, where=f"{missing[0]}: the executed step produced no value")
+    abs_err = max(max_abs_err(a, o) for _, a, _, o in triples)
+    rel_err = max(max_rel_err(a, o, floor) for _, a, _, o in triples)
+    ref_err = max(max_rel_err(r, o, floor) for _, _, r, o in triples)
+    tolerance = max(tol, SLACK * ref_err) if math.isfinite(ref_err) else tol
+    for where, a, _, o in triples:
+        mismatch = first_mismatch(a, o, tolerance, floor)
+        if mismatch is not None:
+            return Entry(name, abs_err, rel_err, tolerance, ref_err, mismatch, where)
+    return Entry(name, abs_err, rel_err, tolerance, ref_err)
 
 
 def reference(schedule: Schedule, graph: Graph, dtype: str | None = None) -> dict:
@@ -76,8 +118,7 @@ def reference(schedule: Schedule, graph: Graph, dtype: str | None = None) -> dic
     inputs = [n for n in graph.nodes if n.op == "input"]
     update_outputs = [k for k, v in graph.outputs.items() if graph.nodes[v].phase == "update"]
     per_sample = [k for k in graph.outputs if k not in update_outputs]
-    grad_nodes = sorted({i for n in graph.nodes if n.phase == "update" for i in n.inputs
-                         if graph.nodes[i].phase == "backward"})
+    grad_nodes = graph.gradient_nodes()
     samples, grads = {}, {g: [] for g in grad_nodes}
     for r in range(d):
         for mb in range(m):
@@ -109,21 +150,21 @@ def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None
     oracle = ref if graph.dtype == "float64" else reference(schedule, graph, "float64")
     entries = []
     # a tensor whose true value is ~0 (a key bias, which softmax ignores) is compared at a floor of
-    # NEGLIGIBLE x the largest tensor of its kind, so rounding noise is not a relative error of 1
-    sample_scale = _scale(v for s in oracle["samples"].values() for v in s.values())
-    for name in sorted({k for k, _, _ in got.outputs}):
-        triples = [(v, ref["samples"][(mb, r)][k], oracle["samples"][(mb, r)][k])
-                   for (k, mb, r), v in sorted(got.outputs.items()) if k == name]
-        entries.append(_entry(name, triples, tol, NEGLIGIBLE * sample_scale))
-    scale = _scale(oracle["grads"].values())
+    # NEGLIGIBLE x the largest (finite) tensor of its kind, so rounding noise is not a relative error of 1
+    sample_floor = NEGLIGIBLE * scale(*(v for s in oracle["samples"].values() for v in s.values()))
+    for name in sorted({k for s in oracle["samples"].values() for k in s}):
+        triples = [(f"micro-batch {mb}, replica {r}", got.outputs.get((name, mb, r)), ref["samples"][(mb, r)][name],
+                    values[name]) for (mb, r), values in sorted(oracle["samples"].items())]
+        entries.append(_entry(name, triples, tol, sample_floor))
+    grad_floor = NEGLIGIBLE * scale(*oracle["grads"].values())
     names = {v: k for k, v in graph.outputs.items()}
+    replicas = range(schedule.options.data_parallel)
     for g, expected in oracle["grads"].items():
-        triples = [(v, ref["grads"][g], expected) for (node, _), v in got.grads.items() if node == g]
-        if triples:
-            label = names.get(g, f"%{g} {graph.nodes[g].name!r}")
-            entries.append(_entry(f"step mean of {label}", triples, tol, NEGLIGIBLE * scale))
-    final_scale = _scale(oracle["final"].values())
+        triples = [(f"replica {r}", got.grads.get((g, r)), ref["grads"][g], expected) for r in replicas]
+        label = names.get(g, f"%{g} {graph.nodes[g].name!r}")
+        entries.append(_entry(f"step mean of {label}", triples, tol, grad_floor))
+    final_floor = NEGLIGIBLE * scale(*oracle["final"].values())
     for name, expected in oracle["final"].items():
-        triples = [(v, ref["final"][name], expected) for (k, _), v in got.final.items() if k == name]
-        entries.append(_entry(name, triples, tol, NEGLIGIBLE * final_scale))
+        triples = [(f"replica {r}", got.final.get((name, r)), ref["final"][name], expected) for r in replicas]
+        entries.append(_entry(name, triples, tol, final_floor))
     return CheckReport(backend, graph.name, hw.name, tol, tuple(entries), tuple(got.corruptions))

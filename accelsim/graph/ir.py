@@ -8,12 +8,13 @@ from __future__ import annotations
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from accelsim import ops as F
 from accelsim.errors import GraphError, ShapeError
+from accelsim.graph.provenance import ModelSource, OptimizerSettings
 from accelsim.ops.registry import Shape, get_op
 
 PHASES = ("forward", "backward", "update")
@@ -120,6 +121,32 @@ class Var:
         return F.mean(self, axes, keepdims)
 
 
+def infer_type(op: str, in_nodes: Sequence[Node], attrs: Mapping[str, Any], graph_dtype: str,
+               label: str) -> tuple[Shape, str]:
+    """The shape and dtype the op registry gives `op` on `in_nodes` (a leaf: its attrs, else the
+    graph's dtype). Raises ShapeError or GraphError starting with `label`; add_node and verify share it."""
+    opdef = get_op(op)
+    for k, n in enumerate(in_nodes):
+        wants_int = k in opdef.integer_inputs
+        any_dtype = opdef.category == "data_movement"  # moving bytes works for indices too
+        if wants_int != (n.dtype == "int64") and not (any_dtype and not wants_int):
+            want = "an int64 index tensor" if wants_int else "a float tensor"
+            raise ShapeError(f"{label}: input {k} (%{n.id} {n.name!r}) must be {want}, got {n.dtype}")
+    float_dtypes = {n.dtype for k, n in enumerate(in_nodes) if k not in opdef.integer_inputs}
+    if len(float_dtypes) > 1:
+        raise ShapeError(f"{label}: inputs mix dtypes {sorted(float_dtypes)}")
+    in_shapes = tuple(n.shape for n in in_nodes)
+    try:
+        shape = tuple(int(d) for d in opdef.infer(*in_shapes, **attrs))
+    except ShapeError as e:
+        shapes = ", ".join(str(s) for s in in_shapes)
+        raise ShapeError(f"{label}: {e} (input shapes: {shapes})") from None
+    except (TypeError, KeyError, IndexError, ValueError) as e:
+        raise GraphError(f"{label}: bad attributes {dict(attrs)!r} for {len(in_nodes)} input(s): {e}") from None
+    dtype = in_nodes[opdef.dtype_from].dtype if in_nodes else attrs.get("dtype", graph_dtype)
+    return shape, dtype
+
+
 def _type_str(node: Node) -> str:
     return f"{_DTYPE_ABBREV[node.dtype]}[{','.join(map(str, node.shape))}]"
 
@@ -138,7 +165,8 @@ class Graph:
     nodes: list[Node] = field(default_factory=list)
     outputs: dict[str, int] = field(default_factory=dict)
     loss: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    source: ModelSource | None = None  # the zoo model and options that built the forward graph
+    optimizer: OptimizerSettings | None = None  # set by training_graph: a training graph
     _arrays: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _names: dict[str, int] = field(default_factory=dict, repr=False)
     _phase: str = field(default="forward", repr=False)
@@ -146,6 +174,11 @@ class Graph:
     def __post_init__(self) -> None:
         if self.dtype not in FLOAT_DTYPES:
             raise GraphError(f"graph {self.name!r}: dtype must be one of {FLOAT_DTYPES}, got {self.dtype!r}")
+        if self.source is not None and not isinstance(self.source, ModelSource):
+            raise GraphError(f"graph {self.name!r}: source must be a ModelSource or None, got {self.source!r}")
+        if self.optimizer is not None and not isinstance(self.optimizer, OptimizerSettings):
+            raise GraphError(f"graph {self.name!r}: optimizer must be an OptimizerSettings or None, "
+                             f"got {self.optimizer!r}")
 
     # ---- building -------------------------------------------------------------------
 
@@ -168,28 +201,12 @@ class Graph:
     def add_node(self, op: str, inputs: tuple[int, ...], attrs: Mapping[str, Any],
                  name: str | None = None) -> Var:
         """Append `op(inputs)`, inferring its shape and dtype; errors name op, node and shapes."""
-        opdef = get_op(op)
         node_id = len(self.nodes)
         label = f"{op} node %{node_id}" + (f" ({name!r})" if name else "")
-        in_nodes = [self.nodes[i] for i in inputs]
-        in_shapes = tuple(n.shape for n in in_nodes)
-        for k, n in enumerate(in_nodes):
-            wants_int = k in opdef.integer_inputs
-            any_dtype = opdef.category == "data_movement"  # moving bytes works for indices too
-            if wants_int != (n.dtype == "int64") and not (any_dtype and not wants_int):
-                want = "an int64 index tensor" if wants_int else "a float tensor"
-                raise ShapeError(f"{label}: input {k} (%{n.id} {n.name!r}) must be {want}, got {n.dtype}")
-        float_dtypes = {n.dtype for k, n in enumerate(in_nodes) if k not in opdef.integer_inputs}
-        if len(float_dtypes) > 1:
-            raise ShapeError(f"{label}: inputs mix dtypes {sorted(float_dtypes)}")
-        try:
-            shape = tuple(int(d) for d in opdef.infer(*in_shapes, **attrs))
-        except ShapeError as e:
-            shapes = ", ".join(str(s) for s in in_shapes)
-            raise ShapeError(f"{label}: {e} (input shapes: {shapes})") from None
-        except TypeError as e:
-            raise GraphError(f"{label}: bad attributes {dict(attrs)!r}: {e}") from None
-        dtype = in_nodes[opdef.dtype_from].dtype if in_nodes else attrs.get("dtype", self.dtype)
+        bad = [i for i in inputs if not (isinstance(i, int) and 0 <= i < node_id)]
+        if bad:
+            raise GraphError(f"{label}: inputs {bad} are not nodes of graph {self.name!r} (ids 0..{node_id - 1})")
+        shape, dtype = infer_type(op, [self.nodes[i] for i in inputs], attrs, self.dtype, label)
         self.nodes.append(Node(node_id, op, tuple(inputs), dict(attrs), shape, dtype,
                                name or f"{op}{node_id}", self._phase))
         return Var(self, node_id)
@@ -272,6 +289,12 @@ class Graph:
                 out[i].append(n.id)
         return out
 
+    def gradient_nodes(self) -> list[int]:
+        """Sorted ids of the backward nodes that update nodes read: the per-parameter gradients,
+        which a step sums across micro-batches and replicas before the update runs."""
+        return sorted({i for n in self.nodes if n.phase == "update" for i in n.inputs
+                       if self.nodes[i].phase == "backward"})
+
     def leaf_value(self, node_id: int) -> np.ndarray:
         """The default value of an input, parameter or constant, drawn deterministically."""
         if node_id in self._arrays:
@@ -294,7 +317,7 @@ class Graph:
     def copy(self, name: str | None = None) -> Graph:
         """A new graph sharing the (immutable) nodes, to be extended by a later stage."""
         return Graph(name=name or self.name, dtype=self.dtype, seed=self.seed, nodes=list(self.nodes),
-                     outputs=dict(self.outputs), loss=self.loss, meta=dict(self.meta),
+                     outputs=dict(self.outputs), loss=self.loss, source=self.source, optimizer=self.optimizer,
                      _arrays=dict(self._arrays), _names=dict(self._names))
 
     def dump(self) -> str:

@@ -1,6 +1,8 @@
-"""YAML -> HwSpec, with every problem reported at once as `file: key.path: message (got value)`."""
+"""A path, a bundled name, a dict or an HwSpec -> a validated HwSpec; every problem is reported at once
+as one HwConfigError, `file: key.path: message (got value)`."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,74 +11,133 @@ from pydantic import ValidationError
 
 from accelsim.errors import HwConfigError
 from accelsim.hw.spec import HwSpec
+from accelsim.hw.yaml_loader import MAX_DEPTH, MAX_NODES, load_yaml
+from accelsim.pydantic_errors import describe_errors
 
 MAX_FILE_BYTES = 1 << 20
 BUNDLED = Path(__file__).resolve().parent.parent.parent / "hwconfigs"
+_BUNDLED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+ACCEPTED = ("a path to a YAML file, the name of a bundled config (e.g. 'groq_like'), a dict of the same "
+            "keys as a file, or an HwSpec")
+
+
+def _shown(x: object) -> str:
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def bundled_names() -> list[str]:
+    return sorted(q.stem for q in BUNDLED.glob("*.yaml"))
 
 
 def resolve(path_or_name: str | Path) -> Path:
     """A path, or the name of a bundled config ("groq_like" -> hwconfigs/groq_like.yaml)."""
-    p = Path(path_or_name)
-    if p.exists():
-        return p
-    for candidate in (BUNDLED / f"{path_or_name}.yaml", BUNDLED / str(path_or_name)):
-        if candidate.is_file():
-            return candidate
-    known = ", ".join(sorted(q.stem for q in BUNDLED.glob("*.yaml"))) or "none"
-    raise HwConfigError(f"{path_or_name}: no such file, and no bundled hardware config of that name "
-                        f"(bundled: {known})")
+    try:
+        p = Path(path_or_name)
+        if p.exists():
+            return p
+    except (OSError, ValueError) as e:  # a NUL byte, a name too long for the file system
+        raise HwConfigError(f"{_shown(str(path_or_name))}: not a usable path ({e}); expected {ACCEPTED}") from None
+    name = str(path_or_name).removesuffix(".yaml")
+    if _BUNDLED_NAME.fullmatch(name) and (BUNDLED / f"{name}.yaml").is_file():
+        return BUNDLED / f"{name}.yaml"
+    known = ", ".join(bundled_names()) or "none"
+    raise HwConfigError(f"{_shown(str(path_or_name))}: no such file, and no bundled hardware config of that "
+                        f"name (bundled: {known})")
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not str(part).startswith(("function-", "tagged-union")):
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
-
-
-def _describe(errors: list[dict[str, Any]]) -> list[str]:
-    lines = []
-    for e in errors:
-        msg = e["msg"].removeprefix("Value error, ")
-        scalar = not isinstance(e.get("input"), (dict, list))
-        got = f" (got {e['input']!r})" if scalar and e["type"] != "missing" and "got" not in msg else ""
-        if len(got) > 80:
-            got = got[:77] + "...)"
-        lines.append(f"  {_loc(e['loc'])}: {msg}{got}")
-    return lines
+def _check_size(data: Any, source: str) -> None:
+    """The limits the YAML reader enforces (MAX_NODES values, MAX_DEPTH levels), for data handed over as
+    Python objects: shared or cyclic containers are walked as the tree they stand for, so a cycle shows
+    up as too deep."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise HwConfigError(f"{source}: more than {MAX_NODES} values in all; a hardware description "
+                                f"needs a few hundred")
+        if depth > MAX_DEPTH:
+            raise HwConfigError(f"{source}: nested more than {MAX_DEPTH} levels deep (a structure that "
+                                f"contains itself?); a hardware description needs about 8")
+        if isinstance(value, dict):
+            stack += [(v, depth + 1) for kv in value.items() for v in kv]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            stack += [(v, depth + 1) for v in value]
 
 
 def parse_hw(data: Any, source: str = "<hw>") -> HwSpec:
-    """Validate already-parsed YAML data."""
+    """Validate already-parsed data (a dict of the keys of a hardware file)."""
     if not isinstance(data, dict):
+        got = "nothing (an empty file, or only comments)" if data is None else \
+            f"a {type(data).__name__} ({_shown(data)})"
         raise HwConfigError(f"{source}: expected a mapping of keys (name, clock_hz, chips, ...) at the top "
-                            f"level, got {type(data).__name__}")
+                            f"level, got {got}")
+    _check_size(data, source)
     try:
         return HwSpec.model_validate(data)
     except ValidationError as e:
         errors = e.errors()
-        raise HwConfigError(f"{source}: {len(errors)} problem(s)\n" + "\n".join(_describe(errors))) from None
+        lines = describe_errors(errors)
+        raise HwConfigError(f"{source}: {len(errors)} problem(s)\n" + "\n".join(f"  {x}" for x in lines)) from None
+    except RecursionError:
+        raise HwConfigError(f"{source}: nested too deeply to validate") from None
 
 
-def load_hw(path_or_name: str | Path) -> HwSpec:
-    """Load and validate a hardware description (yaml.safe_load only)."""
-    path = resolve(path_or_name)
+def _read_text(path: Path) -> str:
+    """The file's text: at most MAX_FILE_BYTES, UTF-8, no NUL bytes."""
+    if path.is_dir():
+        raise HwConfigError(f"{path}: is a directory; expected a hardware description file (YAML)")
     if not path.is_file():
-        raise HwConfigError(f"{path}: not a file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise HwConfigError(f"{path}: {size} bytes is too large for a hardware description "
-                            f"(limit {MAX_FILE_BYTES} bytes)")
+        raise HwConfigError(f"{path}: not a regular file; expected a hardware description file (YAML)")
     try:
-        data = yaml.safe_load(path.read_text())
-    except UnicodeDecodeError:
-        raise HwConfigError(f"{path}: not a UTF-8 text file") from None
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # read, not stat: /proc files and pipes report no size
+    except OSError as e:
+        raise HwConfigError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise HwConfigError(f"{path}: more than {MAX_FILE_BYTES} bytes is too large for a hardware description "
+                            f"(limit {MAX_FILE_BYTES} bytes)")
+    if b"\0" in raw:
+        raise HwConfigError(f"{path}: a binary file (it contains NUL bytes), not a UTF-8 text file; "
+                            f"expected a hardware description in YAML")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HwConfigError(f"{path}: not a UTF-8 text file (byte {e.start} is not UTF-8); expected a hardware "
+                            f"description in YAML") from None
+
+
+def _yaml_problem(path: Path, e: yaml.YAMLError, text: str) -> HwConfigError:
+    if isinstance(e, yaml.reader.ReaderError):  # a control character: no mark, only a character offset
+        line = text.count("\n", 0, max(e.position, 0)) + 1
+        return HwConfigError(f"{path}: not valid YAML at line {line}: character {chr(e.character)!r} "
+                             f"(#x{e.character:04x}) is not allowed in a YAML file")
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(e, "problem", None) or getattr(e, "reason", None) or (str(e).splitlines() or ["?"])[0]
+    context = getattr(e, "context", None)
+    detail = f"{problem} ({context})" if context and getattr(e, "problem", None) else problem
+    return HwConfigError(f"{path}: not valid YAML{where}: {detail}")
+
+
+def load_hw(source: str | Path | dict[str, Any] | HwSpec) -> HwSpec:
+    """Load and validate a hardware description: a path, a bundled name, a dict or an HwSpec (as is)."""
+    if isinstance(source, HwSpec):
+        return source
+    if isinstance(source, dict):
+        return parse_hw(source, "<dict>")
+    if not isinstance(source, (str, Path)):
+        raise HwConfigError(f"load_hw got a {type(source).__name__} ({_shown(source)}); expected {ACCEPTED}")
+    if not str(source).strip():
+        raise HwConfigError(f"load_hw got an empty name; expected {ACCEPTED}")
+    path = resolve(source)
+    text = _read_text(path)
+    try:
+        data = load_yaml(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise HwConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise _yaml_problem(path, e, text) from None
+    except RecursionError:  # not reachable with the depth bound; kept so that no input yields a traceback
+        raise HwConfigError(f"{path}: nested too deeply to read") from None
     return parse_hw(data, str(path))

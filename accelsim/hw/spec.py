@@ -1,27 +1,90 @@
-"""Hardware description (pydantic v2, strict): chips of functional units and memories, an interconnect.
+"""Hardware description (pydantic v2): chips of functional units and memories, an interconnect.
 
 Quantities carry their unit in the field name (`capacity_bytes`, `clock_hz`, `bandwidth_bytes_per_cycle`)
-and accept readable strings ("24 MiB", "700 MHz", "34 GB/s") where the unit is per second.
+and accept readable strings ("24 MiB", "700 MHz", "34 GB/s") where the unit is per second. Every number
+is finite and inside the physical range of its kind (RANGES below): later stages divide by bandwidths,
+multiply by counts and round to whole cycles, so a denormal, an infinity or a 10^7 count would surface
+there as a ZeroDivisionError, an OverflowError or gigabytes of tasks instead of an error naming the key.
 """
 from __future__ import annotations
 
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
+from accelsim.hw.ranges import Problem, Range, check_in_range, check_name, in_range, raise_problems
+from accelsim.hw.when import check_when
 from accelsim.ops.registry import CATEGORIES, OPS
 
-Bytes = Annotated[float, BeforeValidator(parse_bytes), Field(gt=0)]
-BytesPerSecond = Annotated[float, BeforeValidator(parse_bandwidth), Field(gt=0)]
-Hertz = Annotated[float, BeforeValidator(parse_hz), Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-Cycles = Annotated[int, Field(ge=0)]
-PositiveFloat = Annotated[float, Field(gt=0)]
-Energy = Annotated[float, Field(ge=0)]
-DATAFLOWS = ("os", "ws", "is")
+# One row per kind of quantity: inclusive bounds and why they are where they are. Bounds are generous
+# (real machines sit orders of magnitude inside them); they exist to refuse values that are not physical.
+RANGES: dict[str, Range] = {
+    "clock_hz": Range(1e3, 1e11, "Hz", why=(
+        "1 kHz (slower clocked logic is not worth simulating) to 100 GHz (beyond any CMOS chip); time is "
+        "counted in whole cycles of this clock, so a 1e-300 Hz clock makes every duration infinite")),
+    "bytes_per_cycle": Range(1e-3, 1e9, "bytes per cycle", why=(
+        "one byte per thousand cycles (a slow serial link at a fast clock) to 1 GB per cycle (10^4 x the "
+        "widest on-chip fabric: 80 TB/s at 1 GHz is 8e4); a denormal such as 1e-320 divides to inf")),
+    "bytes_per_s": Range(1e3, 1e18, "bytes/s", why=(
+        "1 kB/s to 1 EB/s; converted with the clock, the result must also lie in bytes_per_cycle's range")),
+    "capacity_bytes": Range(1, 2**60, "bytes", integer=True, why=(
+        "1 byte to 1 EiB (2^60), above any single memory; offsets are whole bytes")),
+    "latency_cycles": Range(0, 10**9, "cycles", integer=True, why=(
+        "0 to 1e9 cycles, one second at 1 GHz (a datacenter round trip is ~1e4 cycles)")),
+    "unit_count": Range(1, 4096, "instances", integer=True, why=(
+        "1 to 4096 identical instances of one unit kind (an A100 has 432 Tensor Cores); the scheduler "
+        "tracks every instance")),
+    "unit_instances_per_chip": Range(1, 16384, "unit instances per chip", integer=True, why=(
+        "all unit kinds of a chip together, 4x a count of 4096")),
+    "chip_count": Range(1, 1024, "chips", integer=True, why=(
+        "1 to 1024 copies of one chip description (a pod-scale machine)")),
+    "total_chips": Range(1, 1024, "chips", integer=True, why=(
+        "the machine as a whole; collectives and transfers are planned per chip")),
+    "array_dim": Range(1, 65536, "rows or columns", integer=True, why=(
+        "a systolic array side; TPUs use 128-256, 65536 is far beyond any die")),
+    "lanes": Range(1, 65536, "lanes", integer=True, why="a vector unit's width, as an array side"),
+    "ops_per_lane_per_cycle": Range(1e-3, 1024, "ops per lane per cycle", why=(
+        "from one op per thousand cycles (a multi-cycle divider) to 1024 (a deep ALU cluster per lane; "
+        "Groq's VXM has 16)")),
+    "cycles_per_element": Range(1e-6, 1e6, "cycles per element", why=(
+        "a million elements per cycle to a million cycles per element")),
+    "bytes_per_element": Range(1, 16, "bytes", integer=True, why=(
+        "int8 (1) to a complex128 or fp128 (16) storage format")),
+    "energy_pj": Range(0, 1e6, "pJ", why=(
+        "0 to 1 uJ per byte or op, 4 orders of magnitude above an off-chip access (~100 pJ/byte)")),
+}
+# Lengths of lists and strings: far above any real description, small enough that nothing downstream
+# (names in messages, difflib hints, per-instance tables) can be made slow by them.
+MAX_CHIP_KINDS = 64
+MAX_UNITS_PER_CHIP = 256
+MAX_MEMORIES_PER_CHIP = 64
+MAX_OPS_PER_UNIT = 256
+MAX_PORTS_PER_UNIT = 16
+MAX_DESCRIPTION_CHARS = 4000
+
+
+def _field(kind: str, parse: Any = None) -> BeforeValidator:
+    return BeforeValidator(in_range(RANGES[kind], parse))
+
+
+Hertz = Annotated[float, _field("clock_hz", parse_hz)]
+BytesPerCycle = Annotated[float, _field("bytes_per_cycle")]
+BytesPerSecond = Annotated[float, _field("bytes_per_s", parse_bandwidth)]
+CapacityBytes = Annotated[int, _field("capacity_bytes", parse_bytes)]
+LatencyCycles = Annotated[int, _field("latency_cycles")]
+UnitCount = Annotated[int, _field("unit_count")]
+ChipCount = Annotated[int, _field("chip_count")]
+ArrayDim = Annotated[int, _field("array_dim")]
+Lanes = Annotated[int, _field("lanes")]
+OpsPerLane = Annotated[float, _field("ops_per_lane_per_cycle")]
+CyclesPerElement = Annotated[float, _field("cycles_per_element")]
+BytesPerElement = Annotated[int, _field("bytes_per_element")]
+Energy = Annotated[float, _field("energy_pj")]
+Name = Annotated[str, BeforeValidator(check_name)]
+OpName = Annotated[str, StringConstraints(max_length=64)]
 UNIT_CATEGORIES = tuple(c for c in CATEGORIES if c != "leaf")
 
 
@@ -32,7 +95,7 @@ class Spec(BaseModel):
 class Bandwidth(Spec):
     """Give exactly one of bytes per cycle or bytes per second ("34 GB/s")."""
 
-    bandwidth_bytes_per_cycle: PositiveFloat | None = None
+    bandwidth_bytes_per_cycle: BytesPerCycle | None = None
     bandwidth_bytes_per_s: BytesPerSecond | None = None
 
     @model_validator(mode="after")
@@ -48,79 +111,84 @@ class Bandwidth(Spec):
 
 
 class Buffer(Bandwidth):
-    """A unit's dedicated input or output buffer."""
+    """A unit's dedicated input or output buffer: only its bandwidth is modelled (it caps the rate at
+    which operands stream in or results out). Its capacity will be modelled by a later tile-level
+    traffic model; until then it has no field, so that no file states a number nothing reads."""
 
-    capacity_bytes: Bytes
     energy_pj_per_byte: Energy | None = None
 
 
 class Memory(Bandwidth):
     """Shared storage on a chip: on-chip SRAM, a cache, or off-chip DRAM/HBM."""
 
-    name: str
+    name: Name
     kind: Literal["sram", "cache", "dram", "hbm"]
-    capacity_bytes: Bytes
-    latency_cycles: Cycles = 0
+    capacity_bytes: CapacityBytes
+    latency_cycles: LatencyCycles = 0
     energy_pj_per_byte: Energy | None = None
 
 
 class SystolicArray(Spec):
-    rows: PositiveInt
-    cols: PositiveInt
+    rows: ArrayDim
+    cols: ArrayDim
     dataflow: Literal["os", "ws", "is"]
 
 
 class VectorLanes(Spec):
-    lanes: PositiveInt
-    ops_per_lane_per_cycle: PositiveFloat = 1.0
+    lanes: Lanes
+    ops_per_lane_per_cycle: OpsPerLane = 1.0
 
 
 class PerElement(Spec):
-    cycles_per_element: PositiveFloat
+    cycles_per_element: CyclesPerElement
 
 
 class Stream(Spec):
     """Data movement at a fixed rate (a switch, DMA engine or shifter)."""
 
-    bytes_per_cycle: PositiveFloat
+    bytes_per_cycle: BytesPerCycle
 
 
 class Unit(Spec):
     """A functional unit kind: what it runs (ops and/or categories, optionally only when node attributes
     match `when`), how fast (exactly one compute model), with `count` identical instances."""
 
-    name: str
-    ops: list[str] = []
-    categories: list[Literal["elementwise", "tensor", "reduction", "data_movement"]] = []
-    when: dict[str, Any] = {}
-    count: PositiveInt = 1
+    name: Name
+    ops: list[OpName] = Field([], max_length=MAX_OPS_PER_UNIT)
+    categories: list[Literal["elementwise", "tensor", "reduction", "data_movement"]] = Field([], max_length=8)
+    when: Annotated[dict[str, Any], BeforeValidator(check_when)] = {}
+    count: UnitCount = 1
     gang: bool = False  # instances work together on each node (intra-operator parallelism, e.g. a GPU's SMs)
     array: SystolicArray | None = None
     vector: VectorLanes | None = None
     per_element: PerElement | None = None
     stream: Stream | None = None
-    latency_cycles: Cycles = 0
-    reads: list[str]
-    writes: list[str]
+    latency_cycles: LatencyCycles = 0
+    reads: list[Name] = Field(max_length=MAX_PORTS_PER_UNIT)
+    writes: list[Name] = Field(max_length=MAX_PORTS_PER_UNIT)
     input_buffer: Buffer | None = None
     output_buffer: Buffer | None = None
     energy_pj_per_op: Energy | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "Unit":
+        problems: list[Problem] = []
         models = [k for k in ("array", "vector", "per_element", "stream") if getattr(self, k) is not None]
         if len(models) != 1:
-            raise ValueError(f"unit {self.name!r}: give exactly one compute model of array, vector, "
-                             f"per_element, stream (got {models or 'none'})")
+            problems.append(((), f"unit {self.name!r}: give exactly one compute model of array, vector, "
+                                 f"per_element, stream (got {' and '.join(models) or 'none'})", None))
         if not self.ops and not self.categories:
-            raise ValueError(f"unit {self.name!r}: give the ops and/or op categories it executes")
-        for op in self.ops:
-            if op not in OPS or OPS[op].category == "leaf":
-                close = difflib.get_close_matches(op, [o for o in OPS if OPS[o].category != "leaf"], n=3)
+            problems.append(((), f"unit {self.name!r}: give the ops and/or op categories it executes", None))
+        runnable = sorted(o for o in OPS if OPS[o].category != "leaf")
+        for i, op in enumerate(self.ops):
+            if op not in runnable:
+                close = difflib.get_close_matches(op, runnable, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ValueError(f"unit {self.name!r}: unknown op {op!r}{hint}")
-        if not self.reads or not self.writes:
-            raise ValueError(f"unit {self.name!r}: name the memories it reads and writes")
+                problems.append((("ops", i), f"unit {self.name!r}: unknown op {op!r}{hint}", op))
+        for port in ("reads", "writes"):
+            if not getattr(self, port):
+                problems.append(((port,), f"unit {self.name!r}: name the memories it {port[:-1]}s", None))
+        raise_problems("Unit", problems)
         return self
 
     @property
@@ -128,39 +196,36 @@ class Unit(Spec):
         return next(k for k in ("array", "vector", "per_element", "stream") if getattr(self, k) is not None)
 
 
-class Link(Spec):
-    """A direct path between two units or memories of a chip (e.g. one unit's output buffer
-    feeding the next unit's input buffer in a bespoke pipeline)."""
-
-    src: str
-    dst: str
-    bandwidth_bytes_per_cycle: PositiveFloat
-    latency_cycles: Cycles = 0
-
-
 class Chip(Spec):
-    name: str = "chip"
-    count: PositiveInt = 1
-    units: list[Unit]
-    memories: list[Memory]
-    links: list[Link] = []
+    """One kind of chip, `count` identical copies. Units exchange data through the chip's memories and
+    their own input/output buffers (a bespoke pipeline chains units through those buffers)."""
+
+    name: Name = "chip"
+    count: ChipCount = 1
+    units: list[Unit] = Field(min_length=1, max_length=MAX_UNITS_PER_CHIP)
+    memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP)
 
     @model_validator(mode="after")
     def _names_resolve(self) -> "Chip":
-        _unique("unit", [u.name for u in self.units])
-        _unique("memory", [m.name for m in self.memories])
+        problems: list[Problem] = []
+        problems += _duplicates("unit", [u.name for u in self.units], "units")
+        problems += _duplicates("memory", [m.name for m in self.memories], "memories")
         memories = {m.name for m in self.memories}
-        for u in self.units:
-            for m in (*u.reads, *u.writes):
-                if m not in memories:
-                    raise ValueError(f"unit {u.name!r} names memory {m!r}, which chip {self.name!r} does not "
-                                     f"have (memories: {', '.join(sorted(memories))})")
-        endpoints = memories | {u.name for u in self.units}
-        for link in self.links:
-            for end in (link.src, link.dst):
-                if end not in endpoints:
-                    raise ValueError(f"link {link.src}->{link.dst}: no unit or memory {end!r} on chip "
-                                     f"{self.name!r} (known: {', '.join(sorted(endpoints))})")
+        for i, u in enumerate(self.units):
+            if u.name in memories:
+                problems.append((("units", i, "name"), f"unit {u.name!r} has the name of a memory of chip "
+                                 f"{self.name!r}; a unit and a memory must be told apart by name", u.name))
+            for port in ("reads", "writes"):
+                for j, m in enumerate(getattr(u, port)):
+                    if m not in memories:
+                        problems.append((("units", i, port, j), f"unit {u.name!r} names memory {m!r}, which chip "
+                                         f"{self.name!r} does not have (memories: {', '.join(sorted(memories))})", m))
+        instances = sum(u.count for u in self.units)
+        rng = RANGES["unit_instances_per_chip"]
+        if instances > rng.hi:
+            problems.append((("units",), f"{instances} unit instances on chip {self.name!r} (the sum of the units' "
+                             f"counts): {rng.describe()}", instances))
+        raise_problems("Chip", problems)
         return self
 
 
@@ -168,7 +233,7 @@ class Interconnect(Bandwidth):
     """Links between chips; the bandwidth is per link and direction."""
 
     topology: Literal["ring", "fully_connected"]
-    link_latency_cycles: Cycles = 0
+    link_latency_cycles: LatencyCycles = 0
     energy_pj_per_byte: Energy | None = None
 
 
@@ -176,19 +241,46 @@ class HwSpec(Spec):
     """A whole machine. `bytes_per_element` maps the graph's dtypes to the precision the hardware
     stores and computes in (e.g. float32 -> 1 for an int8 array)."""
 
-    name: str
-    description: str = ""
+    name: Name
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
     clock_hz: Hertz
-    bytes_per_element: dict[Literal["float32", "float64", "int64"], PositiveInt] = \
-        dict(NUMPY_BYTES)
-    chips: list[Chip] = Field(min_length=1)
+    bytes_per_element: dict[Literal["float32", "float64", "int64"], BytesPerElement] = dict(NUMPY_BYTES)
+    chips: list[Chip] = Field(min_length=1, max_length=MAX_CHIP_KINDS)
     interconnect: Interconnect | None = None
 
     @model_validator(mode="after")
-    def _interconnect_when_several_chips(self) -> "HwSpec":
-        if self.n_chips > 1 and self.interconnect is None:
-            raise ValueError(f"{self.n_chips} chips need an interconnect (topology, link bandwidth, latency)")
+    def _machine_is_consistent(self) -> "HwSpec":
+        problems: list[Problem] = _duplicates("chip", [c.name for c in self.chips], "chips")
+        n = self.n_chips
+        if n > RANGES["total_chips"].hi:
+            problems.append((("chips",), f"{n} chips in all (the sum of the chips' counts): "
+                             f"{RANGES['total_chips'].describe()}", n))
+        if n > 1 and self.interconnect is None:
+            problems.append(((), f"{n} chips need an interconnect (topology, link bandwidth, latency)", None))
+        problems += self._per_second_bandwidths_in_range()
+        raise_problems("HwSpec", problems)
         return self
+
+    def _per_second_bandwidths_in_range(self) -> list[Problem]:
+        """A bandwidth in bytes/s becomes bytes per cycle through the clock; both ends must be physical."""
+        found: list[tuple[tuple[str | int, ...], Bandwidth]] = [(("interconnect",), self.interconnect)]
+        for c, chip in enumerate(self.chips):
+            found += [(("chips", c, "memories", i), m) for i, m in enumerate(chip.memories)]
+            for i, u in enumerate(chip.units):
+                found += [(("chips", c, "units", i, b), getattr(u, b)) for b in ("input_buffer", "output_buffer")]
+        problems: list[Problem] = []
+        rng = RANGES["bytes_per_cycle"]
+        for loc, bw in found:
+            if bw is None or bw.bandwidth_bytes_per_s is None:
+                continue
+            per_cycle = bw.bandwidth_bytes_per_s / self.clock_hz
+            try:
+                check_in_range(per_cycle, rng)
+            except ValueError:
+                problems.append(((*loc, "bandwidth_bytes_per_s"), f"{bw.bandwidth_bytes_per_s:g} bytes/s at a "
+                                 f"{self.clock_hz:g} Hz clock is {per_cycle:g} bytes per cycle: {rng.describe()}",
+                                 bw.bandwidth_bytes_per_s))
+        return problems
 
     @property
     def n_chips(self) -> int:
@@ -198,9 +290,11 @@ class HwSpec(Spec):
         return self.bytes_per_element.get(dtype, NUMPY_BYTES[dtype])
 
 
-def _unique(what: str, names: list[str]) -> None:
-    seen = set()
-    for n in names:
-        if n in seen:
-            raise ValueError(f"two {what}s are named {n!r}")
-        seen.add(n)
+def _duplicates(what: str, names: list[str], key: str) -> list[Problem]:
+    first: dict[str, int] = {}
+    problems: list[Problem] = []
+    for i, n in enumerate(names):
+        if n in first:
+            problems.append(((key, i, "name"), f"two {what}s are named {n!r} ({key}[{first[n]}] and {key}[{i}])", n))
+        first.setdefault(n, i)
+    return problems

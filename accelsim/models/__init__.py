@@ -1,11 +1,21 @@
-"""Model zoo: `build(name, **options)` returns a forward Graph with its loss set."""
+"""Model zoo: `build(name, **options)` returns a forward Graph with its loss set and its `source`.
+
+Options are checked against the type of their default (ints in INT_RANGES or 1..MAX_DIMENSION,
+finite floats, tuples of positive ints, dtype a float dtype), and the built graph against
+ModelLimits (2**31 elements in one tensor, 2**34 in all by default), before anything is allocated.
+"""
 from __future__ import annotations
 
 import inspect
+import math
+from dataclasses import dataclass, fields
+from numbers import Integral, Real
 from typing import Any, Callable
 
 from accelsim.errors import AccelsimError, ModelError
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import FLOAT_DTYPES, NUMPY_BYTES, Graph
+from accelsim.graph.provenance import ModelSource
+from accelsim.ops.registry import numel
 from accelsim.models import sizes  # noqa: F401  (small option sets: A.models.sizes.SMALL, TINY)
 from accelsim.models.cnn import resnet50, resnet_block, superres
 from accelsim.models.small import mlp, regression, seed_autodiff
@@ -28,39 +38,117 @@ def options(name: str) -> dict[str, Any]:
 
 
 def _builder(name: str) -> Callable[..., Graph]:
-    if name not in MODELS:
+    if not isinstance(name, str) or name not in MODELS:
         raise ModelError(f"unknown model {name!r}; available models: {', '.join(MODELS)}")
     return MODELS[name]
 
 
+# Integer options are sizes: at least 1 and at most one tensor's element limit, unless listed here.
+MAX_DIMENSION = 2**31 - 1
+MAX_LAYERS = 128  # gpt2 blocks, mlp layers: the graph's node count (and build time) grows with them
+INT_RANGES: dict[str, tuple[int, int]] = {"seed": (0, 2**32 - 1), "layers": (1, MAX_LAYERS)}
+FLOAT_RANGES: dict[tuple[str, str], tuple[float, str]] = {("seed_autodiff", "x1"): (0.0, "> 0 (ln(x1) is taken)")}
+CHOICES: dict[str, tuple[str, ...]] = {"dtype": FLOAT_DTYPES}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """The largest graph `build` makes. Shapes cost nothing, but evaluating or checking a graph
+    allocates its tensors: 2**31 elements are 8 GiB as float32, 2**34 are 64 GiB."""
+
+    max_tensor_elements: int = 2**31  # the largest single tensor of the forward graph
+    max_total_elements: int = 2**34  # all tensors of the forward graph together
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
+                raise ModelError(f"ModelLimits.{f.name}={value!r} is invalid; expected a positive int")
+
+
+DEFAULT_LIMITS = ModelLimits()
+
+
+def _int_option(value: Any, low: int, high: int) -> int | None:
+    if isinstance(value, Integral) and not isinstance(value, bool) and low <= value <= high:
+        return int(value)
+    return None
+
+
+def _tuple_option(value: Any) -> tuple[int, ...] | None:
+    """`16,8,4`, `(16, 8, 4)`, `[16, 8, 4]` (strings, as --set gives them) or a list/tuple of ints."""
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.strip().strip("()[]").split(",")]
+        if not all(p.isdigit() and p.isascii() for p in parts):
+            return None
+        value = [int(p) for p in parts]
+    if not isinstance(value, (list, tuple)) or not 2 <= len(value) <= MAX_LAYERS + 1:
+        return None
+    ints = [_int_option(v, 1, MAX_DIMENSION) for v in value]
+    return None if None in ints else tuple(ints)  # type: ignore[arg-type]
+
+
 def _check_option(name: str, key: str, value: Any, default: Any) -> Any:
-    """Coerce `value` to the type of the default and reject nonsense (sizes must be positive)."""
-    try:
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= (0 if default == 0 else 1)
-        elif isinstance(default, float):
-            value = float(value)
-            ok = True
-        elif isinstance(default, tuple):
-            parts = value.replace("(", "").replace(")", "").split(",") if isinstance(value, str) else value
-            value = tuple(int(v) for v in parts)
-            ok = len(value) >= 2 and all(v > 0 for v in value)
-        else:
-            ok = isinstance(value, type(default))
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        kind = ("a non-negative integer" if default == 0 else "a positive integer") \
-            if isinstance(default, int) and not isinstance(default, bool) else \
-            f"a {type(default).__name__} like {default!r}"
-        raise ModelError(f"model {name!r}: option {key}={value!r} is invalid; expected {kind}")
-    return value
+    """`value` with the type of the default, inside its range; else a ModelError naming both."""
+    checked: Any = None
+    if key in CHOICES:
+        checked = value if isinstance(value, str) and value in CHOICES[key] else None
+        expected = "one of " + ", ".join(CHOICES[key])
+    elif isinstance(default, bool):
+        checked = value if isinstance(value, bool) else None
+        expected = "true or false"
+    elif isinstance(default, int):
+        low, high = INT_RANGES.get(key, (1, MAX_DIMENSION))
+        checked = _int_option(value, low, high)
+        expected = f"an integer from {low} to {high}"
+    elif isinstance(default, float):
+        low, rule = FLOAT_RANGES.get((name, key), (-math.inf, ""))
+        if isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value) and value > low:
+            checked = float(value)
+        expected = f"a finite number{' ' + rule if rule else ''}"
+    elif isinstance(default, tuple):
+        checked = _tuple_option(value)
+        expected = (f"2 to {MAX_LAYERS + 1} integers from 1 to {MAX_DIMENSION}, e.g. "
+                    f"{','.join(map(str, default))} or [{', '.join(map(str, default))}]")
+    else:
+        checked = value if isinstance(value, type(default)) else None
+        expected = f"a {type(default).__name__} like {default!r}"
+    if checked is None:
+        raise ModelError(f"model {name!r}: option {key}={value!r} is invalid; expected {expected}")
+    return checked
 
 
-def build(name: str, **opts: Any) -> Graph:
-    """Build model `name`; unknown or invalid options raise ModelError naming them."""
+def _check_size(name: str, given: dict[str, Any], graph: Graph, limits: ModelLimits) -> None:
+    """Refuse a graph whose tensors would be too large to evaluate, with the estimate."""
+    largest = max(graph.nodes, key=lambda n: numel(n.shape))
+    total = sum(numel(n.shape) for n in graph.nodes)
+    nbytes = NUMPY_BYTES[graph.dtype]
+    problems = []
+    if numel(largest.shape) > limits.max_tensor_elements:
+        problems.append(f"its largest tensor, %{largest.id} {largest.name!r} of shape {largest.shape}, has "
+                        f"{numel(largest.shape):.3g} elements ({_bytes_str(numel(largest.shape) * nbytes)} as "
+                        f"{graph.dtype}), over the limit of {limits.max_tensor_elements} (max_tensor_elements)")
+    if total > limits.max_total_elements:
+        problems.append(f"its {len(graph.nodes)} tensors hold {total:.3g} elements in all "
+                        f"({_bytes_str(total * nbytes)}), over the limit of {limits.max_total_elements} "
+                        "(max_total_elements)")
+    if problems:
+        with_opts = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "its default options"
+        raise ModelError(f"model {name!r} with {with_opts}: " + "; ".join(problems) + ". Use smaller options, "
+                         f"or raise the limit: models.build({name!r}, ..., limits=models.ModelLimits(...))")
+
+
+def _bytes_str(nbytes: int) -> str:
+    for unit, scale in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} bytes"
+
+
+def build(name: str, *, limits: ModelLimits = DEFAULT_LIMITS, **opts: Any) -> Graph:
+    """Build model `name`; unknown or invalid options, or a graph over `limits`, raise ModelError."""
+    if not isinstance(limits, ModelLimits):
+        raise ModelError(f"model {name!r}: limits={limits!r} is invalid; expected a models.ModelLimits")
     defaults = options(name)
     for key in opts:
         if key not in defaults:
@@ -71,5 +159,6 @@ def build(name: str, **opts: Any) -> Graph:
         graph = _builder(name)(**checked)
     except AccelsimError as e:
         raise type(e)(f"model {name!r} with options {checked}: {e}") from None
-    graph.meta.update(model=name, options={**defaults, **checked})
+    _check_size(name, checked, graph, limits)
+    graph.source = ModelSource(name, tuple({**defaults, **checked}.items()))
     return graph

@@ -1,6 +1,7 @@
 """Elementwise ops (numpy broadcasting for binary ones) and their backward-only helpers."""
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -8,7 +9,10 @@ import numpy as np
 from accelsim.errors import ShapeError
 from accelsim.ops.registry import Example, OpDef, Shape, apply, numel, register
 
-_GELU_C = float(np.sqrt(2.0 / np.pi))
+# GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel
+# 2016, as GPT-2 and PyTorch's approximate="tanh"). Every kernel imports these two.
+GELU_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+GELU_CUBIC = 0.044715
 
 
 def broadcast_shape(*shapes: Shape) -> Shape:
@@ -187,12 +191,12 @@ _unary("tanh_grad", lambda g, y: g * (1.0 - y * y), None, flops_per_elem=3, back
 
 
 def _gelu_ref(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)))
 
 
 def _gelu_grad_ref(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-    t = np.tanh(_GELU_C * (x + 0.044715 * x**3))
-    dt = (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x)
+    t = np.tanh(GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3))
+    dt = (1.0 - t * t) * GELU_SQRT_2_OVER_PI * (1.0 + 3 * GELU_CUBIC * x * x)
     return g * (0.5 * (1.0 + t) + 0.5 * x * dt)
 
 

@@ -17,7 +17,8 @@ def prune_to_outputs(graph: Graph, outputs: Iterable[str], name: str | None = No
     for node in reversed(graph.nodes):
         if node.id in live:
             live.update(node.inputs)
-    out = Graph(name=name or graph.name, dtype=graph.dtype, seed=graph.seed, meta=dict(graph.meta))
+    out = Graph(name=name or graph.name, dtype=graph.dtype, seed=graph.seed, source=graph.source,
+                optimizer=graph.optimizer)
     new_id: dict[int, int] = {}
     for node in graph.nodes:
         if node.id not in live:

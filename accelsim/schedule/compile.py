@@ -1,38 +1,39 @@
 """`compile(graph, hw, ...)`: the static scheduler's entry point (Graph, HwSpec -> Schedule)."""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
+from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
+from accelsim.limits import DEFAULT_LIMITS, Limits, check_step_options, check_step_size
 from accelsim.schedule.bounds import lower_bounds
-from accelsim.schedule.expand import expand
-from accelsim.schedule.list_sched import PRIORITIES, list_schedule
-from accelsim.schedule.plan import Options, Schedule, Task, Tensor, graph_hash, hw_hash
+from accelsim.schedule.expand import Plan, expand
+from accelsim.schedule.list_sched import PRIORITIES, MemoryPlanner, Timed, list_schedule
+from accelsim.schedule.memory import Block
+from accelsim.schedule.plan import (Candidate, MemoryUse, Options, Schedule, Source, Task, Tensor, graph_hash,
+                                    hw_hash, peak_bytes)
 from accelsim.schedule.ports import unit_ports
+from accelsim.schedule.validate import validate_schedule
 
 
-def _peak(blocks) -> int:
-    events = sorted([(b.start, b.size_bytes) for b in blocks] + [(int(b.end), -b.size_bytes) for b in blocks])
-    peak = live = 0
-    for _, delta in events:  # frees sort before allocations at the same cycle (half-open intervals)
-        live += delta
-        peak = max(peak, live)
-    return peak
+def _block_peak(blocks: list[Block]) -> int:
+    return peak_bytes([(b.start, int(b.end), b.size_bytes) for b in blocks])
 
 
-def _source(graph: Graph) -> dict:
-    """What rebuilds the graph: the model and its options, and the training settings if any."""
-    meta = graph.meta
-    if "model" not in meta:
-        return {}
-    out = {"model": meta["model"], "options": dict(meta.get("options", {})), "training": meta.get("training", False)}
-    if meta.get("training"):
-        out.update({k: meta[k] for k in ("optimizer", "lr", "momentum", "beta1", "beta2", "eps", "step")})
-    return out
+def source_of(graph: Graph) -> Source | None:
+    """What rebuilds the graph: the zoo model and its options, and the training settings if any."""
+    if graph.source is None:
+        return None
+    optimizer = graph.optimizer.kwargs() if graph.optimizer is not None else None
+    return Source(model=graph.source.model, options=graph.source.options_dict(), optimizer=optimizer)
 
 
-def _batch(graph: Graph) -> int:
+def samples_per_microbatch(graph: Graph) -> int:
     """Samples in one micro-batch: the model's `batch` option, else the first input's leading axis."""
-    batch = graph.meta.get("options", {}).get("batch")
+    batch = graph.source.options_dict().get("batch") if graph.source is not None else None
     if batch is None:
         first = next((n for n in graph.nodes if n.op == "input" and n.shape), None)
         batch = first.shape[0] if first is not None else 1
@@ -47,51 +48,88 @@ def _auto_window(graph: Graph, hw: HwSpec, options: Options) -> int:
     fits = []
     for row in mem.order:
         _, arena = row[0]
-        peak = _peak(arena.blocks)
+        peak = _block_peak(arena.blocks)
         if peak:
             fits.append(arena.capacity_bytes // peak)
     return max(1, min(fits, default=options.microbatches))
 
 
-def compile(graph: Graph, hw: HwSpec, microbatches: int = 1, data_parallel: int = 1,  # noqa: A001
-            pipeline_stages: int = 1, max_in_flight: int | None = None, validate: bool = True) -> Schedule:
+def _hardware(hw: HwSpec | str | Path | dict[str, Any]) -> HwSpec:
+    """The obvious forms of a hardware argument: an HwSpec, a bundled name, a path, a parsed dict."""
+    return hw if isinstance(hw, HwSpec) else load_hw(hw)
+
+
+def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches: int = 1,  # noqa: A001
+            data_parallel: int = 1, pipeline_stages: int = 1, max_in_flight: int | None = None,
+            validate: bool = True, limits: Limits | None = None) -> Schedule:
     """List-schedule one step of `graph` (training or inference) on `hw`.
 
     `max_in_flight` micro-batches of a replica may be active at once; by default as many as fit
-    the fastest memory, judged from a one-micro-batch schedule (parallelism needs memory)."""
+    the fastest memory, judged from a one-micro-batch schedule (parallelism needs memory). The
+    step's size is estimated first and refused above `limits` (accelsim.limits.DEFAULT_LIMITS)."""
+    if not isinstance(graph, Graph):
+        raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
+                            f"{type(graph).__name__}")
+    hw = _hardware(hw)
+    check_step_options(microbatches, data_parallel, pipeline_stages, max_in_flight)
+    check_step_size(graph, microbatches, data_parallel, pipeline_stages, limits or DEFAULT_LIMITS)
     options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages)
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
+    if window is not None:
+        window = min(window, microbatches)
+    options = options.model_copy(update={"max_in_flight": window})
     plan = expand(graph, hw, options, window)
     # both priorities, the shorter schedule (the first on a tie): which wins depends on the design
     runs = [list_schedule(plan, hw, priority) for priority in PRIORITIES]
     timed, mem = min(runs, key=lambda run: max((x.end for x in run[0]), default=0))
-    reads = unit_ports(plan.chips)
+    schedule = _schedule(graph, hw, options, plan, timed, mem)
+    if validate:
+        validate_schedule(schedule, graph, hw, plan=plan)
+    return schedule
+
+
+def _candidates(plan: Plan) -> tuple[list[tuple[Candidate, ...]], list[int]]:
+    """Every distinct candidate list once, and each task's index into them."""
+    table: dict[tuple, int] = {}
+    index = []
+    for t in plan.tasks:
+        index.append(table.setdefault(t.options, len(table)))
+    lists = [tuple(Candidate(resource=r, instances=n, cycles=c) for r, n, c in options) for options in table]
+    return lists, index
+
+
+def _schedule(graph: Graph, hw: HwSpec, options: Options, plan: Plan, timed: list[Timed],
+              mem: MemoryPlanner) -> Schedule:
+    candidates, index = _candidates(plan)
+    ports = {(c, u): memory for (c, u), (_, memory) in unit_ports(plan.chips).items()}
     tasks = tuple(Task(id=t.id, kind=t.kind, node=t.node, op=t.op, phase=t.phase, microbatch=t.microbatch,
-                       replica=t.replica, stage=t.stage, chip=t.chip, resource=x.resource, instance=x.instance,
-                       start=x.start, end=x.end, deps=tuple(t.deps), bytes_moved=t.port_bytes,
-                       port=reads.get((t.chip, x.resource), x.resource)) for t, x in zip(plan.tasks, timed))
+                       replica=t.replica, stage=t.stage, chip=t.chip, out_chip=t.out_chip, resource=x.resource,
+                       instance=x.instance, start=x.start, end=x.end, deps=tuple(t.deps), candidates=index[t.id],
+                       reads=tuple(t.reads), out_bytes=t.out_bytes, bytes_moved=t.port_bytes,
+                       port=ports.get((t.chip, x.resource), ""), keep=t.keep, group=t.group,
+                       energy_pj=float(t.energy_pj))
+                  for t, x in zip(plan.tasks, timed))
     tensors = []
-    for arena in mem.arenas.values():
+    for (chip, memory), arena in mem.arenas.items():
         for b in arena.blocks:
             if b.key[0] == "out":
                 t = plan.tasks[b.key[1]]
                 node, mb, replica, task = t.node, t.microbatch, t.replica, t.id
             else:
-                (node, mb, replica), _chip = b.key[1], b.key[2]
+                _, node, mb, replica, _chip = b.key
                 task = -1
-            tensors.append(Tensor(node=node, microbatch=mb, replica=replica, task=task, memory=arena.name,
+            tensors.append(Tensor(node=node, microbatch=mb, replica=replica, task=task, chip=chip, memory=memory,
                                   offset=b.offset, size_bytes=b.size_bytes, start=b.start, end=int(b.end)))
-    tensors.sort(key=lambda x: (x.memory, x.start, x.offset))
-    batch = _batch(graph)
-    schedule = Schedule(
+    tensors.sort(key=lambda x: (x.chip, x.memory, x.start, x.offset))
+    memories = tuple(MemoryUse(chip=chip, memory=memory, capacity_bytes=arena.capacity_bytes,
+                               peak_bytes=_block_peak(arena.blocks)) for (chip, memory), arena in mem.arenas.items())
+    m, d = options.microbatches, options.data_parallel
+    return Schedule(
         graph_name=graph.name, graph_hash=graph_hash(graph), hw_name=hw.name, hw_hash=hw_hash(hw),
         clock_hz=hw.clock_hz, options=options, training=any(n.phase == "update" for n in graph.nodes),
-        samples_per_step=batch * microbatches * data_parallel, tasks=tasks, tensors=tuple(tensors),
-        memory_capacity_bytes={a.name: a.capacity_bytes for a in mem.arenas.values()},
-        peak_memory_bytes={a.name: _peak(a.blocks) for a in mem.arenas.values()},
-        makespan_cycles=max((t.end for t in tasks), default=0), bounds=lower_bounds(plan, hw),
-        source=_source(graph))
-    if validate:
-        from accelsim.schedule.validate import validate_schedule
-        validate_schedule(schedule, graph, hw)
-    return schedule
+        samples_per_step=samples_per_microbatch(graph) * m * d, candidates=tuple(candidates), tasks=tasks,
+        tensors=tuple(tensors), memories=memories, makespan_cycles=max((t.end for t in tasks), default=0),
+        bounds=lower_bounds(plan, hw), energy_pj=sum(t.energy_pj for t in tasks) if plan.has_energy else None,
+        source=source_of(graph))
+
+

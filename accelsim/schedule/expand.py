@@ -1,11 +1,10 @@
 """Expand a graph into the task DAG a step executes: node tasks per (micro-batch, replica), gradient
 accumulation over micro-batches, all-reduce over replicas, transfers between chips, with every
-task's candidate resources and their costs (Graph, HwSpec, options -> list[TaskSpec])."""
+task's candidate resources and their costs (Graph, HwSpec, options -> Plan)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from accelsim.cost.model import capable_units, node_cost
 from accelsim.errors import ScheduleError
@@ -13,13 +12,17 @@ from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.ops import add
 from accelsim.ops.registry import numel
-from accelsim.schedule.plan import PER_STEP, Options
+from accelsim.schedule.levels import chip_list
+from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Options
 from accelsim.schedule.stages import partition_stages
+
+Option = tuple[str, int, int]
+"""(resource, instances, cycles): one resource a task may run on."""
 
 
 @dataclass
 class TaskSpec:
-    """A task before it has a time: `options` are (resource, instances, cycles) it may run on."""
+    """A task before it has a time: `options` are the resources it may run on and their costs."""
 
     id: int
     kind: str
@@ -32,12 +35,13 @@ class TaskSpec:
     chip: int
     out_chip: int
     deps: list[int]
-    options: list[tuple[str, int, int]]
+    options: tuple[Option, ...]
     out_bytes: int
     port_bytes: int = 0  # bytes streamed through a memory port or a link while it runs
     keep: bool = False  # its output is a result of the step (a forward output, an update): never freed
     group: int = -1  # all-reduce tasks of one gradient share a group and are scheduled together
-    reads: list[tuple[int, int, int]] = field(default_factory=list)  # leaf tensors: (node, mb, replica)
+    reads: list[tuple[int, int]] = field(default_factory=list)  # leaf tensors on its chip: (node, mb)
+    energy_pj: float = 0.0
 
 
 @dataclass
@@ -50,10 +54,7 @@ class Plan:
     chip_of: dict[tuple[int, int], int]  # (replica, stage) -> chip
     leaf_bytes: dict[int, int]
     node_names: list[str]
-
-
-def chip_list(hw: HwSpec) -> list[Chip]:
-    return [c for c in hw.chips for _ in range(c.count)]
+    has_energy: bool = False
 
 
 def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int], int]:
@@ -67,144 +68,202 @@ def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int], int]:
     return {(r, s): (r * p + s) % n_chips for r in range(d) for s in range(p)}
 
 
-def _hops(hw: HwSpec, a: int, b: int, n: int) -> int:
-    if hw.interconnect is None or hw.interconnect.topology == "fully_connected":
-        return 1
-    return min(abs(a - b), n - abs(a - b))
+class CostTable:
+    """Candidate resources and costs of graph nodes and accumulations per chip, computed once each."""
+
+    def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
+        self.graph, self.hw, self.chips = graph, hw, chips
+        self._node: dict[tuple[int, int], tuple[Option, ...]] = {}
+        self._energy: dict[tuple[int, int], float] = {}
+        self._add: dict[tuple[tuple[int, ...], str, int], tuple[Option, ...]] = {}
+        self.has_energy = False
+
+    def node_options(self, node_id: int, chip: int) -> tuple[Option, ...]:
+        key = (node_id, chip)
+        if key not in self._node:
+            node = self.graph.nodes[node_id]
+            costs = [node_cost(self.hw, self.graph, node, u, self.chips[chip])
+                     for u in capable_units(self.hw, self.graph, node, self.chips[chip])]
+            units = {u.name: u for u in self.chips[chip].units}
+            self._node[key] = tuple((c.unit, 1 if units[c.unit].gang else units[c.unit].count, c.cycles)
+                                    for c in costs)
+            # energy of the cheapest unit: what the step costs if each node runs where it is fastest
+            best = min(costs, key=lambda c: c.cycles)
+            self._energy[key] = best.energy_pj or 0.0
+            self.has_energy |= best.energy_pj is not None
+        return self._node[key]
+
+    def node_energy(self, node_id: int, chip: int) -> float:
+        self.node_options(node_id, chip)
+        return self._energy[(node_id, chip)]
+
+    def node_bytes(self, node_id: int) -> int:
+        """Bytes a node streams through its unit's memory port (the same on every unit)."""
+        node = self.graph.nodes[node_id]
+        c = node_cost(self.hw, self.graph, node, capable_units(self.hw, self.graph, node, self.chips[0])[0],
+                      self.chips[0])
+        return c.bytes_read + c.bytes_written
+
+    def add_options(self, shape: tuple[int, ...], dtype: str, chip: int) -> tuple[Option, ...]:
+        key = (shape, dtype, chip)
+        if key not in self._add:
+            g = Graph("accumulate", dtype="float64" if dtype == "float64" else "float32")
+            s = add(g.input("a", shape), g.input("b", shape))
+            units = capable_units(self.hw, g, s.node, self.chips[chip])
+            self._add[key] = tuple((u.name, 1 if u.gang else u.count,
+                                    node_cost(self.hw, g, s.node, u, self.chips[chip]).cycles) for u in units)
+        return self._add[key]
+
+
+class Planner:
+    """Builds a Plan task by task. State: the tasks so far, which task produces each (node, micro-batch,
+    replica) value, and the transfers already made, so a value crosses a link once per destination."""
+
+    def __init__(self, graph: Graph, hw: HwSpec, options: Options) -> None:
+        self.graph, self.hw, self.options = graph, hw, options
+        self.chips = chip_list(hw)
+        self.chip_of = chip_map(len(self.chips), options)
+        self.costs = CostTable(graph, hw, self.chips)
+        ic = hw.interconnect
+        self.link_bytes_per_cycle = ic.bytes_per_cycle(hw.clock_hz) if ic else 0.0
+        self.link_latency = ic.link_latency_cycles if ic else 0
+        self.compute = [n for n in graph.nodes if not n.is_leaf]
+        serial = {n.id: min(c for _, _, c in self.costs.node_options(n.id, 0)) for n in self.compute}
+        self.stage = partition_stages(graph, serial, options.pipeline_stages)
+        self.grad_nodes = graph.gradient_nodes()
+        self.results = set(graph.outputs.values())
+        self.tasks: list[TaskSpec] = []
+        self.producer: dict[tuple[int, int, int], int] = {}
+        self.transfers: dict[tuple[int, int], int] = {}
+
+    def nbytes(self, node: Node) -> int:
+        return numel(node.shape) * self.hw.elem_bytes(node.dtype)
+
+    def new(self, **fields) -> TaskSpec:
+        t = TaskSpec(id=len(self.tasks), **fields)
+        self.tasks.append(t)
+        return t
+
+    def hops(self, a: int, b: int) -> int:
+        ic = self.hw.interconnect
+        if ic is None or ic.topology == "fully_connected":
+            return 1
+        n = len(self.chips)
+        return min(abs(a - b), n - abs(a - b))
+
+    def on_chip(self, src: int, chip: int) -> int:
+        """The task whose output is task `src`'s tensor on `chip` (a transfer if it lives elsewhere)."""
+        t = self.tasks[src]
+        if t.out_chip == chip:
+            return src
+        if (src, chip) not in self.transfers:
+            nb = t.out_bytes
+            cycles = max(1, math.ceil(nb / self.link_bytes_per_cycle) + self.link_latency * self.hops(t.out_chip, chip))
+            tr = self.new(kind="transfer", node=t.node, op="transfer", phase=t.phase, microbatch=t.microbatch,
+                          replica=t.replica, stage=t.stage, chip=t.out_chip, out_chip=chip, deps=[src],
+                          options=((LINK, 1, cycles),), out_bytes=nb, port_bytes=nb)
+            self.transfers[(src, chip)] = tr.id
+        return self.transfers[(src, chip)]
+
+    def node_task(self, n: Node, mb: int, replica: int) -> TaskSpec:
+        """Node `n` for micro-batch `mb` (PER_STEP for an update) of `replica`, reading its inputs'
+        values of the same micro-batch; an update reads the step's reduced gradients, its own
+        per-step values, and the last micro-batch's forward values."""
+        chip = self.chip_of[(replica, self.stage[n.id])]
+        deps, reads = [], []
+        for i in n.inputs:
+            src = self.graph.nodes[i]
+            if src.is_leaf:
+                reads.append((i, mb if src.op == "input" else PER_STEP))
+                continue
+            deps.append(self.on_chip(self.producer[(i, self.source_mb(src, mb), replica)], chip))
+        t = self.new(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
+                     stage=self.stage[n.id], chip=chip, out_chip=chip, deps=sorted(set(deps)),
+                     options=self.costs.node_options(n.id, chip), out_bytes=self.nbytes(n),
+                     port_bytes=self.costs.node_bytes(n.id), reads=reads,
+                     keep=n.id in self.results and n.phase != "backward",
+                     energy_pj=self.costs.node_energy(n.id, chip))
+        self.producer[(n.id, mb, replica)] = t.id
+        return t
+
+    def source_mb(self, src: Node, mb: int) -> int:
+        if mb != PER_STEP:
+            return mb
+        if src.phase == "update" or src.id in self.grad_nodes:
+            return PER_STEP
+        return self.options.microbatches - 1
+
+    def micro_batches(self, replica: int, window: int) -> None:
+        """Forward and backward tasks of every micro-batch; micro-batch mb's first tasks wait for
+        micro-batch mb - window to end, so at most `window` are in flight."""
+        sinks: dict[int, list[int]] = {}
+        for mb in range(self.options.microbatches):
+            first = len(self.tasks)
+            for n in self.compute:
+                if n.phase == "update":
+                    continue
+                t = self.node_task(n, mb, replica)
+                if not t.deps and mb >= window:
+                    t.deps = list(sinks[mb - window])
+            has_succ = {d for t in self.tasks[first:] for d in t.deps}
+            sinks[mb] = [t.id for t in self.tasks[first:] if t.id not in has_succ and t.microbatch == mb]
+
+    def accumulate(self, g: int, replica: int) -> int:
+        """Sum gradient node `g` over micro-batches on its replica's chip; the last sum's task id."""
+        gn = self.graph.nodes[g]
+        last = self.producer[(g, 0, replica)]
+        chip = self.tasks[last].out_chip
+        for mb in range(1, self.options.microbatches):
+            acc = self.new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb,
+                           replica=replica, stage=self.stage[g], chip=chip, out_chip=chip,
+                           deps=[last, self.producer[(g, mb, replica)]],
+                           options=self.costs.add_options(gn.shape, gn.dtype, chip), out_bytes=self.nbytes(gn),
+                           port_bytes=3 * self.nbytes(gn))
+            last = acc.id
+        return last
+
+    def allreduce(self, g: int, finals: list[int]) -> None:
+        """Sum gradient `g` across replicas: a ring over the chips (2(d-1)/d of its bytes per link,
+        2(d-1) link latencies), or d-1 on-chip additions when the replicas share one chip."""
+        d = len(finals)
+        gn = self.graph.nodes[g]
+        nb = self.nbytes(gn)
+        group = len(self.tasks)
+        if len({self.tasks[f].out_chip for f in finals}) > 1:
+            cycles = math.ceil(2 * (d - 1) / d * nb / self.link_bytes_per_cycle) + 2 * (d - 1) * self.link_latency
+            bytes_moved = math.ceil(2 * (d - 1) / d * nb)
+        else:
+            chip = self.tasks[finals[0]].out_chip
+            cycles = (d - 1) * min(c for _, _, c in self.costs.add_options(gn.shape, gn.dtype, chip))
+            bytes_moved = 3 * (d - 1) * nb
+        for r, f in enumerate(finals):
+            chip = self.tasks[f].out_chip
+            ar = self.new(kind="allreduce", node=g, op="allreduce", phase="backward", microbatch=PER_STEP, replica=r,
+                          stage=self.stage[g], chip=chip, out_chip=chip, deps=sorted(finals),
+                          options=((COLLECTIVE, 1, max(1, cycles)),), out_bytes=nb, port_bytes=bytes_moved,
+                          group=group)
+            self.producer[(g, PER_STEP, r)] = ar.id
+
+    def plan(self, window: int | None) -> Plan:
+        d, m = self.options.data_parallel, self.options.microbatches
+        window = max(1, window or m)
+        for r in range(d):
+            self.micro_batches(r, window)
+        for g in self.grad_nodes:
+            finals = [self.accumulate(g, r) for r in range(d)]
+            if d > 1:
+                self.allreduce(g, finals)
+            else:
+                self.producer[(g, PER_STEP, 0)] = finals[0]
+        for r in range(d):
+            for n in self.compute:
+                if n.phase == "update":
+                    self.node_task(n, PER_STEP, r)
+        leaf_bytes = {n.id: self.nbytes(n) for n in self.graph.nodes if n.is_leaf}
+        return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
+                    [n.name for n in self.graph.nodes], self.costs.has_energy)
 
 
 def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None) -> Plan:
     """`window`: the most micro-batches of a replica in flight at once (None: all of them)."""
-    for key in ("microbatches", "data_parallel", "pipeline_stages"):
-        if getattr(options, key) < 1:
-            raise ScheduleError(f"{key} must be >= 1, got {getattr(options, key)}")
-    chips = chip_list(hw)
-    cmap = chip_map(len(chips), options)
-    m, d = options.microbatches, options.data_parallel
-    clock = hw.clock_hz
-    link_bw = hw.interconnect.bytes_per_cycle(clock) if hw.interconnect else 0.0
-    link_lat = hw.interconnect.link_latency_cycles if hw.interconnect else 0
-
-    def nbytes(node: Node) -> int:
-        return numel(node.shape) * hw.elem_bytes(node.dtype)
-
-    @lru_cache(maxsize=None)
-    def node_options(node_id: int, chip_idx: int) -> tuple[tuple[str, int, int], ...]:
-        chip = chips[chip_idx]
-        node = graph.nodes[node_id]
-        return tuple((u.name, 1 if u.gang else u.count, node_cost(hw, graph, node, u, chip).cycles)
-                     for u in capable_units(hw, graph, node, chip))
-
-    @lru_cache(maxsize=None)
-    def node_bytes(node_id: int) -> int:
-        node = graph.nodes[node_id]
-        unit = capable_units(hw, graph, node, chips[0])[0]
-        c = node_cost(hw, graph, node, unit, chips[0])
-        return c.bytes_read + c.bytes_written
-
-    @lru_cache(maxsize=None)
-    def add_options(shape: tuple[int, ...], dtype: str, chip_idx: int) -> tuple[tuple[str, int, int], ...]:
-        g = Graph("accumulate", dtype="float64" if dtype == "float64" else "float32")
-        s = add(g.input("a", shape), g.input("b", shape))
-        return tuple((u.name, 1 if u.gang else u.count, node_cost(hw, g, s.node, u, chips[chip_idx]).cycles)
-                     for u in capable_units(hw, g, s.node, chips[chip_idx]))
-
-    compute = [n for n in graph.nodes if not n.is_leaf]
-    serial = {n.id: min(c for _, _, c in node_options(n.id, 0)) for n in compute}
-    stage = partition_stages(graph, serial, options.pipeline_stages)
-    tasks: list[TaskSpec] = []
-
-    def new(**kw) -> TaskSpec:
-        t = TaskSpec(id=len(tasks), **kw)
-        tasks.append(t)
-        return t
-
-    # producer[(node, mb, replica)] -> task id; transfers cached per (task, destination chip)
-    producer: dict[tuple[int, int, int], int] = {}
-    moved: dict[tuple[int, int], int] = {}
-
-    def on_chip(src: int, chip: int) -> int:
-        """The task whose output is task `src`'s tensor on `chip` (a transfer if it lives elsewhere)."""
-        t = tasks[src]
-        if t.out_chip == chip:
-            return src
-        if (src, chip) not in moved:
-            nb = t.out_bytes
-            cycles = math.ceil(nb / link_bw) + link_lat * _hops(hw, t.out_chip, chip, len(chips))
-            tr = new(kind="transfer", node=t.node, op="transfer", phase=t.phase, microbatch=t.microbatch,
-                     replica=t.replica, stage=t.stage, chip=t.out_chip, out_chip=chip, deps=[src],
-                     options=[(f"link:{t.out_chip}->{chip}", 1, cycles)], out_bytes=nb, port_bytes=nb)
-            moved[(src, chip)] = tr.id
-        return moved[(src, chip)]
-
-    results = set(graph.outputs.values())
-    update_nodes = [n for n in compute if n.phase == "update"]
-    grad_nodes = sorted({i for n in update_nodes for i in n.inputs if graph.nodes[i].phase == "backward"})
-
-    def node_task(n: Node, mb: int, r: int, source_mb) -> TaskSpec:
-        chip = cmap[(r, stage[n.id])]
-        deps, reads = [], []
-        for i in n.inputs:
-            src = graph.nodes[i]
-            if src.is_leaf:
-                reads.append((i, mb if src.op == "input" else PER_STEP, r))
-                continue
-            deps.append(on_chip(producer[(i, source_mb(src), r)], chip))
-        t = new(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=r, stage=stage[n.id],
-                chip=chip, out_chip=chip, deps=sorted(set(deps)), options=list(node_options(n.id, chip)),
-                out_bytes=nbytes(n), port_bytes=node_bytes(n.id), reads=reads,
-                keep=n.id in results and n.phase != "backward")
-        producer[(n.id, mb, r)] = t.id
-        return t
-
-    window = max(1, window or m)
-    for r in range(d):
-        sinks: dict[int, list[int]] = {}
-        for mb in range(m):
-            first = len(tasks)
-            for n in compute:
-                if n.phase != "update":
-                    t = node_task(n, mb, r, lambda src, mb=mb: mb)
-                    if not t.deps and mb >= window:
-                        # at most `window` micro-batches in flight: start after micro-batch mb - window ends
-                        t.deps = list(sinks[mb - window])
-            has_succ = {d for t in tasks[first:] for d in t.deps}
-            sinks[mb] = [t.id for t in tasks[first:] if t.id not in has_succ and t.microbatch == mb]
-    # gradients: accumulate over micro-batches, then all-reduce over replicas
-    for g in grad_nodes:
-        gn = graph.nodes[g]
-        finals = []
-        for r in range(d):
-            last = producer[(g, 0, r)]
-            chip = tasks[last].out_chip
-            for mb in range(1, m):
-                acc = new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb, replica=r,
-                          stage=stage[g], chip=chip, out_chip=chip, deps=[last, producer[(g, mb, r)]],
-                          options=list(add_options(gn.shape, gn.dtype, chip)), out_bytes=nbytes(gn),
-                          port_bytes=3 * nbytes(gn))
-                last = acc.id
-            finals.append(last)
-        if d > 1:
-            group = len(tasks)
-            ring_chips = {tasks[f].out_chip for f in finals}
-            nb = nbytes(gn)
-            if len(ring_chips) > 1:  # ring all-reduce: 2(d-1)/d of the bytes per link, 2(d-1) latencies
-                cycles = math.ceil(2 * (d - 1) / d * nb / link_bw) + 2 * (d - 1) * link_lat
-                moved = math.ceil(2 * (d - 1) / d * nb)
-            else:  # replicas on one chip: d-1 on-chip additions
-                cycles = (d - 1) * min(c for _, _, c in add_options(gn.shape, gn.dtype, tasks[finals[0]].out_chip))
-                moved = 3 * (d - 1) * nb
-            for r, f in enumerate(finals):
-                chip = tasks[f].out_chip
-                ar = new(kind="allreduce", node=g, op="allreduce", phase="backward", microbatch=PER_STEP, replica=r,
-                         stage=stage[g], chip=chip, out_chip=chip, deps=sorted(finals), options=[("allreduce", 1, cycles)],
-                         out_bytes=nb, port_bytes=moved, group=group)
-                producer[(g, PER_STEP, r)] = ar.id
-        else:
-            producer[(g, PER_STEP, 0)] = finals[0]
-    for r in range(d):
-        for n in update_nodes:
-            node_task(n, PER_STEP, r, lambda src: PER_STEP if src.phase in ("update",) or src.id in grad_nodes
-                      else m - 1)
-    leaf_bytes = {n.id: nbytes(n) for n in graph.nodes if n.is_leaf}
-    return Plan(tasks, chips, stage, cmap, leaf_bytes, [n.name for n in graph.nodes])
+    return Planner(graph, hw, options).plan(window)

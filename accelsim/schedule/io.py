@@ -1,18 +1,21 @@
-"""Schedule <-> JSON file: deterministic writing, and loading that refuses stale or malformed schedules."""
+"""Schedule <-> JSON file: deterministic writing, and loading that refuses stale, malformed or
+edited schedules (every loaded schedule goes through validate_schedule)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.plan import Schedule, graph_hash, hw_hash
+from accelsim.pydantic_errors import describe_errors
+from accelsim.schedule.plan import FORMAT_VERSION, Schedule
+from accelsim.schedule.validate import validate_schedule
 
-FORMAT_VERSION = 1
+MAX_FILE_BYTES = 512 * 2**20
+"""A schedule of GPT-2 small training with 16 micro-batches is ~60 MB; anything past this is not ours."""
 
 
 def save_schedule(schedule: Schedule, path: str | Path) -> None:
@@ -26,11 +29,17 @@ def save_schedule(schedule: Schedule, path: str | Path) -> None:
         raise ScheduleError(f"{path}: cannot write the schedule: {e.strerror or e}") from None
 
 
-def load_schedule(path: str | Path, graph: Graph | None = None, hw: HwSpec | None = None) -> Schedule:
-    """Read a schedule written by save_schedule; with `graph` or `hw`, refuse one compiled for others."""
+def read_schedule(path: str | Path) -> Schedule:
+    """Parse a schedule file into a Schedule (types and ranges only: see load_schedule)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        if path.is_dir():
+            raise ScheduleError(f"{path}: is a directory, not a schedule file")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ScheduleError(f"{path}: {size} bytes is larger than any schedule accelsim writes "
+                                f"(limit {MAX_FILE_BYTES} bytes)")
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ScheduleError(f"{path}: no such schedule file (write one with `accelsim compile`)") from None
     except UnicodeDecodeError:
@@ -38,43 +47,35 @@ def load_schedule(path: str | Path, graph: Graph | None = None, hw: HwSpec | Non
     except OSError as e:
         raise ScheduleError(f"{path}: cannot read the schedule: {e.strerror or e}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as e:
         raise ScheduleError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except (ValueError, RecursionError) as e:
+        raise ScheduleError(f"{path}: not a schedule: {e}") from None
     if not isinstance(data, dict):
         raise ScheduleError(f"{path}: expected a JSON object (graph_name, tasks, tensors, ...) at the top "
                             f"level, got {type(data).__name__}")
-    if data.get("version", FORMAT_VERSION) != FORMAT_VERSION:
-        raise ScheduleError(f"{path}: schedule format version {data['version']!r}, but this accelsim reads "
+    if data.get("version") != FORMAT_VERSION:
+        raise ScheduleError(f"{path}: schedule format version {data.get('version')!r}, but this accelsim reads "
                             f"version {FORMAT_VERSION}: recompile with `accelsim compile`")
     try:
-        schedule = Schedule.model_validate(data)
+        return Schedule.model_validate_json(text)
     except ValidationError as e:
         errors = e.errors()
-        lines = "\n".join(f"  {_describe(err)}" for err in errors[:20])
-        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
-        raise ScheduleError(f"{path}: not a valid schedule: {len(errors)} problem(s)\n{lines}{more}") from None
-    if graph is not None:
-        _check_compiled_for(path, "graph", schedule.graph_name, schedule.graph_hash, graph.name, graph_hash(graph))
-    if hw is not None:
-        _check_compiled_for(path, "hardware", schedule.hw_name, schedule.hw_hash, hw.name, hw_hash(hw))
+        lines = "\n".join(f"  {line}" for line in describe_errors(errors))
+        raise ScheduleError(f"{path}: not a valid schedule: {len(errors)} problem(s)\n{lines}") from None
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"the number {name} is not allowed in a schedule (times, sizes and energies are finite)")
+
+
+def load_schedule(path: str | Path, graph: Graph | None = None, hw: HwSpec | None = None) -> Schedule:
+    """Read a schedule written by save_schedule and validate it: its own consistency always, and with
+    `graph` and/or `hw` that it is the compiler's plan for them (an edited or stale file is refused)."""
+    schedule = read_schedule(path)
+    try:
+        validate_schedule(schedule, graph, hw)
+    except ScheduleError as e:
+        raise ScheduleError(f"{path}: {e}") from None
     return schedule
-
-
-def _check_compiled_for(path: Path, what: str, name: str, digest: str, used_name: str, used_digest: str) -> None:
-    if digest != used_digest:
-        raise ScheduleError(f"{path}: the schedule was compiled for {what} {name!r} (hash {digest[:12]}) and is "
-                            f"being used with {what} {used_name!r} (hash {used_digest[:12]}): "
-                            f"recompile with `accelsim compile`")
-
-
-def _describe(error: Any) -> str:
-    """One pydantic error as `tasks[3].start: message (got value)`."""
-    loc = ""
-    for part in error["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else ("." if loc else "") + str(part)
-    got = error.get("input")
-    shown = f" (got {got!r})" if error["type"] != "missing" and not isinstance(got, (dict, list)) else ""
-    if len(shown) > 80:
-        shown = shown[:77] + "...)"
-    return f"{loc or '(top level)'}: {error['msg']}{shown}"

@@ -28,7 +28,8 @@ class Arena:
     ranges sit in numpy arrays in the same order, so first fit is a vectorized scan (a graph keeps
     hundreds of tensors alive at once, and the planner asks thousands of times)."""
 
-    def __init__(self, name: str, capacity_bytes: int) -> None:
+    def __init__(self, name: tuple[int, str], capacity_bytes: int) -> None:
+        """`name`: (chip, memory)."""
         self.name = name
         self.capacity_bytes = capacity_bytes
         self.blocks: list[Block] = []
@@ -57,11 +58,11 @@ class Arena:
         return offset if offset + size <= self.capacity_bytes else None
 
     def fits(self, size_bytes: int, start: int) -> bool:
-        return self._offset(_aligned(size_bytes), start) is not None
+        return self._offset(aligned(size_bytes), start) is not None
 
     def earliest_fit(self, size_bytes: int, start: int, horizon: float | None = None) -> int | None:
         """The first time >= start at which the tensor fits (a known free time), or None."""
-        size = _aligned(size_bytes)
+        size = aligned(size_bytes)
         i = bisect.bisect_right(self._closed_ends, (start, math.inf))
         for t in sorted({int(end) for end, _ in self._closed_ends[i:]}):
             if horizon is not None and t > horizon:
@@ -72,7 +73,7 @@ class Arena:
 
     def allocate(self, key: tuple, size_bytes: int, start: int) -> Block | None:
         """The lowest aligned offset free from `start` on, or None if the tensor does not fit."""
-        size = _aligned(size_bytes)
+        size = aligned(size_bytes)
         offset = self._offset(size, start)
         if offset is None:
             return None
@@ -101,5 +102,5 @@ class Arena:
         return sum(b.size_bytes for b in self.blocks if b.start <= t < b.end)
 
 
-def _aligned(size_bytes: int) -> int:
+def aligned(size_bytes: int) -> int:
     return max(ALIGN_BYTES, -(-size_bytes // ALIGN_BYTES) * ALIGN_BYTES)

@@ -2,108 +2,191 @@
 
 Time is integer cycles of the hardware clock. A task is one piece of work on one resource
 instance: a graph node for one (micro-batch, replica), a gradient accumulation, an all-reduce,
-or a transfer of a tensor between memories or chips.
+or a transfer of a tensor between chips. The schedule is self-contained: it holds every fact the
+simulator and the executor need (candidate resources, leaf reads, output sizes), so neither has
+to re-run the scheduler's planning code or rebuild the model.
 """
 from __future__ import annotations
 
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 
 TaskKind = Literal["node", "accumulate", "allreduce", "transfer"]
 PER_STEP = -1
-"""micro-batch index of tasks that run once per step (optimizer update, all-reduce)."""
+"""micro-batch index of tasks that run once per step (optimizer update, all-reduce) and of leaves
+that live for the whole step (parameters, optimizer state, constants)."""
+LINK = "link"
+"""The resource of a transfer: the link from `chip` to `out_chip`."""
+COLLECTIVE = "allreduce"
+"""The resource of an all-reduce: every participating chip's share of the collective at once."""
+FORMAT_VERSION = 2
+
+NonNegInt = Field(ge=0)
 
 
 class Data(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Candidate(Data):
+    """A resource a task may run on: a unit kind of its chip with `instances` interchangeable
+    instances, the link, or the collective; and its cost there in cycles."""
+
+    resource: str
+    instances: int = Field(ge=1)
+    cycles: int = Field(ge=1)
 
 
 class Task(Data):
-    """One scheduled piece of work. `resource` names a unit kind on `chip` ("mxm"), a link
-    ("link:0->1"), or "allreduce"; `instance` picks one of a unit kind's instances.
+    """One scheduled piece of work on `resource` (a unit kind of `chip`, LINK or COLLECTIVE).
 
-    kinds: "node" computes graph node `node` for (microbatch, replica); update-phase nodes run once
-    per step (microbatch PER_STEP) on every replica. "accumulate" adds micro-batch `microbatch`'s
-    gradient (node = the gradient node) into the running sum of micro-batches 0..microbatch-1.
-    "allreduce" sums a gradient across replicas: one task per replica, all with the same interval.
-    "transfer" moves node `node`'s output for (microbatch, replica) to another chip over a link."""
+    kinds (see schedule/kinds.py): "node" computes graph node `node` for (microbatch, replica);
+    update-phase nodes run once per step (microbatch PER_STEP) on every replica. "accumulate" adds
+    micro-batch `microbatch`'s gradient (node = the gradient node) into the running sum of
+    micro-batches 0..microbatch-1. "allreduce" sums a gradient across replicas: one task per replica,
+    all in one `group` with the same interval. "transfer" moves its dependence's output from `chip`
+    to `out_chip` over a link."""
 
-    id: int
+    id: int = Field(ge=0)
     kind: TaskKind
-    node: int  # the graph node it computes, accumulates, reduces or moves
+    node: int = Field(ge=0)  # the graph node it computes, accumulates, reduces or moves
     op: str
-    phase: str
-    microbatch: int
-    replica: int
-    stage: int
-    chip: int
+    phase: Literal["forward", "backward", "update"]
+    microbatch: int = Field(ge=PER_STEP)
+    replica: int = Field(ge=0)
+    stage: int = Field(ge=0)
+    chip: int = Field(ge=0)  # where it runs (a transfer: the source chip)
+    out_chip: int = Field(ge=0)  # where its output lives (a transfer: the destination chip)
     resource: str
-    instance: int
-    start: int
-    end: int
+    instance: int = Field(ge=0)
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
     deps: tuple[int, ...]
-    bytes_moved: int = 0  # through its memory port (node, accumulate) or over its link
-    port: str = ""  # the memory port it streams through ("chip0:sram"), or its link
+    candidates: int = Field(ge=0)  # index into Schedule.candidates: where it could have run, at what cost
+    reads: tuple[tuple[int, int], ...] = ()  # leaf tensors it reads on its chip: (node, microbatch or PER_STEP)
+    out_bytes: int = Field(default=0, ge=0)  # its output in the hardware's bytes
+    bytes_moved: int = Field(default=0, ge=0)  # through its memory port (node, accumulate) or over its link
+    port: str = ""  # the memory of `chip` whose port it streams through ("" for links and collectives)
+    keep: bool = False  # its output is a result of the step (a forward output, an update): never freed
+    group: int = -1  # all-reduce tasks of one gradient share a group (the first member's id)
+    energy_pj: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
 
 
 class Tensor(Data):
-    """Where one tensor lives: a memory instance ("chip0:sram", or a unit buffer "chip0:mxm.out"), an
-    offset, and a live interval from its producer's start to its last reader's end. `task` is the
-    producing task, or -1 for a leaf (an input per micro-batch; a parameter or constant per replica,
-    live for the whole step)."""
+    """Where one tensor lives: memory `memory` of chip `chip`, an offset, and a live interval from its
+    producer's start to its last reader's end. `task` is the producing task, or -1 for a leaf (an
+    input per micro-batch; a parameter or constant per replica, live for the whole step)."""
 
-    node: int
-    microbatch: int
-    replica: int
-    task: int
+    node: int = Field(ge=0)
+    microbatch: int = Field(ge=PER_STEP)
+    replica: int = Field(ge=0)
+    task: int = Field(ge=-1)
+    chip: int = Field(ge=0)
     memory: str
-    offset: int
-    size_bytes: int
-    start: int
-    end: int
+    offset: int = Field(ge=0)
+    size_bytes: int = Field(ge=1)
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+
+
+class MemoryUse(Data):
+    """One memory instance: its capacity and the peak of the bytes the schedule keeps in it."""
+
+    chip: int = Field(ge=0)
+    memory: str
+    capacity_bytes: int = Field(ge=1)
+    peak_bytes: int = Field(ge=0)
 
 
 class Bounds(Data):
     """Lower bounds no schedule can beat; bound_cycles is the larger of the two."""
 
-    critical_path_cycles: int
-    resource_cycles: int
+    critical_path_cycles: int = Field(ge=0)
+    resource_cycles: int = Field(ge=0)
     resource: str  # the unit kind, link or memory port whose total work gives resource_cycles
-    bound_cycles: int
+    bound_cycles: int = Field(ge=0)
 
 
 class Options(Data):
-    microbatches: int = 1
-    data_parallel: int = 1
-    pipeline_stages: int = 1
+    """How one step is parallelized. `max_in_flight`: the most micro-batches of a replica active at
+    once (None: all), as compile chose it, so the plan can be expanded again exactly."""
+
+    microbatches: int = Field(default=1, ge=1)
+    data_parallel: int = Field(default=1, ge=1)
+    pipeline_stages: int = Field(default=1, ge=1)
+    max_in_flight: int | None = Field(default=None, ge=1)
+
+
+class Source(Data):
+    """How the graph was made: a zoo model with its options, and the training_graph settings for a
+    training step (None: the inference graph). Enough to rebuild the graph and check its hash."""
+
+    model: str
+    options: dict[str, Any]
+    optimizer: dict[str, Any] | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
 class Schedule(Data):
-    version: int = 1
+    version: int = FORMAT_VERSION
     graph_name: str
     graph_hash: str
     hw_name: str
     hw_hash: str
-    clock_hz: float
+    clock_hz: float = Field(gt=0, allow_inf_nan=False)
     options: Options
     training: bool
-    samples_per_step: int
+    samples_per_step: int = Field(ge=1)
+    candidates: tuple[tuple[Candidate, ...], ...]
     tasks: tuple[Task, ...]
     tensors: tuple[Tensor, ...]
-    memory_capacity_bytes: dict[str, int]
-    peak_memory_bytes: dict[str, int]
-    makespan_cycles: int
+    memories: tuple[MemoryUse, ...]
+    makespan_cycles: int = Field(ge=0)
     bounds: Bounds
-    source: dict[str, Any] = {}  # how the graph was made (model, options, optimizer), to rebuild it
+    energy_pj: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)  # None: no energy figures in the hw
+    source: Source | None = None
 
     @property
     def bound_ratio(self) -> float:
         return self.makespan_cycles / max(self.bounds.bound_cycles, 1)
+
+    @property
+    def memory_capacity_bytes(self) -> dict[str, int]:
+        """Capacity per memory instance, keyed by its display label (memory_label)."""
+        return {memory_label(m.chip, m.memory): m.capacity_bytes for m in self.memories}
+
+    @property
+    def peak_memory_bytes(self) -> dict[str, int]:
+        """Peak bytes placed per memory instance, keyed by its display label (memory_label)."""
+        return {memory_label(m.chip, m.memory): m.peak_bytes for m in self.memories}
+
+
+def memory_label(chip: int, memory: str) -> str:
+    """How reports and plots name a memory instance ("chip0:sram"); never parsed back."""
+    return f"chip{chip}:{memory}"
+
+
+def resource_label(kind_resource: str, chip: int, out_chip: int) -> str:
+    """How reports and plots name a task's resource: a unit kind as is, a link as "link:0->1"."""
+    return f"{LINK}:{chip}->{out_chip}" if kind_resource == LINK else kind_resource
+
+
+def peak_bytes(intervals: list[tuple[int, int, int]]) -> int:
+    """Largest sum of sizes live at once over (start, end, size) intervals; half-open, so at equal
+    times frees come before allocations."""
+    events = sorted([(s, size) for s, _, size in intervals] + [(e, -size) for _, e, size in intervals],
+                    key=lambda ev: (ev[0], ev[1] > 0))
+    peak = live = 0
+    for _, delta in events:
+        live += delta
+        peak = max(peak, live)
+    return peak
 
 
 def graph_hash(graph: Graph) -> str:

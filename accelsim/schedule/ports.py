@@ -16,8 +16,8 @@ MILLI = 1000
 
 
 def port_capacity(bytes_per_cycle: float) -> int:
-    """A port's capacity in milli-bytes per cycle."""
-    return int(bytes_per_cycle * MILLI)
+    """A port's capacity in milli-bytes per cycle (at least 1, so a port always makes progress)."""
+    return max(1, int(bytes_per_cycle * MILLI))
 
 
 def port_rate(bytes_moved: int, cycles: int, capacity: int) -> int:
@@ -28,15 +28,19 @@ def port_rate(bytes_moved: int, cycles: int, capacity: int) -> int:
     return min(-(-bytes_moved * MILLI // cycles), capacity)
 
 
-def port_capacities(hw: HwSpec, chips: list[Chip]) -> dict[str, int]:
-    """"chip{c}:{memory}" -> capacity, for every memory of every chip instance."""
-    return {f"chip{c}:{m.name}": port_capacity(m.bytes_per_cycle(hw.clock_hz))
+Port = tuple[int, str]
+"""A memory port: (chip, memory name)."""
+
+
+def port_capacities(hw: HwSpec, chips: list[Chip]) -> dict[Port, int]:
+    """(chip, memory) -> capacity, for every memory of every chip instance."""
+    return {(c, m.name): port_capacity(m.bytes_per_cycle(hw.clock_hz))
             for c, chip in enumerate(chips) for m in chip.memories}
 
 
-def unit_ports(chips: list[Chip]) -> dict[tuple[int, str], str]:
+def unit_ports(chips: list[Chip]) -> dict[tuple[int, str], Port]:
     """(chip, unit) -> the port a unit streams its operands through: its first `reads` memory."""
-    return {(c, u.name): f"chip{c}:{u.reads[0]}" for c, chip in enumerate(chips) for u in chip.units}
+    return {(c, u.name): (c, u.reads[0]) for c, chip in enumerate(chips) for u in chip.units}
 
 
 class PortProfile:

@@ -1,7 +1,10 @@
 """Schedule -> None or ScheduleError: check that a static schedule is executable as written.
 
-Every problem is reported at once (up to MAX_PROBLEMS), naming tasks and tensors by kind, op, node
-id, node name, micro-batch and replica, so a scheduler bug can be traced to the decision that made it.
+Every problem is reported at once (up to MAX_PROBLEMS shown), naming tasks and tensors by kind, op,
+node id, node name, micro-batch and replica, so a scheduler bug or an edited file can be traced to
+the decision that made it. Without `graph` and `hw` only the schedule's own consistency is checked;
+with them (schedule/agreement.py) it must be exactly a timing of the plan the compiler expands for
+that graph, hardware and options: every loaded or simulated schedule is checked that way.
 """
 from __future__ import annotations
 
@@ -12,37 +15,43 @@ from collections import defaultdict
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.expand import chip_list
-from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
-from accelsim.schedule.ports import MILLI, port_capacities, port_rate
+from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.memory import aligned
+from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Schedule, Task, Tensor, memory_label, peak_bytes
 
 MAX_PROBLEMS = 20
 
 
-def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec | None = None) -> None:
-    """Raise ScheduleError listing every violated invariant; `graph` adds the graph-dependence checks,
-    `hw` the memory-port bandwidth check."""
-    names = _Names(schedule, graph)
-    problems = _check_tasks(schedule, names)
+def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec | None = None,
+                      plan=None) -> None:
+    """Raise ScheduleError listing every violated rule. `graph` and `hw` add the checks against the
+    graph and the hardware (`plan`: the compiler's own expansion, to skip expanding again)."""
+    if not isinstance(schedule, Schedule):
+        raise ScheduleError(f"expected a Schedule (from A.compile or A.load_schedule), got {type(schedule).__name__}")
+    names = Names(schedule, graph)
+    problems = check_tasks(schedule, names)
     ids_ok = not problems  # deps index tasks by position, so they mean nothing if ids are off
     if ids_ok:
-        problems += _check_deps(schedule, names)
-        problems += _check_lifetimes(schedule, names)
-    if graph is not None:
-        problems += _check_graph(schedule, graph, names, ids_ok)
-    problems += _check_resources(schedule, names)
-    if hw is not None:
-        problems += _check_ports(schedule, hw, names)
-    problems += _check_memory(schedule, names)
-    problems += _check_totals(schedule)
+        problems += check_deps(schedule, names)
+        problems += check_resources(schedule, names)
+        problems += check_tensors(schedule, names)
+    problems += check_memory(schedule, names)
+    problems += check_totals(schedule)
+    if graph is not None or hw is not None:
+        from accelsim.schedule.agreement import check_agreement
+        problems += check_agreement(schedule, graph, hw, names, ids_ok and not problems, plan)
     if problems:
-        shown = problems[:MAX_PROBLEMS]
-        more = [f"... and {len(problems) - MAX_PROBLEMS} more"] if len(problems) > MAX_PROBLEMS else []
-        raise ScheduleError(f"schedule of graph {schedule.graph_name!r} on {schedule.hw_name!r}: "
-                            f"{len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in shown + more))
+        raise_problems(schedule, problems)
 
 
-class _Names:
+def raise_problems(schedule: Schedule, problems: list[str]) -> None:
+    shown = problems[:MAX_PROBLEMS]
+    more = [f"... and {len(problems) - MAX_PROBLEMS} more"] if len(problems) > MAX_PROBLEMS else []
+    raise ScheduleError(f"invalid schedule of graph {schedule.graph_name!r} on {schedule.hw_name!r}: "
+                        f"{len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in shown + more))
+
+
+class Names:
     """Readable labels for tasks and tensors: op, %id and (when the graph is known) the node's name."""
 
     def __init__(self, schedule: Schedule, graph: Graph | None) -> None:
@@ -57,152 +66,209 @@ class _Names:
         return f"{op} %{node_id}" if op else f"%{node_id}"
 
     def task(self, t: Task) -> str:
-        return f"task {t.id} ({t.kind} {self.node(t.node, t.op)}, {_mb_replica(t.microbatch, t.replica)})"
+        return f"task {t.id} ({t.kind} {self.node(t.node, t.op)}, {mb_replica(t.microbatch, t.replica)})"
 
     def tensor(self, x: Tensor) -> str:
-        op = self.tasks[x.task].op if 0 <= x.task < len(self.tasks) and self.graph is None else None
-        return (f"tensor of {self.node(x.node, op)} ({_mb_replica(x.microbatch, x.replica)}) in {x.memory} "
+        return (f"tensor of {self.node(x.node)} ({mb_replica(x.microbatch, x.replica)}, "
+                f"{'leaf' if x.task < 0 else f'task {x.task}'}) in {memory_label(x.chip, x.memory)} "
                 f"at [{x.offset}, {x.offset + x.size_bytes}) live [{x.start}, {x.end})")
 
 
-def _mb_replica(microbatch: int, replica: int) -> str:
+def mb_replica(microbatch: int, replica: int) -> str:
     mb = "per step" if microbatch == PER_STEP else f"mb {microbatch}"
     return f"{mb}, replica {replica}"
 
 
-def _check_tasks(schedule: Schedule, names: _Names) -> list[str]:
+def check_tasks(schedule: Schedule, names: Names) -> list[str]:
+    """Ids in order, positive durations, dependences on earlier tasks, known candidates and options."""
     problems = []
     n = len(schedule.tasks)
+    o = schedule.options
+    if n == 0:
+        problems.append("the schedule has no tasks")
     for pos, t in enumerate(schedule.tasks):
+        who = names.task(t)
         if t.id != pos:
-            problems.append(f"{names.task(t)} is at position {pos}: task ids must be 0..{n - 1} in order")
-        if not 0 <= t.start < t.end:
-            problems.append(f"{names.task(t)} runs [{t.start}, {t.end}): need 0 <= start < end")
+            problems.append(f"{who} is at position {pos}: task ids must be 0..{n - 1} in order")
+        if not t.start < t.end:
+            problems.append(f"{who} runs [{t.start}, {t.end}): need start < end")
+        if len(set(t.deps)) != len(t.deps):
+            problems.append(f"{who} lists a dependence twice: {list(t.deps)}")
         for d in t.deps:
-            if not 0 <= d < n:
-                problems.append(f"{names.task(t)} depends on task {d}, which does not exist (0..{n - 1})")
+            if not 0 <= d < pos:
+                problems.append(f"{who} depends on task {d}: dependences must be earlier tasks (0..{pos - 1})")
+        if not t.replica < o.data_parallel:
+            problems.append(f"{who} is for replica {t.replica} but the schedule has {o.data_parallel} replica(s)")
+        if not t.microbatch < o.microbatches:
+            problems.append(f"{who} is for micro-batch {t.microbatch} but the schedule has {o.microbatches}")
+        if not t.candidates < len(schedule.candidates):
+            problems.append(f"{who} names candidate list {t.candidates}, which does not exist "
+                            f"(0..{len(schedule.candidates) - 1})")
+            continue
+        options = {c.resource: c for c in schedule.candidates[t.candidates]}
+        chosen = options.get(t.resource)
+        if chosen is None:
+            problems.append(f"{who} runs on {t.resource!r}, which is not one of its candidates "
+                            f"({', '.join(options) or 'none'})")
+        elif not t.instance < chosen.instances:
+            problems.append(f"{who} runs on instance {t.instance} of {t.resource!r}, which has "
+                            f"{chosen.instances} instance(s)")
+        elif t.end - t.start < chosen.cycles:
+            problems.append(f"{who} runs {t.end - t.start} cycles on {t.resource!r}, which needs {chosen.cycles}")
+        problems += _kind_rules(t, who)
     return problems
 
 
-def _check_deps(schedule: Schedule, names: _Names) -> list[str]:
+def _kind_rules(t: Task, who: str) -> list[str]:
+    holds = TASK_KINDS[t.kind].holds
+    if holds == "link" and (t.resource != LINK or t.chip == t.out_chip):
+        return [f"{who} is a transfer: it must run on {LINK!r} between two different chips "
+                f"(runs on {t.resource!r} from chip{t.chip} to chip{t.out_chip})"]
+    if holds == "collective" and (t.resource != COLLECTIVE or t.group < 0):
+        return [f"{who} is an all-reduce: it must run on {COLLECTIVE!r} in a group"]
+    if holds == "unit" and (t.resource in (LINK, COLLECTIVE) or t.chip != t.out_chip):
+        return [f"{who} runs on a unit: its resource cannot be {t.resource!r} and its output stays on its chip"]
+    return []
+
+
+def check_deps(schedule: Schedule, names: Names) -> list[str]:
     tasks = schedule.tasks
     return [f"{names.task(t)} starts at {t.start} before its dependence {names.task(tasks[d])} ends at {tasks[d].end}"
             for t in tasks for d in t.deps if tasks[d].end > t.start]
 
 
-def _check_graph(schedule: Schedule, graph: Graph, names: _Names, ids_ok: bool) -> list[str]:
-    problems = []
-    expected = graph_hash(graph)
-    if schedule.graph_hash != expected:
-        problems.append(f"the schedule was compiled for graph {schedule.graph_name!r} "
-                        f"(hash {schedule.graph_hash[:12]}) but is checked against graph {graph.name!r} "
-                        f"(hash {expected[:12]})")
-    tasks = schedule.tasks
-    for t in tasks:
-        if not 0 <= t.node < len(graph.nodes):
-            problems.append(f"{names.task(t)} names a node that graph {graph.name!r} does not have "
-                            f"(0..{len(graph.nodes) - 1})")
-            continue
-        node = graph.nodes[t.node]
-        if t.kind == "node" and t.op != node.op:
-            problems.append(f"{names.task(t)} has op {t.op!r} but graph node %{t.node} is a {node.op}")
-        if not ids_ok:
-            continue
-        dep_nodes = {tasks[d].node for d in t.deps}
-        if t.kind == "node":
-            needed = [i for i in node.inputs if not graph.nodes[i].is_leaf]
-        elif t.kind in ("accumulate", "allreduce"):
-            needed = [t.node]
-        else:
-            needed = []
-        for i in needed:
-            if i not in dep_nodes:
-                problems.append(f"{names.task(t)} needs {names.node(i)} but none of its dependences "
-                                f"(tasks {list(t.deps)}) produces, moves, accumulates or reduces it")
-    return problems
-
-
-def _check_resources(schedule: Schedule, names: _Names) -> list[str]:
-    """One task at a time per unit instance and per link; an all-reduce is one collective per chip."""
+def check_resources(schedule: Schedule, names: Names) -> list[str]:
+    """One task at a time per unit instance and per link; the members of one all-reduce share an
+    interval and one collective runs at a time per chip."""
     groups: dict[tuple[object, ...], list[Task]] = defaultdict(list)
     for t in schedule.tasks:
-        if t.kind == "allreduce":
-            groups[("allreduce", t.chip)].append(t)
-        elif t.resource.startswith("link:"):  # a link is shared by both chips it connects
-            groups[(t.resource, t.instance)].append(t)
+        holds = TASK_KINDS[t.kind].holds
+        if holds == "collective":
+            groups[(f"chip{t.chip} {COLLECTIVE}", 0)].append(t)
+        elif holds == "link":
+            groups[(f"link chip{t.chip}->chip{t.out_chip}", t.instance)].append(t)
         else:
             groups[(f"chip{t.chip} {t.resource}", t.instance)].append(t)
     problems = []
     for key, group in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        where = f"chip{key[1]} all-reduce" if key[0] == "allreduce" else f"{key[0]}[{key[1]}]"
+        where = f"{key[0]}[{key[1]}]"
         group.sort(key=lambda t: (t.start, t.end, t.id))
         latest: Task | None = None  # the task seen so far that ends last
         for t in group:
-            same_collective = (latest is not None and t.kind == "allreduce" and latest.node == t.node
+            same_collective = (latest is not None and t.group >= 0 and latest.group == t.group
                                and (latest.start, latest.end) == (t.start, t.end))
             if latest is not None and t.start < latest.end and not same_collective:
                 problems.append(f"{names.task(t)} runs [{t.start}, {t.end}) on {where}, overlapping "
                                 f"{names.task(latest)} which runs [{latest.start}, {latest.end})")
             if latest is None or t.end > latest.end:
                 latest = t
-    return problems
-
-
-def _check_ports(schedule: Schedule, hw: HwSpec, names: _Names) -> list[str]:
-    """At no time do the tasks streaming through a memory port hold more bandwidth than it has
-    (each holds its bytes over its duration, as the simulator meters it)."""
-    capacity = port_capacities(hw, chip_list(hw))
-    events: dict[str, list[tuple[int, int, int]]] = defaultdict(list)  # (time, +-rate, task id)
+    members: dict[int, list[Task]] = defaultdict(list)
     for t in schedule.tasks:
-        if t.port in capacity:
-            rate = port_rate(t.bytes_moved, t.end - t.start, capacity[t.port])
-            if rate:
-                events[t.port] += [(t.start, rate, t.id), (t.end, -rate, t.id)]
-    problems = []
-    for port, evs in sorted(events.items()):
-        level, running = 0, set()
-        for time, delta, tid in sorted(evs, key=lambda e: (e[0], e[1] > 0, e[2])):  # releases first
-            level += delta
-            running.symmetric_difference_update({tid})
-            if level > capacity[port]:
-                shown = ", ".join(names.task(schedule.tasks[i]) for i in sorted(running)[:4])
-                problems.append(f"port {port} is asked for {level / MILLI:.1f} B/cycle at cycle {time}, more "
-                                f"than its {capacity[port] / MILLI:.1f}, by {len(running)} tasks: {shown}")
-                break
+        if t.group >= 0:
+            members[t.group].append(t)
+    for g, ts in sorted(members.items()):
+        if len({(t.start, t.end, t.node, t.kind) for t in ts}) != 1 or len({t.replica for t in ts}) != len(ts):
+            problems.append(f"all-reduce group {g} (tasks {[t.id for t in ts]}) must be one task per replica, "
+                            "all for one node over one interval")
     return problems
 
 
-def _check_memory(schedule: Schedule, names: _Names) -> list[str]:
-    by_memory: dict[str, list[Tensor]] = defaultdict(list)
+def check_tensors(schedule: Schedule, names: Names) -> list[str]:
+    """Each output has exactly one tensor, of its size, on its chip, live while produced and read;
+    each leaf read has one tensor on the reader's chip, live for its readers; nothing else is placed."""
+    tasks = schedule.tasks
+    makespan = schedule.makespan_cycles
+    problems = []
+    outputs: dict[int, list[Tensor]] = defaultdict(list)
+    leaves: dict[tuple[int, int, int, int], list[Tensor]] = defaultdict(list)
     for x in schedule.tensors:
-        by_memory[x.memory].append(x)
-    problems = []
-    for memory, tensors in sorted(by_memory.items()):
-        capacity = schedule.memory_capacity_bytes.get(memory)
-        if capacity is None:
-            known = ", ".join(sorted(schedule.memory_capacity_bytes)) or "none"
-            problems.append(f"{len(tensors)} tensor(s) are placed in memory {memory!r}, which has no "
-                            f"capacity in memory_capacity_bytes (known: {known})")
-        for x in tensors:
-            if x.offset < 0 or x.size_bytes < 0 or not 0 <= x.start <= x.end:
-                problems.append(f"{names.tensor(x)}: need offset >= 0, size_bytes >= 0 and 0 <= start <= end")
-            elif capacity is not None and x.offset + x.size_bytes > capacity:
-                problems.append(f"{names.tensor(x)} ends past the capacity of {memory} ({capacity} bytes)")
-        problems += _overlaps(tensors, names)
-        peak = _peak_bytes(tensors)
-        recorded = schedule.peak_memory_bytes.get(memory)
-        if recorded != peak:
-            problems.append(f"peak_memory_bytes[{memory!r}] is {recorded} but the tensors placed there "
-                            f"peak at {peak} bytes")
-        if capacity is not None and peak > capacity:
-            problems.append(f"tensors in {memory} peak at {peak} bytes, over its capacity of {capacity} bytes")
-    for memory, recorded in sorted(schedule.peak_memory_bytes.items()):
-        if memory not in by_memory and recorded != 0:
-            problems.append(f"peak_memory_bytes[{memory!r}] is {recorded} but no tensor is placed there")
+        if x.task >= 0:
+            outputs[x.task].append(x)
+        else:
+            leaves[(x.node, x.microbatch, x.replica, x.chip)].append(x)
+    readers: dict[int, list[Task]] = defaultdict(list)
+    leaf_readers: dict[tuple[int, int, int, int], list[Task]] = defaultdict(list)
+    for t in tasks:
+        for d in t.deps:
+            readers[d].append(t)
+        for node, mb in t.reads:
+            leaf_readers[(node, mb, t.replica, t.chip)].append(t)
+    for task_id in sorted(outputs):
+        if task_id >= len(tasks):
+            problems.append(f"{names.tensor(outputs[task_id][0])} is produced by task {task_id}, which does not exist")
+    for t in tasks:
+        placed = outputs.get(t.id, [])
+        who = names.task(t)
+        if not t.out_bytes:
+            problems += [f"{names.tensor(x)} is placed for {who}, which has no output" for x in placed]
+            continue
+        if len(placed) != 1:
+            problems.append(f"{who} has {len(placed)} output tensors placed, need exactly 1")
+            continue
+        x = placed[0]
+        if (x.node, x.microbatch, x.replica, x.chip) != (t.node, t.microbatch, t.replica, t.out_chip):
+            problems.append(f"{names.tensor(x)} is not the output of {who} (node, micro-batch, replica and chip "
+                            f"must be {t.node}, {t.microbatch}, {t.replica}, chip{t.out_chip})")
+        if x.size_bytes != aligned(t.out_bytes):
+            problems.append(f"{names.tensor(x)} has {x.size_bytes} bytes but {who} writes {t.out_bytes} "
+                            f"(placed as {aligned(t.out_bytes)})")
+        last_read = max((r.end for r in readers[t.id] if r.chip == x.chip), default=t.end)
+        end = makespan if t.keep else max(last_read, t.end)
+        if x.start > t.start or x.end < end:
+            problems.append(f"{names.tensor(x)} must be live over [{t.start}, {end}): from its producer's start "
+                            f"to its last reader's end{' (a result: the end of the step)' if t.keep else ''}")
+    for key, ts in sorted(leaf_readers.items()):
+        placed = leaves.pop(key, [])
+        if len(placed) != 1:
+            node, mb, replica, chip = key
+            problems.append(f"leaf {names.node(node)} ({mb_replica(mb, replica)}) read on chip{chip} by "
+                            f"{names.task(ts[0])} has {len(placed)} tensors placed, need exactly 1")
+            continue
+        x = placed[0]
+        start, end = (0, makespan) if key[1] == PER_STEP else (min(r.start for r in ts), max(r.end for r in ts))
+        if x.start > start or x.end < end:
+            problems.append(f"{names.tensor(x)} must be live over [{start}, {end}) for its readers")
+    for key, placed in sorted(leaves.items()):
+        problems += [f"{names.tensor(x)} is a leaf tensor no task reads" for x in placed]
     return problems
 
 
-def _overlaps(tensors: list[Tensor], names: _Names) -> list[str]:
+def check_memory(schedule: Schedule, names: Names) -> list[str]:
+    """Every tensor in a known memory, inside its capacity, never overlapping a live tensor; the
+    recorded peaks are the tensors' real peaks."""
+    problems = []
+    table = {}
+    for m in schedule.memories:
+        if (m.chip, m.memory) in table:
+            problems.append(f"memory {memory_label(m.chip, m.memory)} is listed twice in memories")
+        table[(m.chip, m.memory)] = m
+    by_memory: dict[tuple[int, str], list[Tensor]] = defaultdict(list)
+    for x in schedule.tensors:
+        by_memory[(x.chip, x.memory)].append(x)
+    for key, tensors in sorted(by_memory.items()):
+        label = memory_label(*key)
+        m = table.get(key)
+        if m is None:
+            known = ", ".join(memory_label(*k) for k in sorted(table)) or "none"
+            problems.append(f"{len(tensors)} tensor(s) are placed in memory {label}, which is not in the "
+                            f"schedule's memories (known: {known})")
+        for x in tensors:
+            if not x.start < x.end:
+                problems.append(f"{names.tensor(x)}: need start < end")
+            elif m is not None and x.offset + x.size_bytes > m.capacity_bytes:
+                problems.append(f"{names.tensor(x)} ends past the capacity of {label} ({m.capacity_bytes} bytes)")
+        problems += overlaps(tensors, names)
+        peak = peak_bytes([(x.start, x.end, x.size_bytes) for x in tensors])
+        if m is not None and m.peak_bytes != peak:
+            problems.append(f"the peak of {label} is recorded as {m.peak_bytes} bytes but the tensors placed "
+                            f"there peak at {peak} bytes")
+    for key, m in sorted(table.items()):
+        if key not in by_memory and m.peak_bytes != 0:
+            problems.append(f"the peak of {memory_label(*key)} is recorded as {m.peak_bytes} but no tensor is placed there")
+    return problems
+
+
+def overlaps(tensors: list[Tensor], names: Names) -> list[str]:
     """Pairs live at the same time at overlapping addresses: a sweep over start times keeping the live
     tensors sorted by offset, so each new tensor is checked only against its address neighbours."""
     problems = []
@@ -211,8 +277,8 @@ def _overlaps(tensors: list[Tensor], names: _Names) -> list[str]:
     ends: list[tuple[int, int, int]] = []  # heap of (end, offset, k) of the tensors in `live`
     for k in order:
         x = tensors[k]
-        if x.size_bytes <= 0 or x.end <= x.start:
-            continue  # occupies no bytes, or no time
+        if x.end <= x.start:
+            continue  # occupies no time
         while ends and ends[0][0] <= x.start:
             _, offset, j = heapq.heappop(ends)
             del live[bisect_left(live, (offset, j))]
@@ -224,51 +290,14 @@ def _overlaps(tensors: list[Tensor], names: _Names) -> list[str]:
             if other.offset + other.size_bytes <= x.offset:
                 break
             problems.append(f"{names.tensor(x)} overlaps {names.tensor(other)} in time and address")
+            if len(problems) > MAX_PROBLEMS:
+                return problems
         insort(live, (x.offset, k))
         heapq.heappush(ends, (x.end, x.offset, k))
     return problems
 
 
-def _peak_bytes(tensors: list[Tensor]) -> int:
-    """Largest sum of live sizes; at equal times frees come first, as live intervals are half-open."""
-    events = sorted([(x.start, x.size_bytes) for x in tensors] + [(x.end, -x.size_bytes) for x in tensors],
-                    key=lambda e: (e[0], e[1] > 0))
-    peak = live = 0
-    for _, delta in events:
-        live += delta
-        peak = max(peak, live)
-    return peak
-
-
-def _check_lifetimes(schedule: Schedule, names: _Names) -> list[str]:
-    """A tensor is live while its producer runs and until every reader on its chip has finished."""
-    tasks = schedule.tasks
-    produced: dict[int, list[Tensor]] = defaultdict(list)
-    problems = []
-    for x in schedule.tensors:
-        if x.task < 0:
-            continue
-        if x.task >= len(tasks):
-            problems.append(f"{names.tensor(x)} is produced by task {x.task}, which does not exist")
-            continue
-        producer = tasks[x.task]
-        produced[x.task].append(x)
-        if producer.node != x.node:
-            problems.append(f"{names.tensor(x)} is produced by {names.task(producer)}, which is for another node")
-        if x.start > producer.start or x.end < producer.end:
-            problems.append(f"{names.tensor(x)} is not live for the whole of its producer "
-                            f"{names.task(producer)} [{producer.start}, {producer.end})")
-    for t in tasks:
-        chip = f"chip{t.chip}:"
-        for d in t.deps:
-            for x in produced.get(d, ()):
-                if x.memory.startswith(chip) and x.end < t.end:
-                    problems.append(f"{names.tensor(x)} is freed before its reader {names.task(t)} "
-                                    f"ends at {t.end}")
-    return problems
-
-
-def _check_totals(schedule: Schedule) -> list[str]:
+def check_totals(schedule: Schedule) -> list[str]:
     problems = []
     last_end = max((t.end for t in schedule.tasks), default=0)
     if schedule.makespan_cycles != last_end:
@@ -280,4 +309,7 @@ def _check_totals(schedule: Schedule) -> list[str]:
     if schedule.makespan_cycles < b.bound_cycles:
         problems.append(f"makespan_cycles {schedule.makespan_cycles} beats the lower bound {b.bound_cycles}: "
                         "the bound or the schedule is wrong")
+    energy = sum(t.energy_pj for t in schedule.tasks)
+    if schedule.energy_pj is not None and abs(schedule.energy_pj - energy) > 1e-6 * max(energy, 1.0):
+        problems.append(f"energy_pj is {schedule.energy_pj} but its tasks' energies add up to {energy}")
     return problems

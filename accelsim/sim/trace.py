@@ -1,17 +1,21 @@
-"""Simulation results as plain data: spans of executed tasks and the metrics derived from them."""
+"""Simulation results as plain data: spans of executed tasks, memory and channel traces, and the
+metrics derived from them. Identities are typed fields; the string labels ("chip0:sram",
+"link:0->1") are for display only."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from accelsim import metrics
+from accelsim.schedule.plan import LINK, memory_label, resource_label
 
 STALL_CAUSES = ("data", "unit", "buffer_space", "memory_port")
 
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """One executed task. `stalls` are the cycles it started late, by cause: in static mode relative
-    to its compiled start; in dynamic mode relative to the time its inputs were ready."""
+    """One executed task. `resource` is its display label: a unit kind ("mxm"), a link ("link:0->1")
+    or "allreduce". `stalls` are the cycles it started late, by cause: in static mode relative to
+    its compiled start; in dynamic mode relative to the time its inputs were ready."""
 
     task: int
     kind: str
@@ -30,6 +34,40 @@ class Span:
     stalls: tuple[tuple[str, int], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryTrace:
+    """One memory instance over the step: its capacity and (cycle, bytes in use) steps."""
+
+    chip: int
+    memory: str
+    capacity_bytes: int
+    occupancy: tuple[tuple[int, int], ...]
+
+    @property
+    def label(self) -> str:
+        return memory_label(self.chip, self.memory)
+
+    @property
+    def peak_bytes(self) -> int:
+        return max((b for _, b in self.occupancy), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """A path bytes moved through: the port of memory `memory` on `chip`, or (memory "") the link from
+    `chip` to `out_chip`; with the bytes moved and its peak bandwidth."""
+
+    chip: int
+    out_chip: int
+    memory: str
+    bytes_moved: int
+    bandwidth_bytes_per_cycle: float
+
+    @property
+    def label(self) -> str:
+        return memory_label(self.chip, self.memory) if self.memory else resource_label(LINK, self.chip, self.out_chip)
+
+
 @dataclass(frozen=True)
 class Result:
     """What `simulate` returns. Time is in cycles of `clock_hz`."""
@@ -42,13 +80,11 @@ class Result:
     spans: tuple[Span, ...]
     makespan_cycles: int
     compiled_makespan_cycles: int
-    memory_capacity_bytes: dict[str, int]
-    occupancy: dict[str, tuple[tuple[int, int], ...]]  # memory -> ((cycle, bytes in use), ...) steps
-    port_bytes: dict[str, int]  # memory port or link -> bytes moved
-    port_bandwidth: dict[str, float]  # bytes per cycle
+    memories: tuple[MemoryTrace, ...]
+    channels: tuple[Channel, ...]
     unit_instances: dict[str, int]  # unit kind -> instances on the chips in use
     events: int
-    energy_pj: float | None = None
+    energy_pj: float | None = None  # of the tasks that ran; None: the hardware has no energy figures
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -58,6 +94,25 @@ class Result:
     @property
     def throughput_samples_per_s(self) -> float:
         return self.samples_per_step / self.makespan_s if self.makespan_cycles else 0.0
+
+    @property
+    def occupancy(self) -> dict[str, tuple[tuple[int, int], ...]]:
+        """Display label -> ((cycle, bytes in use), ...) steps, per memory instance."""
+        return {m.label: m.occupancy for m in self.memories}
+
+    @property
+    def memory_capacity_bytes(self) -> dict[str, int]:
+        return {m.label: m.capacity_bytes for m in self.memories}
+
+    @property
+    def port_bytes(self) -> dict[str, int]:
+        """Display label -> bytes moved, per memory port and link."""
+        return {c.label: c.bytes_moved for c in self.channels}
+
+    @property
+    def port_bandwidth(self) -> dict[str, float]:
+        """Display label -> bytes per cycle, per memory port and link."""
+        return {c.label: c.bandwidth_bytes_per_cycle for c in self.channels}
 
     def stall_cycles(self) -> dict[str, int]:
         out = dict.fromkeys(STALL_CAUSES, 0)
@@ -90,11 +145,13 @@ class Result:
         return metrics.utilization(self.spans, self.unit_instances, self.makespan_cycles)
 
     def port_utilization(self) -> dict[str, float]:
-        return {p: b / (self.port_bandwidth[p] * self.makespan_cycles) if self.makespan_cycles else 0.0
-                for p, b in sorted(self.port_bytes.items()) if self.port_bandwidth.get(p)}
+        """Bytes moved / (peak bandwidth x makespan) per memory port and link, by display label."""
+        return {c.label: c.bytes_moved / (c.bandwidth_bytes_per_cycle * self.makespan_cycles)
+                if self.makespan_cycles else 0.0
+                for c in sorted(self.channels, key=lambda c: c.label) if c.bandwidth_bytes_per_cycle}
 
     def peak_occupancy_bytes(self) -> dict[str, int]:
-        return {m: max((b for _, b in steps), default=0) for m, steps in self.occupancy.items()}
+        return {m.label: m.peak_bytes for m in self.memories}
 
     def summary(self) -> dict:
         return {

@@ -12,15 +12,30 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from accelsim.cost.model import NodeCost  # noqa: E402
 from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roofs  # noqa: E402
+from accelsim.errors import AccelsimError  # noqa: E402
 from accelsim.hw.spec import HwSpec  # noqa: E402
 from accelsim.ops.registry import get_op  # noqa: E402
 
 _COLOURS = {"tensor": "tab:red", "elementwise": "tab:blue", "reduction": "tab:green", "data_movement": "tab:gray"}
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+"""File types a roofline is written as, chosen by the path's suffix."""
+
+
+def check_figure_path(path: str | Path) -> Path:
+    """`path` as a Path if its suffix is one of FIGURE_SUFFIXES (any case); else AccelsimError naming it."""
+    path = Path(path)
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        got = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
+        raise AccelsimError(f"{path}: cannot write a figure with {got}; use one of {', '.join(FIGURE_SUFFIXES)}")
+    return path
 
 
 def plot_roofline(hw: HwSpec, costs: list[NodeCost], title: str = "", path: str | Path | None = None,
                   ax: plt.Axes | None = None) -> Figure:
-    """Log-log: x = arithmetic intensity (FLOP/byte), y = attained FLOP/s on the node's unit."""
+    """Log-log: x = arithmetic intensity (FLOP/byte), y = attained FLOP/s on the node's unit.
+    With `path` (suffix .png, .pdf or .svg; parents created) the figure is also written there."""
+    if path is not None:
+        path = check_figure_path(path)
     fig = ax.figure if ax is not None else plt.figure(figsize=(7, 4.5), dpi=110)
     ax = ax or fig.add_subplot()
     points = [(c.arithmetic_intensity, achieved_ops_per_s(hw, c), get_op(c.op).category) for c in costs
@@ -43,6 +58,6 @@ def plot_roofline(hw: HwSpec, costs: list[NodeCost], title: str = "", path: str 
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     return fig

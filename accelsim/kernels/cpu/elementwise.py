@@ -6,16 +6,14 @@ numpy's IEEE results (x / 0 -> inf, log(0) -> -inf) instead of Python's exceptio
 """
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 
 from accelsim.kernels.cpu.shape import broadcast_strides, collapse
 from accelsim.kernels.registry import kernel
+from accelsim.ops.elementwise import GELU_CUBIC, GELU_SQRT_2_OVER_PI
 from accelsim.ops.registry import get_op
 
-_GELU_C = math.sqrt(2.0 / math.pi)
 _jit = numba.njit(parallel=True, cache=True, error_model="numpy")
 
 
@@ -205,7 +203,7 @@ def _tanh(x, out):
 def _gelu(x, out):
     for i in numba.prange(x.size):
         v = x[i]
-        out[i] = 0.5 * v * (1.0 + np.tanh(_GELU_C * (v + 0.044715 * v * v * v)))
+        out[i] = 0.5 * v * (1.0 + np.tanh(GELU_SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v)))
 
 
 @kernel("neg", "numba")
@@ -300,8 +298,8 @@ def _tanh_grad(g, y, out):
 def _gelu_grad(g, x, out):
     for i in numba.prange(g.size):
         v = x[i]
-        t = np.tanh(_GELU_C * (v + 0.044715 * v * v * v))
-        dt = (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * v * v)
+        t = np.tanh(GELU_SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v))
+        dt = (1.0 - t * t) * GELU_SQRT_2_OVER_PI * (1.0 + 3 * GELU_CUBIC * v * v)
         out[i] = g[i] * (0.5 * (1.0 + t) + 0.5 * v * dt)
 
 

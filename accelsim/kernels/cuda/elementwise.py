@@ -15,8 +15,8 @@ from numba import cuda
 
 from accelsim.kernels.cuda.launch import device_empty, inline_device, launch_1d, ptx_cases, to_device, to_host
 from accelsim.kernels.registry import kernel
+from accelsim.ops.elementwise import GELU_CUBIC, GELU_SQRT_2_OVER_PI
 
-_GELU_C = math.sqrt(2.0 / math.pi)
 
 
 def _map1(f: Callable) -> Any:
@@ -64,7 +64,7 @@ def _sigmoid(x, T):
 
 @inline_device
 def _gelu_inner(x, T):
-    return math.tanh(T(_GELU_C) * (x + T(0.044715) * x * x * x))
+    return math.tanh(T(GELU_SQRT_2_OVER_PI) * (x + T(GELU_CUBIC) * x * x * x))
 
 
 @inline_device
@@ -75,7 +75,7 @@ def _gelu(x, T):
 @inline_device
 def _gelu_grad(g, x, T):
     t = _gelu_inner(x, T)
-    dt = (T(1) - t * t) * T(_GELU_C) * (T(1) + T(3 * 0.044715) * x * x)
+    dt = (T(1) - t * t) * T(GELU_SQRT_2_OVER_PI) * (T(1) + T(3 * GELU_CUBIC) * x * x)
     return g * (T(0.5) * (T(1) + t) + T(0.5) * x * dt)
 
 

@@ -1,0 +1,59 @@
+"""The public entry points that run a schedule: they accept the obvious forms of their arguments and
+validate the schedule against its hardware and graph before simulating or executing it, so an edited
+or mismatched schedule is refused by name instead of producing numbers (A.simulate, A.check)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from accelsim.errors import AccelsimError, ScheduleError
+from accelsim.graph.ir import Graph
+from accelsim.hw import load_hw
+from accelsim.hw.spec import HwSpec
+from accelsim.schedule.plan import Schedule
+from accelsim.schedule.validate import validate_schedule
+
+HwLike = HwSpec | str | Path | dict[str, Any] | None
+
+
+def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None,
+            need_graph: bool = False) -> tuple[HwSpec, Graph | None]:
+    """The hardware (default: the bundled config the schedule names) and the graph (default: rebuilt
+    from the schedule's source when it has one), after validating the schedule against both."""
+    if not isinstance(schedule, Schedule):
+        raise AccelsimError(f"expected a Schedule (from A.compile or A.load_schedule), got {type(schedule).__name__}")
+    if graph is not None and not isinstance(graph, Graph):
+        raise AccelsimError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
+    hw = (hw if isinstance(hw, HwSpec) else load_hw(hw)) if hw is not None else load_hw(schedule.hw_name)
+    if graph is None and (need_graph or schedule.source is not None):
+        from accelsim.schedule.source import graph_for
+        graph = graph_for(schedule)
+    validate_schedule(schedule, graph, hw)
+    return hw, graph
+
+
+def simulate(schedule: Schedule, hw: HwLike = None, mode: str = "static", graph: Graph | None = None,
+             port_contention: bool = True):
+    """Validate `schedule` against `hw` and its graph, then play it in SimPy (static replay, or seed
+    001's dynamic work queue with mode="dynamic"). Returns a sim.Result."""
+    from accelsim.sim import MODES
+    from accelsim.sim import simulate as run
+
+    if mode not in MODES:
+        raise AccelsimError(f"mode must be one of {MODES}, got {mode!r}")
+    hw, _ = resolve(schedule, hw, graph)
+    return run(schedule, hw, mode=mode, port_contention=bool(port_contention))
+
+
+def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None, hw: HwLike = None):
+    """Validate `schedule`, execute it with `backend` kernels through its memory placements and compare
+    every output, the averaged gradients and the updated parameters with a float64 reference."""
+    from accelsim.execute.check import check as run_check
+    from accelsim.kernels.registry import BACKENDS
+
+    if backend not in BACKENDS:
+        raise AccelsimError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    hw, graph = resolve(schedule, hw, graph, need_graph=True)
+    if graph is None:
+        raise ScheduleError("check needs the graph the schedule was compiled for")
+    return run_check(schedule, backend=backend, graph=graph, hw=hw)

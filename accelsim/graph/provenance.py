@@ -1,0 +1,103 @@
+"""Graph provenance: typed records of how a graph was made (which model, which optimizer settings).
+
+A later stage that must rebuild a graph (a saved schedule being replayed) reads these records,
+never the builders' keyword arguments spelled out again.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from numbers import Integral, Real
+from typing import Any, Mapping
+
+from accelsim.errors import GraphError
+
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+def _plain(model: str, key: str, value: Any) -> Any:
+    """An option value as plain immutable data: bool, int, float, str, or a tuple of those."""
+    if isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, Real):
+        return float(value)
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(model, key, v) for v in value)
+    raise GraphError(f"model source {model!r}: option {key}={value!r} is not plain data "
+                     "(expected a bool, int, float, str or a tuple of those)")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    """Which zoo model and options built the forward graph.
+
+    `options` holds every option (defaults included) as (key, value) pairs sorted by key; a
+    mapping is accepted too and normalized, lists becoming tuples.
+    """
+
+    model: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise GraphError(f"model source: model must be a non-empty name, got {self.model!r}")
+        pairs = self.options.items() if isinstance(self.options, Mapping) else self.options
+        try:
+            items = [(k, v) for k, v in pairs]
+        except (TypeError, ValueError):
+            raise GraphError(f"model source {self.model!r}: options must be (key, value) pairs, "
+                             f"got {self.options!r}") from None
+        keys = [k for k, _ in items]
+        if not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
+            raise GraphError(f"model source {self.model!r}: option names must be distinct strings, got {keys!r}")
+        object.__setattr__(self, "options", tuple(sorted((k, _plain(self.model, k, v)) for k, v in items)))
+
+    def options_dict(self) -> dict[str, Any]:
+        """The options as keyword arguments of `models.build(self.model, **...)`."""
+        return dict(self.options)
+
+
+def _check_real(name: str, value: Any, low: float, low_inclusive: bool, high: float | None) -> float:
+    """`value` as a float if it is a finite number in the range, else a GraphError naming it."""
+    bound = f"{'>=' if low_inclusive else '>'} {low:g}" + (f" and < {high:g}" if high is not None else "")
+    if isinstance(value, Real) and not isinstance(value, bool):
+        x = float(value)
+        if math.isfinite(x) and (x >= low if low_inclusive else x > low) and (high is None or x < high):
+            return x
+    what = "learning rate lr" if name == "lr" else name
+    raise GraphError(f"training_graph: {what}={value!r} is invalid; expected a finite float {bound}")
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizerSettings:
+    """How `training_graph` made the update: every hyperparameter, checked when the record is made.
+
+    Ranges: lr > 0, 0 <= momentum < 1, 0 <= beta1, beta2 < 1, eps > 0 (all finite floats; ints are
+    converted, bools and strings refused); step a positive int (Adam's bias-correction step).
+    """
+
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    step: int = 1
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise GraphError(f"training_graph: optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        for name, low, low_inclusive, high in (("lr", 0.0, False, None), ("momentum", 0.0, True, 1.0),
+                                                ("beta1", 0.0, True, 1.0), ("beta2", 0.0, True, 1.0),
+                                                ("eps", 0.0, False, None)):
+            object.__setattr__(self, name, _check_real(name, getattr(self, name), low, low_inclusive, high))
+        if not isinstance(self.step, Integral) or isinstance(self.step, bool) or self.step < 1:
+            raise GraphError(f"training_graph: step={self.step!r} is invalid; expected a positive int")
+        object.__setattr__(self, "step", int(self.step))
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `training_graph` that rebuild this update."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+

@@ -1,0 +1,125 @@
+"""Size the work before it is built: an upper estimate of a compiled step's tasks and of the numpy bytes
+one evaluation allocates, refused above a documented ceiling (Graph, options -> count or error)."""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.errors import AccelsimError, GraphError, ScheduleError
+from accelsim.graph.ir import NUMPY_BYTES, Graph
+
+
+def _is_int(value: object) -> bool:
+    """Python or numpy integers; never bool (True is not a count), never a float, even 2.0."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Documented ceilings on the work one call may build; raise them knowingly.
+
+    max_tasks: tasks in one compiled step. Measured on the list scheduler (mlp on groq_like_x4,
+    4k to 70k tasks): each task costs about 5 KB of Python objects at the compiler's peak and 0.5 to
+    1 ms, growing with the step, so 250,000 tasks is about 1.2 GiB and several minutes; a
+    million tasks would pass 3 GiB and run for a quarter of an hour. The shipped examples compile
+    steps of a few thousand tasks.
+    max_tensor_bytes: numpy bytes that one evaluation or check of a step may allocate, estimated as
+    if every tensor were live at once (see `estimate_eval_bytes`): 4 GiB leaves room for the
+    float64 oracle a check computes beside it on a 16 GiB machine.
+    """
+
+    max_tasks: int = 250_000
+    max_tensor_bytes: int = 4 * 2**30
+
+    def __post_init__(self) -> None:
+        for key in ("max_tasks", "max_tensor_bytes"):
+            value = getattr(self, key)
+            if not _is_int(value) or value < 1:
+                raise AccelsimError(f"Limits.{key} must be a positive integer, got {value!r}")
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def check_step_options(microbatches: object, data_parallel: object, pipeline_stages: object,
+                       max_in_flight: object = None) -> None:
+    """Each option is an integer >= 1 (max_in_flight may be None); else ScheduleError naming it."""
+    given = {"microbatches": microbatches, "data_parallel": data_parallel, "pipeline_stages": pipeline_stages}
+    if max_in_flight is not None:
+        given["max_in_flight"] = max_in_flight
+    for key, value in given.items():
+        if not _is_int(value):
+            raise ScheduleError(f"{key} must be an integer >= 1, got {value!r} ({type(value).__name__})")
+        if value < 1:
+            raise ScheduleError(f"{key} must be >= 1, got {value!r}")
+
+
+def estimate_tasks(graph: Graph, microbatches: int, data_parallel: int, pipeline_stages: int) -> int:
+    """An upper estimate of the tasks `compile` builds for one step, in O(nodes + edges).
+
+    Per replica (d of them) and micro-batch (m): one task per forward or backward compute node.
+    Per gradient that an update reads: m - 1 accumulations per replica, and one all-reduce per replica
+    when d > 1. Per update node: one task per replica. With pipeline stages, a tensor moves to at most
+    one other chip per distinct consumer node and to at most p - 1 other chips, counted for every task
+    that produces one (node tasks and each gradient's final sum)."""
+    m, d, p = microbatches, data_parallel, pipeline_stages
+    compute = [n for n in graph.nodes if not n.is_leaf]
+    updates = [n for n in compute if n.phase == "update"]
+    per_sample = len(compute) - len(updates)
+    grads = {i for n in updates for i in n.inputs if graph.nodes[i].phase == "backward"}
+    tasks = per_sample * m * d + len(grads) * (m - 1) * d + (len(grads) * d if d > 1 else 0) + len(updates) * d
+    if p > 1:
+        consumers = [0] * len(graph.nodes)
+        for n in compute:
+            for i in set(n.inputs):
+                consumers[i] += 1
+        fan_out = [min(p - 1, c) for c in consumers]
+        tasks += sum(fan_out[n.id] * (d if n.phase == "update" else m * d) for n in compute)
+        tasks += sum(fan_out[g] * d for g in grads)
+    return tasks
+
+
+def check_step_size(graph: Graph, microbatches: int, data_parallel: int, pipeline_stages: int,
+                    limits: Limits = DEFAULT_LIMITS) -> int:
+    """The task estimate of one step; ScheduleError when it exceeds `limits.max_tasks`."""
+    check_step_options(microbatches, data_parallel, pipeline_stages)
+    tasks = estimate_tasks(graph, microbatches, data_parallel, pipeline_stages)
+    if tasks > limits.max_tasks:
+        raise ScheduleError(
+            f"compiling {graph.name} with microbatches={microbatches}, data_parallel={data_parallel}, "
+            f"pipeline_stages={pipeline_stages} would build about {tasks:,} tasks (an upper estimate), above "
+            f"the limit of {limits.max_tasks:,} (about 5 KB and up to 1 ms each); use fewer micro-batches or "
+            f"replicas, or raise the limit with `--max-tasks N` on the command line or "
+            f"`limits=Limits(max_tasks=N)` from Python")
+    return tasks
+
+
+def estimate_eval_bytes(graph: Graph, samples: int = 1) -> int:
+    """Numpy bytes of evaluating `graph` on `samples` inputs, as if every tensor stayed live: an upper
+    estimate (evaluation frees a value after its last use). Computed nodes and inputs count once per
+    sample; parameters and constants once."""
+    total = 0
+    for n in graph.nodes:
+        nbytes = math.prod(n.shape) * NUMPY_BYTES[n.dtype]
+        total += nbytes * (1 if n.is_leaf and n.op != "input" else samples)
+    return total
+
+
+def check_eval_size(graph: Graph, samples: int = 1, limits: Limits = DEFAULT_LIMITS,
+                    what: str = "evaluating") -> int:
+    """The byte estimate of `estimate_eval_bytes`; GraphError when it exceeds `limits.max_tensor_bytes`."""
+    nbytes = estimate_eval_bytes(graph, samples)
+    if nbytes > limits.max_tensor_bytes:
+        per = f" ({samples:,} samples)" if samples != 1 else ""
+        raise GraphError(
+            f"{what} {graph.name}{per} would allocate about {_gib(nbytes)} of numpy arrays (an upper estimate), "
+            f"above the limit of {_gib(limits.max_tensor_bytes)}; use a smaller batch or model, or raise the "
+            f"limit with `--max-bytes N` on the command line or `limits=Limits(max_tensor_bytes=N)` from Python")
+    return nbytes
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:,.3g} GiB ({nbytes:,} bytes)"

@@ -1,0 +1,222 @@
+"""Does a schedule agree with the graph and hardware it claims? (Schedule, Graph, HwSpec -> problems)
+
+A schedule from disk may have been edited. With the hardware, every chip, unit, instance, memory and
+port it names must exist, with the hardware's capacities and bandwidths, and each task must last its
+candidate's cycles plus the spill its output's memory costs. With the graph too, the schedule must be
+exactly a timing of the plan the compiler expands for that graph, hardware and options: same tasks,
+dependences, leaf reads, sizes and candidates, same bounds.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from accelsim.errors import AccelsimError
+from accelsim.graph.ir import Graph
+from accelsim.hw.spec import HwSpec
+from accelsim.limits import DEFAULT_LIMITS, check_step_size
+from accelsim.ops.registry import numel
+from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.levels import chip_list, memory_of, preferred_memory, spill_cycles
+from accelsim.schedule.memory import aligned
+from accelsim.schedule.plan import Schedule, graph_hash, hw_hash, memory_label
+from accelsim.schedule.ports import MILLI, port_capacities, port_rate
+from accelsim.schedule.validate import Names
+
+PLAN_FIELDS = ("kind", "node", "op", "phase", "microbatch", "replica", "stage", "chip", "out_chip", "deps",
+               "reads", "out_bytes", "bytes_moved", "keep", "group")
+
+
+def check_agreement(schedule: Schedule, graph: Graph | None, hw: HwSpec | None, names: Names, consistent: bool,
+                    plan=None) -> list[str]:
+    """Problems of `schedule` against `graph` and/or `hw`. `consistent`: its own checks passed, so
+    task ids index tasks and the plan comparison is meaningful."""
+    problems = []
+    if hw is not None and schedule.hw_hash != hw_hash(hw):
+        return [f"the schedule was compiled for hardware {schedule.hw_name!r} (hash {schedule.hw_hash[:12]}) but "
+                f"is used with hardware {hw.name!r} (hash {hw_hash(hw)[:12]}): recompile with `accelsim compile`"]
+    if graph is not None and schedule.graph_hash != graph_hash(graph):
+        return [f"the schedule was compiled for graph {schedule.graph_name!r} (hash {schedule.graph_hash[:12]}) "
+                f"but is used with graph {graph.name!r} (hash {graph_hash(graph)[:12]}): recompile with "
+                "`accelsim compile`"]
+    if graph is not None:
+        problems += _check_nodes(schedule, graph, names, consistent)
+    if hw is not None:
+        problems += _check_hardware(schedule, hw, names)
+        if not problems and consistent:
+            problems += _check_durations(schedule, hw, names)
+            problems += _check_ports(schedule, hw, names)
+    if graph is not None and hw is not None and not problems and consistent:
+        problems += _check_plan(schedule, graph, hw, names, plan)
+    return problems
+
+
+def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: bool) -> list[str]:
+    """Node ids exist, node tasks carry their node's op, and each task's dependences deliver the values
+    its kind needs."""
+    problems = []
+    tasks = schedule.tasks
+    for t in tasks:
+        if not t.node < len(graph.nodes):
+            problems.append(f"{names.task(t)} names node %{t.node}, which graph {graph.name!r} does not have "
+                            f"(0..{len(graph.nodes) - 1})")
+            continue
+        node = graph.nodes[t.node]
+        if t.kind == "node" and t.op != node.op:
+            problems.append(f"{names.task(t)} has op {t.op!r} but graph node %{t.node} is a {node.op}")
+        if not consistent:
+            continue
+        delivered = {tasks[d].node for d in t.deps}
+        for i in TASK_KINDS[t.kind].needs(graph, node):
+            if i not in delivered:
+                problems.append(f"{names.task(t)} needs {names.node(i)} but none of its dependences "
+                                f"(tasks {list(t.deps)}) produces, moves, accumulates or reduces it")
+    for x in schedule.tensors:
+        if not x.node < len(graph.nodes):
+            problems.append(f"{names.tensor(x)} is of node %{x.node}, which graph {graph.name!r} does not have")
+    return problems
+
+
+def _check_hardware(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
+    """Chips, units, instances and memories named by the schedule exist, with the hardware's sizes."""
+    chips = chip_list(hw)
+    problems = []
+    if schedule.clock_hz != hw.clock_hz:
+        problems.append(f"clock_hz is {schedule.clock_hz} but {hw.name} runs at {hw.clock_hz}")
+    for t in schedule.tasks:
+        for chip in (t.chip, t.out_chip):
+            if not chip < len(chips):
+                problems.append(f"{names.task(t)} names chip{chip}, but {hw.name} has {len(chips)} chip(s)")
+                break
+        else:
+            if TASK_KINDS[t.kind].holds != "unit":
+                continue
+            unit = next((u for u in chips[t.chip].units if u.name == t.resource), None)
+            if unit is None:
+                problems.append(f"{names.task(t)} runs on unit {t.resource!r}, which chip{t.chip} of {hw.name} "
+                                f"does not have ({', '.join(u.name for u in chips[t.chip].units)})")
+            elif not t.instance < (1 if unit.gang else unit.count):
+                problems.append(f"{names.task(t)} runs on instance {t.instance} of {t.resource!r}, which has "
+                                f"{1 if unit.gang else unit.count} on {hw.name}")
+            elif t.port != unit.reads[0]:
+                problems.append(f"{names.task(t)} streams through port {t.port!r}, but unit {unit.name!r} reads "
+                                f"{unit.reads[0]!r}")
+    expected = {(c, m.name): int(m.capacity_bytes) for c, chip in enumerate(chips) for m in chip.memories}
+    listed = {(m.chip, m.memory): m.capacity_bytes for m in schedule.memories}
+    for key in sorted(set(expected) | set(listed)):
+        if expected.get(key) != listed.get(key):
+            problems.append(f"memory {memory_label(*key)} has capacity {listed.get(key)} in the schedule but "
+                            f"{expected.get(key)} on {hw.name} (None: no such memory)")
+    return problems
+
+
+def _spill(schedule: Schedule, hw: HwSpec) -> dict[int, int]:
+    """Extra cycles each task pays for writing its output outside its preferred memory."""
+    chips = chip_list(hw)
+    tasks = schedule.tasks
+    extra: dict[int, int] = defaultdict(int)
+    for x in schedule.tensors:
+        if x.task < 0:
+            continue
+        t = tasks[x.task]
+        chip = chips[x.chip]
+        if x.memory != preferred_memory(chip, t.resource):
+            mem = memory_of(chip, x.memory)
+            extra[t.id] = spill_cycles(mem, t.out_bytes, hw.clock_hz)
+    for members in _groups(schedule).values():
+        worst = max(extra[t] for t in members)
+        for t in members:
+            extra[t] = worst
+    return extra
+
+
+def _groups(schedule: Schedule) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = defaultdict(list)
+    for t in schedule.tasks:
+        if t.group >= 0:
+            out[t.group].append(t.id)
+    return out
+
+
+def _check_durations(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
+    """A task lasts its candidate's cycles, plus the spill cost when its output left the preferred memory."""
+    extra = _spill(schedule, hw)
+    problems = []
+    for t in schedule.tasks:
+        cycles = next(c.cycles for c in schedule.candidates[t.candidates] if c.resource == t.resource)
+        want = cycles + extra[t.id]
+        if t.end - t.start != want:
+            problems.append(f"{names.task(t)} lasts {t.end - t.start} cycles, but on {t.resource!r} it takes "
+                            f"{cycles}" + (f" plus {extra[t.id]} to spill its output" if extra[t.id] else ""))
+    return problems
+
+
+def _check_ports(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
+    """At no time do the tasks streaming through a memory port hold more bandwidth than it has
+    (each holds its bytes over its duration, as the simulator meters it)."""
+    capacity = port_capacities(hw, chip_list(hw))
+    events: dict[tuple[int, str], list[tuple[int, int, int]]] = defaultdict(list)  # (time, +-rate, task id)
+    for t in schedule.tasks:
+        key = (t.chip, t.port)
+        if key in capacity:
+            rate = port_rate(t.bytes_moved, t.end - t.start, capacity[key])
+            if rate:
+                events[key] += [(t.start, rate, t.id), (t.end, -rate, t.id)]
+    problems = []
+    for port, evs in sorted(events.items()):
+        level, running = 0, set()
+        for time, delta, tid in sorted(evs, key=lambda e: (e[0], e[1] > 0, e[2])):  # releases first
+            level += delta
+            running.symmetric_difference_update({tid})
+            if level > capacity[port]:
+                shown = ", ".join(names.task(schedule.tasks[i]) for i in sorted(running)[:4])
+                problems.append(f"port {memory_label(*port)} is asked for {level / MILLI:.1f} B/cycle at cycle "
+                                f"{time}, more than its {capacity[port] / MILLI:.1f}, by {len(running)} tasks: {shown}")
+                break
+    return problems
+
+
+def _check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names, plan) -> list[str]:
+    """The schedule is a timing of exactly the plan the compiler expands for its graph, hardware and
+    options, with its bounds, sample count and leaf sizes."""
+    from accelsim.schedule.bounds import lower_bounds
+    from accelsim.schedule.compile import samples_per_microbatch
+    from accelsim.schedule.expand import expand
+
+    o = schedule.options
+    if plan is None:
+        try:
+            check_step_size(graph, o.microbatches, o.data_parallel, o.pipeline_stages, DEFAULT_LIMITS)
+            plan = expand(graph, hw, o, o.max_in_flight)
+        except AccelsimError as e:
+            return [f"its options {o.model_dump()} cannot be expanded for graph {graph.name!r} on {hw.name}: {e}"]
+    problems = []
+    if len(plan.tasks) != len(schedule.tasks):
+        return [f"the schedule has {len(schedule.tasks)} tasks, but graph {graph.name!r} on {hw.name} with "
+                f"options {o.model_dump()} expands to {len(plan.tasks)}"]
+    for spec, t in zip(plan.tasks, schedule.tasks):
+        want = {"kind": spec.kind, "node": spec.node, "op": spec.op, "phase": spec.phase,
+                "microbatch": spec.microbatch, "replica": spec.replica, "stage": spec.stage, "chip": spec.chip,
+                "out_chip": spec.out_chip, "deps": tuple(spec.deps), "reads": tuple(spec.reads),
+                "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group}
+        wrong = [f"{k} {getattr(t, k)!r} (expected {v!r})" for k, v in want.items() if getattr(t, k) != v]
+        got_options = tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates])
+        if got_options != tuple(spec.options):
+            wrong.append(f"candidates {list(got_options)} (expected {list(spec.options)})")
+        if wrong:
+            problems.append(f"{names.task(t)} is not the task the compiler plans: " + "; ".join(wrong[:4]))
+            if len(problems) > 20:
+                return problems
+    bounds = lower_bounds(plan, hw)
+    if bounds != schedule.bounds:
+        problems.append(f"bounds are {schedule.bounds.model_dump()} but the plan's are {bounds.model_dump()}")
+    samples = samples_per_microbatch(graph) * o.microbatches * o.data_parallel
+    if schedule.samples_per_step != samples:
+        problems.append(f"samples_per_step is {schedule.samples_per_step} but {o.microbatches} micro-batch(es) x "
+                        f"{o.data_parallel} replica(s) of graph {graph.name!r} process {samples}")
+    for x in schedule.tensors:
+        if x.task < 0:
+            node = graph.nodes[x.node]
+            want = aligned(numel(node.shape) * hw.elem_bytes(node.dtype))
+            if x.size_bytes != want:
+                problems.append(f"{names.tensor(x)} has {x.size_bytes} bytes, but leaf {node.name!r} needs {want}")
+    return problems

@@ -1,0 +1,79 @@
+"""Task kinds as a typed table: what each kind holds while it runs, which values it needs, what it
+computes and how it is reported. Every stage (expand, validate, simulate, execute, report) looks a
+task's kind up here instead of switching on its name, so adding a kind is adding a record."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+
+from accelsim.graph.ir import Graph, Node
+
+Kernel = Callable[..., np.ndarray]
+KernelFor = Callable[[str], Kernel]
+Holds = Literal["unit", "link", "collective"]
+
+
+@dataclass(frozen=True)
+class TaskKindDef:
+    """Everything accelsim knows about one task kind.
+
+    holds: what a running task occupies: an instance of a unit kind on its chip ("unit"), the link
+      from its chip to its out_chip ("link"), or every replica's share of a collective at once, all
+      members starting and ending together ("collective").
+    reads_graph_inputs: True if it reads its graph node's inputs (leaves from memory, the rest from
+      its dependences, in the node's input order); False if it reads its dependences' outputs in
+      dependence order.
+    needs: the graph nodes whose values its dependences must deliver (a validation rule).
+    compute: its arithmetic on real arrays, given a kernel lookup, its graph node and its inputs.
+    communication: reported as communication time (all-reduce, transfers), not as unit busy time.
+    """
+
+    name: str
+    holds: Holds
+    reads_graph_inputs: bool
+    needs: Callable[[Graph, Node], tuple[int, ...]]
+    compute: Callable[[KernelFor, Node, Sequence[np.ndarray]], np.ndarray]
+    communication: bool
+
+
+def _graph_inputs(graph: Graph, node: Node) -> tuple[int, ...]:
+    return tuple(i for i in node.inputs if not graph.nodes[i].is_leaf)
+
+
+def _itself(graph: Graph, node: Node) -> tuple[int, ...]:
+    return (node.id,)
+
+
+def _apply_op(kernel: KernelFor, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
+    return np.asarray(kernel(node.op)(*args, **node.attrs), dtype=node.dtype)
+
+
+def _add_all(kernel: KernelFor, node: Node, parts: Sequence[np.ndarray]) -> np.ndarray:
+    """A sum in dependence order (micro-batch accumulation, or the replicas of an all-reduce)."""
+    total = parts[0]
+    for p in parts[1:]:
+        total = np.asarray(kernel("add")(total, p), dtype=node.dtype)
+    return np.asarray(total, dtype=node.dtype)
+
+
+def _copy(kernel: KernelFor, node: Node, parts: Sequence[np.ndarray]) -> np.ndarray:
+    return np.array(parts[0], dtype=node.dtype)
+
+
+TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
+    TaskKindDef("node", "unit", True, _graph_inputs, _apply_op, False),
+    TaskKindDef("accumulate", "unit", False, _itself, _add_all, False),
+    TaskKindDef("allreduce", "collective", False, _itself, _add_all, True),
+    TaskKindDef("transfer", "link", False, _itself, _copy, True),
+)}
+
+
+def kind_of(name: str) -> TaskKindDef:
+    return TASK_KINDS[name]
+
+
+def busy_kinds() -> tuple[str, ...]:
+    """Kinds whose time counts as a unit's busy time."""
+    return tuple(k.name for k in TASK_KINDS.values() if k.holds == "unit")
