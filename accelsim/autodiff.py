@@ -5,6 +5,7 @@ adjoints each tensor receives from its consumers, and emit nodes, never numbers.
 """
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Iterable
 
 from accelsim.errors import GraphError
@@ -31,6 +32,9 @@ def gradients(graph: Graph, loss: int, wrt: Iterable[int]) -> dict[int, Var]:
     Returns {x: Var of its gradient}; an x that the loss does not depend on is absent.
     """
     wrt = set(wrt)
+    bad = [i for i in [loss, *wrt] if isinstance(i, bool) or not (isinstance(i, Integral) and 0 <= i < len(graph))]
+    if bad:
+        raise GraphError(f"gradients: graph {graph.name!r} has no nodes {bad} (ids 0..{len(graph.nodes) - 1})")
     if graph.nodes[loss].shape != ():
         raise GraphError(f"loss %{loss} must be a scalar, got shape {graph.nodes[loss].shape}")
     for x in wrt:

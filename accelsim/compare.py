@@ -36,9 +36,10 @@ class Mismatch:
     def __str__(self) -> str:
         if self.reason == "shape":
             return f"shape {self.got_shape}, expected {self.expected_shape}"
-        at = f"index {self.index}" if self.index else "the value"
         if self.reason == "reference non-finite":
-            return f"the reference itself is non-finite: {at} is expected as {self.expected:.6g} (got {self.got:.6g})"
+            at = f" at index {self.index}" if self.index else ""
+            return f"the reference itself is non-finite: {self.expected:.6g}{at} (got {self.got:.6g})"
+        at = f"index {self.index}" if self.index else "the value"
         return f"{at} is {self.got:.6g}, expected {self.expected:.6g}"
 
 

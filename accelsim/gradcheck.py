@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Mapping
 
 import numpy as np
 
-from accelsim.compare import NEGLIGIBLE, first_mismatch, max_rel_err, scale
+from accelsim.compare import NEGLIGIBLE, Mismatch, first_mismatch, max_rel_err, scale
 from accelsim.errors import GraphError
 from accelsim.evaluate import evaluate
 from accelsim.graph.ir import Graph
@@ -15,10 +16,11 @@ __all__ = ["NEGLIGIBLE", "finite_difference_grads", "grad_report", "max_rel_err"
 
 
 def _check_coords(max_coords: int | None) -> None:
+    """None: every coordinate; 0: none (finite differences skipped, as for a model whose ties make them meaningless)."""
     if max_coords is not None and (isinstance(max_coords, bool) or not isinstance(max_coords, (int, np.integer))
-                                   or max_coords < 1):
-        raise GraphError(f"finite differences: the number of coordinates per tensor (--fd-coords) must be a "
-                         f"positive integer, got {max_coords!r}")
+                                   or max_coords < 0):
+        raise GraphError(f"finite differences: the number of coordinates per tensor (--fd-coords) must be an "
+                         f"integer >= 0, got {max_coords!r}")
 
 
 def finite_difference_grads(graph: Graph, loss: str, wrt: list[str], feeds: Mapping[str, np.ndarray],
@@ -83,23 +85,31 @@ def grad_report(graph: Graph, fd_coords: int = 8, use_torch: bool = True, seed: 
     fd = finite_difference_grads(graph, "loss", [n.name for n in wrt], feeds, max_coords=fd_coords,
                                  rng=np.random.default_rng(seed))
     floor = NEGLIGIBLE * scale(*grad_values.values())
-    # (label, ours, the oracle's, floor): every comparison the report makes
-    pairs = [(f"d loss / d {k} (finite differences)", grad_values[k].reshape(-1)[idx], v, floor)
-             for k, (idx, v) in fd.items()]
-    fd_err = max((max_rel_err(ours, theirs, f) for _, ours, theirs, f in pairs), default=0.0)
-    torch_err = None
+    # every comparison the report makes: (label, ours, the oracle's, floor, the sampled flat coordinates
+    # of the tensor's shape, or None for the whole tensor)
+    fd_pairs = [(f"d loss / d {k} (finite differences)", grad_values[k].reshape(-1)[idx], v, floor,
+                 (idx, grad_values[k].shape)) for k, (idx, v) in fd.items()]
+    fd_err = max((max_rel_err(ours, theirs, f) for _, ours, theirs, f, _ in fd_pairs), default=0.0)
+    torch_err, torch_pairs = None, []
     if use_torch and _torch_available():
         from accelsim.torch_oracle import torch_gradients
 
         t_out, t_grads = torch_gradients(graph, feeds, [n.name for n in wrt])
-        torch_pairs = [(f"d loss / d {k} (PyTorch)", grad_values[k], t_grads[k], floor) for k in t_grads]
-        torch_pairs += [(f"{k} (PyTorch)", outputs[k], t_out[k], 0.0) for k in outputs if k in t_out]
-        torch_err = max((max_rel_err(ours, theirs, f) for _, ours, theirs, f in torch_pairs), default=0.0)
-        pairs += torch_pairs
-    nonfinite = [f"{label}: {m}" for label, ours, theirs, _ in pairs
+        torch_pairs = [(f"d loss / d {k} (PyTorch)", grad_values[k], t_grads[k], floor, None) for k in t_grads]
+        torch_pairs += [(f"{k} (PyTorch)", outputs[k], t_out[k], 0.0, None) for k in outputs if k in t_out]
+        torch_err = max((max_rel_err(ours, theirs, f) for _, ours, theirs, f, _ in torch_pairs), default=0.0)
+    nonfinite = [f"{label}: {_in_tensor(m, sampled)}" for label, ours, theirs, _, sampled in fd_pairs + torch_pairs
                  if (m := first_mismatch(ours, theirs, math.inf)) is not None]
     return {"outputs": outputs, "grads": grad_values, "fd_max_rel_err": fd_err, "torch_max_rel_err": torch_err,
             "nonfinite": nonfinite}
+
+
+def _in_tensor(m: Mismatch, sampled: tuple[np.ndarray, tuple[int, ...]] | None) -> Mismatch:
+    """A mismatch among sampled coordinates, re-indexed to its place in the whole tensor."""
+    if sampled is None or m.index is None:
+        return m
+    idx, shape = sampled
+    return replace(m, index=tuple(int(i) for i in np.unravel_index(int(idx[m.index[0]]), shape)))
 
 
 def _torch_available() -> bool:

@@ -22,13 +22,14 @@ class Limits:
     """Documented ceilings on the work one call may build; raise them knowingly.
 
     max_tasks: tasks in one compiled step. Measured on the list scheduler (mlp on groq_like_x4,
-    4k to 70k tasks): each task costs about 5 KB of Python objects at the compiler's peak and 0.5 to
-    1 ms, growing with the step, so 250,000 tasks is about 1.2 GiB and several minutes; a
-    million tasks would pass 3 GiB and run for a quarter of an hour. The shipped examples compile
-    steps of a few thousand tasks.
-    max_tensor_bytes: numpy bytes that one evaluation or check of a step may allocate, estimated as
-    if every tensor were live at once (see `estimate_eval_bytes`): 4 GiB leaves room for the
-    float64 oracle a check computes beside it on a 16 GiB machine.
+    4k to 70k tasks): each task costs 5 to 7 KB of Python objects at the compiler's peak and 0.5 to
+    3 ms, more per task as the step grows, so 250,000 tasks is about 1.5 GiB and many minutes; a
+    million tasks would pass 6 GiB. The shipped examples compile steps of a few thousand tasks.
+    max_tensor_bytes: numpy bytes of the tensors that one evaluation or check of a step computes, as
+    if every tensor were live at once (see `estimate_eval_bytes`). Measured peaks of evaluating zoo
+    models are 0.25x to 1.15x of that estimate (a convolution's im2col workspace comes on top), and
+    a float32 check also keeps a float64 oracle and the kernels' arenas, so 4 GiB keeps a check
+    within about 16 GiB.
     """
 
     max_tasks: int = 250_000
@@ -86,21 +87,25 @@ def check_step_size(graph: Graph, microbatches: int, data_parallel: int, pipelin
                     limits: Limits = DEFAULT_LIMITS) -> int:
     """The task estimate of one step; ScheduleError when it exceeds `limits.max_tasks`."""
     check_step_options(microbatches, data_parallel, pipeline_stages)
+    _check_limits(limits)
     tasks = estimate_tasks(graph, microbatches, data_parallel, pipeline_stages)
     if tasks > limits.max_tasks:
         raise ScheduleError(
             f"compiling {graph.name} with microbatches={microbatches}, data_parallel={data_parallel}, "
             f"pipeline_stages={pipeline_stages} would build about {tasks:,} tasks (an upper estimate), above "
-            f"the limit of {limits.max_tasks:,} (about 5 KB and up to 1 ms each); use fewer micro-batches or "
+            f"the limit of {limits.max_tasks:,} (about 6 KB and a few ms each); use fewer micro-batches or "
             f"replicas, or raise the limit with `--max-tasks N` on the command line or "
             f"`limits=Limits(max_tasks=N)` from Python")
     return tasks
 
 
 def estimate_eval_bytes(graph: Graph, samples: int = 1) -> int:
-    """Numpy bytes of evaluating `graph` on `samples` inputs, as if every tensor stayed live: an upper
-    estimate (evaluation frees a value after its last use). Computed nodes and inputs count once per
-    sample; parameters and constants once."""
+    """Numpy bytes of the tensors of `graph` evaluated on `samples` inputs, as if every tensor stayed
+    live (evaluation frees a value after its last use, so the tensors never take more). Computed nodes
+    and inputs count once per sample; parameters and constants once. Ops' temporary workspaces are
+    not counted: the limit leaves headroom for them."""
+    if not _is_int(samples) or samples < 1:
+        raise GraphError(f"samples must be an integer >= 1, got {samples!r}")
     total = 0
     for n in graph.nodes:
         nbytes = math.prod(n.shape) * NUMPY_BYTES[n.dtype]
@@ -111,15 +116,24 @@ def estimate_eval_bytes(graph: Graph, samples: int = 1) -> int:
 def check_eval_size(graph: Graph, samples: int = 1, limits: Limits = DEFAULT_LIMITS,
                     what: str = "evaluating") -> int:
     """The byte estimate of `estimate_eval_bytes`; GraphError when it exceeds `limits.max_tensor_bytes`."""
+    _check_limits(limits)
     nbytes = estimate_eval_bytes(graph, samples)
     if nbytes > limits.max_tensor_bytes:
         per = f" ({samples:,} samples)" if samples != 1 else ""
         raise GraphError(
-            f"{what} {graph.name}{per} would allocate about {_gib(nbytes)} of numpy arrays (an upper estimate), "
-            f"above the limit of {_gib(limits.max_tensor_bytes)}; use a smaller batch or model, or raise the "
+            f"{what} {graph.name}{per} would allocate about {_bytes_str(nbytes)} of numpy arrays (an upper estimate), "
+            f"above the limit of {_bytes_str(limits.max_tensor_bytes)}; use a smaller batch or model, or raise the "
             f"limit with `--max-bytes N` on the command line or `limits=Limits(max_tensor_bytes=N)` from Python")
     return nbytes
 
 
-def _gib(nbytes: int) -> str:
-    return f"{nbytes / 2**30:,.3g} GiB ({nbytes:,} bytes)"
+def _check_limits(limits: object) -> None:
+    if not isinstance(limits, Limits):
+        raise AccelsimError(f"limits must be an accelsim.limits.Limits, got {limits!r}")
+
+
+def _bytes_str(nbytes: int) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit} ({nbytes:,} bytes)"
+    return f"{nbytes:,} bytes"

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, Mapping, Protocol
 
+from accelsim.hw.spec import HwSpec
+from accelsim.schedule.kinds import busy_kinds
+from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import PER_STEP
 
-BUSY_KINDS = ("node", "accumulate")
-"""Record kinds that occupy a unit; transfers and all-reduces use links instead."""
+BUSY_KINDS = busy_kinds()
+"""Record kinds that occupy a unit (TaskKindDef.holds == "unit"); transfers and collectives do not."""
 
 
 class Interval(Protocol):
@@ -27,6 +30,16 @@ class Interval(Protocol):
     def start(self) -> int: ...
     @property
     def end(self) -> int: ...
+
+
+def unit_instances(hw: HwSpec, chips_used: Iterable[int]) -> dict[str, int]:
+    """Unit kind -> its instances over the chips in use (a gang of instances counts once)."""
+    chips = chip_list(hw)
+    out: dict[str, int] = defaultdict(int)
+    for c in sorted(set(chips_used)):
+        for u in chips[c].units:
+            out[u.name] += 1 if u.gang else u.count
+    return dict(out)
 
 
 def utilization(records: Iterable[Interval], unit_instances: Mapping[str, int],

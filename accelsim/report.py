@@ -6,18 +6,13 @@ from typing import Any
 
 from accelsim import metrics
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.expand import chip_list
+from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule
 
 
 def utilization(schedule: Schedule, hw: HwSpec) -> dict[str, float]:
     """Busy fraction of each unit kind over the makespan, over all its instances on the chips in use."""
-    chips = chip_list(hw)
-    used = sorted({t.chip for t in schedule.tasks})
-    instances: dict[str, int] = defaultdict(int)
-    for c in used:
-        for u in chips[c].units:
-            instances[u.name] += 1 if u.gang else u.count
+    instances = metrics.unit_instances(hw, (t.chip for t in schedule.tasks))
     return metrics.utilization(schedule.tasks, instances, schedule.makespan_cycles)
 
 
@@ -26,11 +21,27 @@ def latency_cycles(schedule: Schedule) -> float:
     return metrics.mean_latency_cycles(schedule.tasks, schedule.makespan_cycles)
 
 
+def communication_cycles(schedule: Schedule) -> dict[str, int]:
+    """Cycles of communication tasks by what they hold: "collective" (each collective once, not once
+    per member) and "link" (summed over transfers)."""
+    out: dict[str, int] = defaultdict(int)
+    seen_groups = set()
+    for t in schedule.tasks:
+        kind = TASK_KINDS[t.kind]
+        if not kind.communication:
+            continue
+        if kind.holds == "collective":
+            if t.group in seen_groups:
+                continue
+            seen_groups.add(t.group)
+        out[kind.holds] += t.end - t.start
+    return out
+
+
 def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
     clock = schedule.clock_hz
     makespan_s = schedule.makespan_cycles / clock
-    comm = [t for t in schedule.tasks if t.kind in ("allreduce", "transfer")]
-    allreduce = {(t.node, t.start, t.end) for t in schedule.tasks if t.kind == "allreduce"}
+    comm = communication_cycles(schedule)
     return {
         "graph": schedule.graph_name,
         "hw": schedule.hw_name,
@@ -45,8 +56,9 @@ def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
         "utilization": utilization(schedule, hw),
         "peak_memory_bytes": dict(schedule.peak_memory_bytes),
         "memory_capacity_bytes": dict(schedule.memory_capacity_bytes),
-        "allreduce_cycles": sum(e - s for _, s, e in allreduce),
-        "transfer_cycles": sum(t.end - t.start for t in comm if t.kind == "transfer"),
+        "allreduce_cycles": comm.get("collective", 0),
+        "transfer_cycles": comm.get("link", 0),
+        "energy_pj": schedule.energy_pj,
         "critical_path_cycles": schedule.bounds.critical_path_cycles,
         "resource_bound_cycles": schedule.bounds.resource_cycles,
         "resource_bound_unit": schedule.bounds.resource,

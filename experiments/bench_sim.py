@@ -54,7 +54,7 @@ def main() -> None:
             times, result = [], None
             for _ in range(args.repeat):
                 start = time.perf_counter()
-                result = simulate(sched, hw, mode, graph=graph)
+                result = simulate(sched, hw, mode)
                 times.append(time.perf_counter() - start)
             sec = statistics.median(times)
             rate = result.events / sec

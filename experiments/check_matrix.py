@@ -32,7 +32,6 @@ def main() -> int:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     import accelsim as A
-    from accelsim.execute import check
     from accelsim.models import sizes
 
     table = getattr(sizes, (args.sizes or ("tiny" if args.simulator else "small")).upper())
@@ -53,7 +52,7 @@ def main() -> int:
                 print(f"{model:18s} {hw_name:17s} {'':>6s} {'no unit':>7s}")
                 continue
             compiled = time.perf_counter()
-            report = check(sched, args.backend, graph=graph, hw=hw)
+            report = A.check(sched, args.backend, graph=graph, hw=hw)  # validates the schedule first
             done = time.perf_counter()
             worst = max(report.entries, key=lambda e: e.max_rel_err / e.tolerance)
             failed += not report.passed

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import accelsim as A
 from accelsim.hw.spec import Interconnect
+from accelsim.metrics import BUSY_KINDS
 from accelsim.passes import inference_graph
 from accelsim.sim import simulate
 from accelsim.viz import plot_timeline
@@ -47,7 +48,7 @@ def main() -> None:
             result = simulate(sched, hw)
             path = Path(args.out) / f"{step}_{name}.png"
             plot_timeline(result, path, title=f"{step}, {name.replace('_', ' ')}: {m * d} inputs on {hw.name}")
-            used = {(s.chip, s.resource, s.instance) for s in result.spans if s.kind in ("node", "accumulate")}
+            used = {(s.chip, s.resource, s.instance) for s in result.spans if s.kind in BUSY_KINDS}
             util = [v for v in result.utilization().values() if v > 0]
             peak = sum(result.peak_occupancy_bytes().values())
             print(f"{step:9s} {name:13s} {result.throughput_samples_per_s:10.0f} "

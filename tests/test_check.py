@@ -1,12 +1,17 @@
 """Compiled schedules executed on real numbers (through their memory placements) match the reference."""
+import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import accelsim as A
+from accelsim import ops as F
+from accelsim.cli import main
 from accelsim.execute import check
 from accelsim.models.sizes import SMALL, TINY
 from accelsim.passes import inference_graph
@@ -81,6 +86,97 @@ def test_a_kernel_off_by_a_few_ulps_too_many_fails_the_float32_check(monkeypatch
     monkeypatch.setitem(KERNELS["numba"], "matmul", lambda a, b, **kw: (exact(a, b, **kw) * (1 + 3e-4)).astype(a.dtype))
     report = check(sched, BACKEND, graph=graph, hw=hw)
     assert not report.passed and "logits" in {e.name for e in report.entries if not e.passed}
+
+
+MLP = {"batch": 4, "sizes": (16, 8, 4)}
+LOGITS_SHAPE = (4, 4)
+
+
+def _poison_the_logits(monkeypatch):
+    """The numba add kernel writes NaN at logits[1, 3] (the only add with the logits' shape)."""
+    from accelsim.kernels.registry import KERNELS, load_backend
+
+    add = load_backend("numba")["add"]
+
+    def poisoned(a, b, **attrs):
+        out = add(a, b, **attrs)
+        if out.shape == LOGITS_SHAPE:
+            out = out.copy()
+            out[1, 3] = np.nan
+        return out
+
+    monkeypatch.setitem(KERNELS["numba"], "add", poisoned)
+
+
+def test_a_kernel_that_writes_one_nan_fails_the_check_naming_the_tensor_and_index(monkeypatch):
+    _poison_the_logits(monkeypatch)
+    hw = A.load_hw("groq_like")
+    graph = A.training_graph(A.models.build("mlp", **MLP), optimizer="momentum", lr=0.05)
+    report = check(A.compile(graph, hw, microbatches=2), BACKEND, graph=graph, hw=hw)
+    assert not report.passed
+    logits = next(e for e in report.entries if e.name == "logits")
+    assert not logits.passed and logits.max_rel_err == math.inf and logits.max_abs_err == math.inf
+    assert logits.mismatch.index == (1, 3) and math.isnan(logits.mismatch.got)
+    assert math.isfinite(logits.mismatch.expected)
+    assert logits.failure.startswith("logits (micro-batch 0, replica 0): index (1, 3) is nan, expected ")
+    assert logits.failure in report.failures
+    assert not next(e for e in report.entries if e.name == "loss").passed  # the NaN flows on
+    payload = json.loads(json.dumps(report.to_json(), allow_nan=False))  # plain JSON: no NaN literals
+    assert payload["passed"] is False and logits.failure in payload["failures"]
+    entry = next(e for e in payload["entries"] if e["name"] == "logits")
+    assert entry["mismatch"]["index"] == [1, 3] and entry["mismatch"]["got"] == "nan"
+
+
+def test_check_cli_fails_on_a_kernel_that_writes_one_nan(monkeypatch, tmp_path, capsys):
+    _poison_the_logits(monkeypatch)
+    code = main(["check", "--hw", "groq_like", "--model", "mlp", "--batch", "4", "--set", "sizes=16,8,4",
+                 "--backend", "numba", "--json", str(tmp_path / "c.json")])
+    out = capsys.readouterr().out
+    assert code == 1 and "FAILED" in out and "logits" in out and "check passed" not in out
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["passed"] is False
+    assert any(f.startswith("logits (micro-batch 0, replica 0): index (1, 3) is nan") for f in report["failures"])
+
+
+def _nan_weight_graph():
+    """y = x @ w with every w NaN: the reference itself is non-finite, so nothing can be vouched for."""
+    g = A.Graph("nan_leaf", dtype="float32")
+    x = g.input("x", (4, 3), init="uniform")
+    w = g.param("w", (3, 2), init="full", value=float("nan"))
+    y = F.matmul(x, w)
+    g.output("y", y)
+    g.set_loss(F.mse_loss(y, g.input("target", (4, 2))))
+    return g
+
+
+def test_a_nan_leaf_fails_the_check_because_the_reference_is_non_finite():
+    hw = A.load_hw("groq_like")
+    graph = _nan_weight_graph()
+    for g in (graph, A.training_graph(graph, optimizer="sgd", lr=0.05)):
+        report = check(A.compile(g, hw, microbatches=2, data_parallel=2), BACKEND, graph=g, hw=hw)
+        assert not report.passed, g.name
+        y = next(e for e in report.entries if e.name == "y")
+        assert y.mismatch.reason == "reference non-finite" and y.mismatch.index == (0, 0)
+        assert "y (micro-batch 0, replica 0): the reference itself is non-finite" in y.failure
+        assert all(not e.passed for e in report.entries), [e.failure for e in report.entries]
+
+
+def test_a_missing_value_fails_the_check_instead_of_being_skipped(monkeypatch):
+    """An executed step that never produced a tensor must not pass by having nothing to compare."""
+    check_module = sys.modules["accelsim.execute.check"]  # the package re-exports the function by that name
+    real = check_module.execute
+
+    def forgets_the_logits(*args):
+        result = real(*args)
+        result.outputs = {k: v for k, v in result.outputs.items() if k[0] != "logits"}
+        return result
+
+    monkeypatch.setattr(check_module, "execute", forgets_the_logits)
+    hw = A.load_hw("groq_like")
+    graph = A.training_graph(A.models.build("mlp", **MLP))
+    report = check(A.compile(graph, hw), BACKEND, graph=graph, hw=hw)
+    assert not report.passed
+    assert report.failures == ("logits: micro-batch 0, replica 0: the executed step produced no value",)
 
 
 def test_check_cli_passes_and_asking_for_cuda_without_a_gpu_or_simulator_is_a_clear_error(tmp_path):

@@ -73,7 +73,7 @@ def test_tpu_v1_peak_is_92_tops_int8_and_memories_match_the_paper():
     assert _peak_ops_per_s(hw, "mxu") == pytest.approx(92e12, rel=0.01)  # 2 * 256*256 * 700 MHz
     assert hw.elem_bytes("float32") == 1
     assert _unit(hw, "mxu").array.dataflow == "ws"
-    assert _unit(hw, "mxu").output_buffer.capacity_bytes == 4 * 2**20  # accumulators
+    assert _unit(hw, "mxu").output_buffer.bytes_per_cycle(hw.clock_hz) == 1024  # one 256 x 32-bit row per cycle
     assert _memory(hw, "unified_buffer").capacity_bytes == 24 * 2**20
     dram = _memory(hw, "weight_dram")
     assert dram.capacity_bytes == 8 * 2**30 and dram.bytes_per_cycle(hw.clock_hz) * hw.clock_hz == pytest.approx(34e9)
@@ -173,8 +173,11 @@ def test_bespoke_conv1_fits_its_5x5_array_in_one_fold():
     assert (array.rows, array.cols) == (k, n) == (25, 64)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
-def test_links_join_units_of_the_same_chip_in_one_direction_each(name):
-    for chip in load_hw(name).chips:
-        pairs = [(link.src, link.dst) for link in chip.links]
-        assert len(pairs) == len(set(pairs))
+def test_no_field_is_parsed_that_nothing_reads():
+    """Unit chains and operand-buffer capacities are not modelled yet: the shipped files keep them as
+    comments, and the schema has no key for them (a file that gives one is refused as an unknown key)."""
+    from accelsim.hw.spec import Buffer, Chip
+
+    assert "links" not in Chip.model_fields and "capacity_bytes" not in Buffer.model_fields
+    for name in SHIPPED:
+        assert not re.search(r"^\s*links:", (HWCONFIGS / f"{name}.yaml").read_text(), re.M), name

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelsim.gradcheck import max_rel_err
+from accelsim.compare import first_mismatch, max_rel_err
 from accelsim.kernels import get_kernel
 from accelsim.ops import OPS
 
@@ -34,7 +34,8 @@ def _check(name, backend, seed):
             assert np.shape(got) == np.shape(expected), f"{name} {backend} {dtype}: shape"
             assert np.asarray(got).dtype == args[op.dtype_from].dtype, f"{name} {backend} {dtype}: dtype"
             err = max_rel_err(got, expected)
-            assert err < TOL[dtype], f"{name} on {backend} in {dtype} {attrs}: rel err {err:.2e}"
+            assert err < TOL[dtype], (f"{name} on {backend} in {dtype} {attrs}: rel err {err:.2e}, first bad: "
+                                      f"{first_mismatch(got, expected, TOL[dtype])}")
 
 
 @pytest.mark.parametrize("backend", ["numba", "cuda"])

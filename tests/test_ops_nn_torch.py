@@ -9,7 +9,7 @@ import pytest
 
 import accelsim
 from accelsim import ops as F
-from accelsim.gradcheck import max_rel_err
+from accelsim.compare import max_rel_err
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

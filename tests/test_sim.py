@@ -1,4 +1,6 @@
 """SimPy simulation: exact replays (with shared memory ports), attributed stalls, dynamic runtime, deadlocks."""
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -8,18 +10,28 @@ import accelsim as A
 from accelsim import ops as F
 from accelsim.models.sizes import SMALL
 from accelsim.passes import inference_graph
+from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.sim import SimulationError, simulate
 
 SCHEDULES = Path(__file__).resolve().parent.parent / "schedules"
 HWCONFIGS = sorted(p.stem for p in (SCHEDULES.parent / "hwconfigs").glob("*.yaml"))
 
 
-def toy_hw(n_units=1, sram_bytes=1 << 20, sram_bytes_per_cycle=64):
-    return A.hw.parse_hw({"name": "toy", "clock_hz": 1e9, "chips": [{"units": [
-        {"name": "vpu", "categories": ["elementwise", "reduction", "data_movement", "tensor"], "count": n_units,
-         "vector": {"lanes": 8}, "reads": ["sram"], "writes": ["sram"]}],
+def toy_hw(n_units=1, sram_bytes=1 << 20, sram_bytes_per_cycle=64, energy_pj_per_op=None):
+    unit = {"name": "vpu", "categories": ["elementwise", "reduction", "data_movement", "tensor"], "count": n_units,
+            "vector": {"lanes": 8}, "reads": ["sram"], "writes": ["sram"]}
+    if energy_pj_per_op is not None:
+        unit["energy_pj_per_op"] = energy_pj_per_op
+    return A.hw.parse_hw({"name": "toy", "clock_hz": 1e9, "chips": [{"units": [unit],
         "memories": [{"name": "sram", "kind": "sram", "capacity_bytes": sram_bytes,
                       "bandwidth_bytes_per_cycle": sram_bytes_per_cycle}]}]})
+
+
+def diamond() -> A.Graph:
+    g = A.Graph("diamond")
+    a = F.relu(g.input("x", (64,)))
+    F.exp(a) + F.sin(a)
+    return g
 
 
 def test_a_tiny_diamond_replays_exactly_and_stalls_on_a_slower_port():
@@ -27,9 +39,7 @@ def test_a_tiny_diamond_replays_exactly_and_stalls_on_a_slower_port():
     streaming 512 B in 8 cycles = 64 B/cycle, half the port; the add [16, 24). Replayed where the
     SRAM gives only 64 B/cycle, exp takes the whole port, sin waits 8 cycles for it, and the add
     follows at 24."""
-    g = A.Graph("diamond")
-    a = F.relu(g.input("x", (64,)))
-    F.exp(a) + F.sin(a)
+    g = diamond()
     fast, slow = toy_hw(2, sram_bytes_per_cycle=128), toy_hw(2)
     sched = A.compile(g, fast)
     compiled = [("relu", 0, 8), ("exp", 8, 16), ("sin", 8, 16), ("add", 16, 24)]
@@ -85,12 +95,12 @@ def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
     bespoke = A.load_hw("bespoke_superres")
     g = inference_graph(A.models.build("superres"))
     sched = A.compile(g, bespoke, microbatches=8)
-    static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic", graph=g)
+    static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic")
     assert dynamic.makespan_cycles > static.makespan_cycles
     # training 4 micro-batches, the work queue starts more than fit in SRAM and pays for DRAM spills
     g = A.training_graph(A.models.build("superres"))
     sched = A.compile(g, bespoke, microbatches=4)
-    static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic", graph=g)
+    static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic")
     assert dynamic.makespan_cycles > 1.1 * static.makespan_cycles
     assert max(u for _, u in dynamic.occupancy["chip0:dram"]) > 0 == max(u for _, u in static.occupancy["chip0:dram"])
     # on the CPU's shared DRAM the rank-first list schedule interleaves micro-batches as the work
@@ -98,7 +108,7 @@ def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
     cpu = A.load_hw("multicore_cpu")
     g = inference_graph(A.models.build("transformer_block"))
     sched = A.compile(g, cpu, microbatches=4)
-    assert simulate(sched, cpu, "dynamic", graph=g).makespan_cycles == simulate(sched, cpu).makespan_cycles
+    assert simulate(sched, cpu, "dynamic").makespan_cycles == simulate(sched, cpu).makespan_cycles
 
 
 def test_littles_law_holds_in_the_simulated_pipeline():
@@ -118,7 +128,7 @@ def test_buffers_too_small_for_the_work_in_flight_deadlock_with_a_named_error_qu
     sched = A.compile(g, hw, microbatches=8, max_in_flight=1)
     start = time.perf_counter()
     with pytest.raises(SimulationError) as e:
-        simulate(sched, hw, "dynamic", graph=g)
+        simulate(sched, hw, "dynamic")
     assert time.perf_counter() - start < 5
     assert "deadlocked" in str(e.value) and "space in chip0:sram" in str(e.value)
 
@@ -129,5 +139,59 @@ def test_occupancy_and_port_bytes_are_reported():
     result = simulate(sched, hw)
     peak = result.peak_occupancy_bytes()["chip0:mem"]
     assert 0 < peak <= sched.memory_capacity_bytes["chip0:mem"]
-    assert result.port_bytes["chip0:mem"] == sum(t.bytes_moved for t in sched.tasks if t.port == "chip0:mem")
+    assert result.port_bytes["chip0:mem"] == sum(t.bytes_moved for t in sched.tasks if (t.chip, t.port) == (0, "mem"))
     assert 0 < result.utilization()["mxm"] <= 1
+
+
+PLANNING = ("accelsim.models", "accelsim.schedule.expand", "accelsim.schedule.list_sched", "accelsim.schedule.memory",
+            "accelsim.schedule.compile", "accelsim.schedule.bounds", "accelsim.schedule.stages",
+            "accelsim.schedule.validate", "accelsim.schedule.agreement", "accelsim.schedule.source")
+
+
+def test_the_simulator_and_executor_import_nothing_of_the_planner_or_the_models():
+    """Imported with the packages' __init__ files left out (they re-export the whole pipeline), the
+    simulator and the executor pull in no planning module and no model builder."""
+    root = Path(__file__).resolve().parent.parent
+    stub = "; ".join(f"m = types.ModuleType({p!r}); m.__path__ = [{str(root / p.replace('.', '/'))!r}]; "
+                     f"sys.modules[{p!r}] = m" for p in ("accelsim", "accelsim.execute", "accelsim.schedule",
+                                                          "accelsim.hw"))
+    code = (f"import sys, types; {stub}; import accelsim.sim, accelsim.execute.run, accelsim.execute.arena; "
+            "print(' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "accelsim.sim.dynamic" in out and "accelsim.execute.run" in out
+    assert not [m for m in out if m.startswith(PLANNING)]
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_energy_is_the_sum_over_the_tasks_that_ran_and_none_without_energy_figures(mode):
+    hw = toy_hw(2, energy_pj_per_op=2.0)
+    sched = A.compile(diamond(), hw, microbatches=2)
+    result = simulate(sched, hw, mode)
+    assert sched.energy_pj > 0
+    assert result.energy_pj == pytest.approx(sum(t.energy_pj for t in sched.tasks)) == result.summary()["energy_pj"]
+    plain = toy_hw(2)
+    assert simulate(A.compile(diamond(), plain), plain, mode).energy_pj is None
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(mode):
+    hw = A.load_hw("groq_like_x4")
+    sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, pipeline_stages=2)
+    transfers = [t for t in sched.tasks if TASK_KINDS[t.kind].holds == "link"]
+    assert transfers
+    result = simulate(sched, hw, mode)
+    links = {f"link:{t.chip}->{t.out_chip}" for t in transfers}
+    assert {result.spans[t.id].resource for t in transfers} == links == {"link:0->1", "link:1->0"}
+    for link in links:
+        moved = sum(t.bytes_moved for t in transfers if f"link:{t.chip}->{t.out_chip}" == link)
+        assert result.port_bytes[link] == moved and result.port_bandwidth[link] > 0
+
+
+def test_the_dynamic_runtime_needs_nothing_but_the_schedule_and_the_hardware():
+    """No graph is rebuilt: a schedule without its source runs, with every task's span."""
+    hw = A.load_hw("groq_like_x4")
+    sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, data_parallel=2)
+    result = simulate(sched.model_copy(update={"source": None}), hw, "dynamic")
+    assert sorted(s.task for s in result.spans) == [t.id for t in sched.tasks]
+    reduced = [s for s in result.spans if TASK_KINDS[s.kind].holds == "collective"]
+    assert reduced and len({(s.start, s.end) for s in reduced if s.node == reduced[0].node}) == 1

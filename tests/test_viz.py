@@ -6,7 +6,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from accelsim.schedule.plan import PER_STEP
-from accelsim.sim.trace import Result, Span
+from accelsim.sim.trace import Channel, MemoryTrace, Result, Span
 from accelsim.viz.perfetto import write_perfetto
 from accelsim.viz.timeline import plot_memory, plot_timeline, plot_utilization
 
@@ -21,17 +21,16 @@ def span(task, chip, resource, instance, start, end, microbatch=0, phase="forwar
 
 
 def result(spans, unit_instances=None, occupancy=None):
+    """`occupancy`: {chip: ((cycle, bytes in use), ...)} for each chip's memory "mem" (8 MiB)."""
     spans = tuple(spans)
     makespan = max((s.end for s in spans), default=0)
+    if occupancy is None:
+        occupancy = {0: ((0, 0), (100, 3 << 20), (400, 5 << 20), (900, 1 << 20)), 1: ((0, 0), (150, 2 << 20), (800, 0))}
     return Result(
         mode="static", graph_name="toy", hw_name="toy_hw", clock_hz=CLOCK_HZ, samples_per_step=8,
         spans=spans, makespan_cycles=makespan, compiled_makespan_cycles=makespan,
-        memory_capacity_bytes={"chip0:mem": 8 << 20, "chip1:mem": 8 << 20},
-        occupancy=occupancy if occupancy is not None else {
-            "chip0:mem": ((0, 0), (100, 3 << 20), (400, 5 << 20), (900, 1 << 20)),
-            "chip1:mem": ((0, 0), (150, 2 << 20), (800, 0))},
-        port_bytes={"chip0:mem": 4000, "chip1:mem": 2000, "link:0->1": 512},
-        port_bandwidth={"chip0:mem": 16.0, "chip1:mem": 16.0, "link:0->1": 4.0},
+        memories=tuple(MemoryTrace(chip, "mem", 8 << 20, steps) for chip, steps in occupancy.items()),
+        channels=(Channel(0, 0, "mem", 4000, 16.0), Channel(1, 1, "mem", 2000, 16.0), Channel(0, 1, "", 512, 4.0)),
         unit_instances=unit_instances if unit_instances is not None else {"mxm": 4, "vxm": 2},
         events=len(spans) * 3,
     )
@@ -198,7 +197,7 @@ def test_memory_plots_occupancy_in_mib_and_capacity_dashed_in_the_same_colour(sm
 
 
 def test_memory_zooms_to_the_occupancy_when_capacity_dwarfs_it_and_lists_unused_memories(small):
-    res = result(small.spans, occupancy={"chip0:mem": ((0, 0), (10, 1 << 16)), "chip1:mem": ((0, 0),)})
+    res = result(small.spans, occupancy={0: ((0, 0), (10, 1 << 16)), 1: ((0, 0),)})
     ax = plot_memory(res).axes[0]
     assert ax.get_ylim()[1] < 1  # MiB: the 8 MiB capacity would squash a 64 KiB peak
     assert len([ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]) == 1

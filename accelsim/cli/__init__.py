@@ -27,7 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_dir_target(getattr(args, "out", None), "--out")
         return args.fn(args)
     except AccelsimError as e:
-        print(f"accelsim {args.command}: error: {e}", file=sys.stderr)
+        command = " ".join(filter(None, (args.command, getattr(args, "hw_command", None))))
+        print(f"accelsim {command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("accelsim: interrupted", file=sys.stderr)

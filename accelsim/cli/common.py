@@ -56,7 +56,7 @@ def add_model_args(p: argparse.ArgumentParser, training: bool = False, batch_hel
     p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"one of: {', '.join(models.names())}")
     p.add_argument("--batch", type=positive_int, help=f"{batch_help} (the model's `batch` option)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any model option, e.g. --set layers=2 --set seq=128 --set sizes=[64,32,10]")
+                   help="any model option, e.g. --set layers=2 --set seq=128 --set sizes=64,32,10")
     if training:
         p.add_argument("--training", action="store_true", help="forward + backward + optimizer update")
         add_optimizer_args(p)
@@ -71,6 +71,9 @@ def _set_value(item: str, text: str) -> Any:
     """The YAML scalar, or list of scalars, of one --set item (yaml.safe_load: no Python tags)."""
     try:
         value = yaml.safe_load(text)
+    except RecursionError:  # PyYAML composes nested flow collections recursively
+        raise AccelsimError(f"--set {item[:60]!r}...: the value is nested too deeply; expected a number, a word "
+                            "or a flat list like [16, 8]") from None
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         mark = getattr(e, "problem_mark", None)
@@ -154,16 +157,35 @@ def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
     p.add_argument("--json", metavar="FILE", type=path_arg, help=f"also write {what} as JSON")
 
 
+def _parent_file(path: Path) -> Path | None:
+    """The first existing ancestor of `path` that is not a directory (nothing can be written below it)."""
+    return next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+
+
 def check_file_target(path: str | None, option: str) -> None:
-    """Refuse, before any work, an output file that is an existing directory."""
-    if path is not None and Path(path).is_dir():
+    """Refuse, before any work, an output file that is an existing directory or lies below a file."""
+    if path is None:
+        return
+    if Path(path).is_dir():
         raise AccelsimError(f"{option} {path}: is a directory; expected a file name")
+    blocker = _parent_file(Path(path))
+    if blocker is not None:
+        raise AccelsimError(f"{option} {path}: {blocker} is an existing file, not a directory")
 
 
 def check_dir_target(path: str | None, option: str) -> None:
-    """Refuse, before any work, an output directory that is an existing file."""
-    if path is not None and Path(path).exists() and not Path(path).is_dir():
-        raise AccelsimError(f"{option} {path}: is an existing file; expected a directory")
+    """Refuse, before any work, an output directory that is an existing file or lies below a file."""
+    if path is None:
+        return
+    blocker = Path(path) if Path(path).exists() and not Path(path).is_dir() else _parent_file(Path(path))
+    if blocker is not None:
+        raise AccelsimError(f"{option} {path}: {blocker} is an existing file, not a directory")
+
+
+def write_problem(path: str | Path, e: OSError) -> str:
+    """Why writing `path` failed, in words: the OS's reason, or the file that stands where a directory must."""
+    blocker = _parent_file(Path(path))
+    return f"{blocker} is a file, not a directory" if blocker is not None else (e.strerror or str(e))
 
 
 def write_json(path: str | None, payload: dict[str, Any]) -> None:
@@ -174,7 +196,7 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
     except OSError as e:
-        raise AccelsimError(f"cannot write JSON to {path!r}: {e.strerror or e}") from None
+        raise AccelsimError(f"cannot write JSON to {path!r}: {write_problem(path, e)}") from None
 
 
 def format_si(x: float, unit: str) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from accelsim import models
-from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, build_model, limits_from,
-                                 model_options, positive_int, write_json)
+from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, build_model, forward_model,
+                                 limits_from, positive_int, write_json)
 from accelsim.graph.ir import Graph
 from accelsim.graph.stats import graph_stats, summarize_tensor
 from accelsim.limits import check_eval_size
@@ -62,10 +62,8 @@ def _with_gradients(graph: Graph) -> Graph:
 def cmd_grad(args: argparse.Namespace) -> int:
     from accelsim.gradcheck import grad_report
 
-    opts = model_options(args)
-    if "dtype" in models.options(args.model):
-        opts["dtype"] = "float64"  # finite differences need float64
-    graph = models.build(args.model, **opts)
+    float64 = {"dtype": "float64"} if "dtype" in models.options(args.model) else {}
+    graph = forward_model(args, **float64)  # finite differences need float64
     check_eval_size(_with_gradients(graph), limits=limits_from(args), what="differentiating")
     report = grad_report(graph, fd_coords=args.fd_coords, use_torch=not args.no_torch)
     print(f"model {args.model}: outputs")

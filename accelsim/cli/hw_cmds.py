@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import add_json_arg, add_model_args, build_model, format_si, path_arg, write_json
+from accelsim.cli.common import (add_json_arg, add_model_args, build_model, format_si, path_arg, write_json,
+                                 write_problem)
 from accelsim.cost.model import NodeCost, best_cost, capable_units, graph_costs, node_cost
 from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roofs, unit_peak_ops_per_s
 from accelsim.errors import AccelsimError, MappingError
@@ -85,13 +86,15 @@ def _parse_ints(text: str, n_min: int, n_max: int, what: str) -> list[int]:
     except ValueError:
         vals = []
     if not n_min <= len(vals) <= n_max or any(v <= 0 for v in vals[:7]):
-        raise AccelsimError(f"--{what} expects {n_min} to {n_max} comma-separated positive integers, got {text!r}")
+        count = str(n_min) if n_min == n_max else f"{n_min} to {n_max}"
+        raise AccelsimError(f"--{what} expects {count} comma-separated integers (the first {min(n_min, 7)} "
+                            f"positive), got {text!r}")
     return vals
 
 
 def _single_layer(args: argparse.Namespace, hw: HwSpec) -> Graph:
     g = Graph("layer", dtype="float32")
-    if args.gemm:
+    if args.gemm is not None:
         m, k, n = _parse_ints(args.gemm, 3, 3, "gemm")
         matmul(g.input("a", (m, k)), g.input("b", (k, n)))
     else:
@@ -108,7 +111,9 @@ def _cost_json(c: NodeCost) -> dict:
 
 def cmd_cost(args: argparse.Namespace) -> int:
     hw = load_hw(args.hw)
-    if args.gemm or args.conv:
+    if args.unit is not None and args.gemm is None and args.conv is None:
+        raise AccelsimError(f"--unit {args.unit} applies to one layer: give --gemm M,K,N or --conv N,C,H,W,O,KH,KW")
+    if args.gemm is not None or args.conv is not None:
         g = _single_layer(args, hw)
         node = g.nodes[-1]
         if args.unit:
@@ -162,7 +167,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     try:
         plot_roofline(hw, costs, path=out)
     except OSError as e:
-        raise AccelsimError(f"cannot write the roofline to {str(out)!r}: {e.strerror or e}") from None
+        raise AccelsimError(f"cannot write the roofline to {str(out)!r}: {write_problem(out, e)}") from None
     print(f"wrote {out} ({len(costs)} nodes)")
     write_json(args.json, {"hw": hw.name, "graph": graph.name, "figure": str(out), "nodes": [
         {"node": c.node, "op": c.op, "unit": c.unit, "arithmetic_intensity": c.arithmetic_intensity,
@@ -185,8 +190,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hw", required=True, type=path_arg, help="hardware YAML or bundled name")
     add_model_args(p, training=True)
     add_json_arg(p)
-    p.add_argument("--gemm", metavar="M,K,N", help="cost one (M,K) @ (K,N) matmul instead of a model")
-    p.add_argument("--conv", metavar="N,C,H,W,O,KH,KW[,S,P]", help="cost one conv2d layer instead of a model")
+    layer = p.add_mutually_exclusive_group()
+    layer.add_argument("--gemm", metavar="M,K,N", help="cost one (M,K) @ (K,N) matmul instead of a model")
+    layer.add_argument("--conv", metavar="N,C,H,W,O,KH,KW[,S,P]", help="cost one conv2d layer instead of a model")
     p.add_argument("--unit", help="with --gemm/--conv: use this unit instead of the cheapest")
     p.add_argument("--summary", action="store_true", help="totals only, no per-node table")
     p.set_defaults(fn=cmd_cost)

@@ -10,11 +10,12 @@ from rich.console import Console
 from rich.table import Table
 
 from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, add_optimizer_args, check_file_target,
-                                 format_si, forward_model, limits_from, path_arg, positive_int, write_json)
+                                 format_si, forward_model, limits_from, path_arg, positive_int, write_json,
+                                 write_problem)
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
-from accelsim.kernels.registry import BACKENDS
+from accelsim.kernels.registry import BACKENDS, load_backend
 from accelsim.limits import check_eval_size
 from accelsim.passes import inference_graph
 from accelsim.report import run_summary
@@ -33,12 +34,13 @@ def step_graph(args: argparse.Namespace) -> Graph:
 
 
 def _compile(args: argparse.Namespace, checking: bool = False):
-    """Load --hw, build the step and compile it under --max-tasks; `checking` also sizes the check's
-    tensors (every micro-batch and replica is evaluated) under --max-bytes before compiling."""
+    """Load --hw, build the step and compile it under --max-tasks; `checking` also loads --backend and
+    sizes the check's tensors (every micro-batch and replica is evaluated) under --max-bytes first."""
     hw = load_hw(args.hw)
     graph = step_graph(args)
     limits = limits_from(args)
     if checking:
+        load_backend(args.backend)  # an unusable backend (cuda without a GPU) is refused before any work
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
     start = time.perf_counter()
     schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
@@ -60,11 +62,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _simulate_and_plot(schedule, hw, args: argparse.Namespace, graph: Graph | None, console: Console) -> dict:
     """Simulate (static and, with --dynamic, the work-queue runtime too) and write the plots."""
-    from accelsim.sim import simulate
+    from accelsim.api import simulate
     from accelsim.viz import plot_memory, plot_timeline, plot_utilization, write_perfetto
 
     modes = ["static"] + (["dynamic"] if args.dynamic else [])
-    out = Path(args.out or f"plots/{schedule.source.get('model', schedule.graph_name)}_{hw.name}")
+    model = schedule.source.model if schedule.source is not None else schedule.graph_name
+    out = Path(args.out or f"plots/{model}_{hw.name}")
     report = {}
     for mode in modes:
         start = time.perf_counter()
@@ -77,7 +80,7 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, graph: Graph | No
             plot_memory(result, out / f"memory{suffix}.png")
             write_perfetto(result, out / f"trace{suffix}.json")
         except OSError as e:
-            raise AccelsimError(f"cannot write plots to {out}: {e.strerror}") from None
+            raise AccelsimError(f"cannot write plots to {out}: {write_problem(out, e)}") from None
         stalls = result.stall_cycles()
         console.print(f"  simulated ({mode}): makespan {result.makespan_cycles} cycles vs compiled "
                       f"{schedule.makespan_cycles} ({result.makespan_cycles / max(schedule.makespan_cycles, 1):.3f}x); "
@@ -124,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _check(schedule, graph: Graph, hw, backend: str, console: Console) -> dict:
-    from accelsim.execute import check
+    from accelsim.api import check
     from accelsim.execute.check import SLACK
 
     start = time.perf_counter()
@@ -154,15 +157,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from accelsim.api import resolve
     from accelsim.schedule.io import load_schedule
-    from accelsim.schedule.source import graph_for
 
+    given_hw = load_hw(args.hw) if args.hw is not None else None
     schedule = load_schedule(args.schedule)
-    hw = load_hw(args.hw or schedule.hw_name)
+    hw = given_hw or load_hw(schedule.hw_name)
     if hw.name != schedule.hw_name:
         raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
-    load_schedule(args.schedule, hw=hw)  # refuses a file compiled for other hardware
-    graph = graph_for(schedule) if args.dynamic else None
+    load_schedule(args.schedule, hw=hw)  # refuses a file compiled for other hardware of the same name
+    try:  # validates the schedule against the hardware and the graph rebuilt from its source
+        hw, graph = resolve(schedule, hw, need_graph=args.dynamic)
+    except AccelsimError as e:
+        raise AccelsimError(str(e) if str(args.schedule) in str(e) else f"{args.schedule}: {e}") from None
     console = Console(width=120, highlight=False)
     console.print(f"{args.schedule}: {schedule.graph_name} on {hw.name}, {len(schedule.tasks)} tasks")
     write_json(args.json, _simulate_and_plot(schedule, hw, args, graph, console))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.schedule.plan import Schedule, Tensor
+from accelsim.schedule.plan import Schedule, Tensor, memory_label
 
 
 @dataclass
@@ -18,15 +18,17 @@ class Slot:
 
 
 class Arenas:
-    """Byte arrays per memory. Offsets and sizes are the hardware's bytes; numbers are computed in the
-    graph's dtype, which may be wider (float32 on an int8 machine), so every address is scaled by one
-    factor: a uniform scaling keeps non-overlapping placements non-overlapping."""
+    """Byte arrays per memory instance, keyed by (chip, memory). Offsets and sizes are the hardware's
+    bytes; numbers are computed in the graph's dtype, which may be wider (float32 on an int8 machine),
+    so every address is scaled by one factor: a uniform scaling keeps non-overlapping placements
+    non-overlapping."""
 
     def __init__(self, schedule: Schedule, scale: int) -> None:
         self.scale = scale
-        top: dict[str, int] = {}
+        top: dict[tuple[int, str], int] = {}
         for x in schedule.tensors:
-            top[x.memory] = max(top.get(x.memory, 0), x.offset + x.size_bytes)
+            key = (x.chip, x.memory)
+            top[key] = max(top.get(key, 0), x.offset + x.size_bytes)
         self.bytes = {m: np.zeros(n * scale + 64, dtype=np.uint8) for m, n in top.items()}
         self.corruptions: list[str] = []
 
@@ -36,7 +38,7 @@ class Arenas:
         if n > x.size_bytes * self.scale:
             raise ValueError(f"{slot.label}: {n} bytes do not fit its {x.size_bytes * self.scale}-byte slot")
         start = x.offset * self.scale
-        return self.bytes[x.memory][start:start + n].view(dtype).reshape(shape)
+        return self.bytes[(x.chip, x.memory)][start:start + n].view(dtype).reshape(shape)
 
     def write(self, slot: Slot, value: np.ndarray) -> None:
         view = self._view(slot, value.shape, value.dtype.str)
@@ -47,8 +49,9 @@ class Arenas:
         view = self._view(slot, shape, dtype)
         if slot.crc is not None and zlib.crc32(view.tobytes()) != slot.crc:
             x = slot.tensor
-            self.corruptions.append(f"{slot.label} in {x.memory} [{x.offset}, {x.offset + x.size_bytes}) was "
-                                    f"overwritten before {reader} read it (its live interval [{x.start}, "
-                                    f"{x.end}) ends too early or another tensor was placed over it)")
+            where = f"{memory_label(x.chip, x.memory)} [{x.offset}, {x.offset + x.size_bytes})"
+            self.corruptions.append(f"{slot.label} in {where} was overwritten before {reader} read it (its live "
+                                    f"interval [{x.start}, {x.end}) ends too early or another tensor was placed "
+                                    "over it)")
             slot.crc = None  # report each corruption once
         return view.copy()

@@ -132,16 +132,10 @@ def reference(schedule: Schedule, graph: Graph, dtype: str | None = None) -> dic
     return {"samples": samples, "grads": mean, "final": final}
 
 
-def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None,
-          hw: HwSpec | None = None) -> CheckReport:
+def check(schedule: Schedule, backend: str, graph: Graph, hw: HwSpec) -> CheckReport:
     """Execute `schedule` with `backend` kernels through its memory placements and compare every
-    output, the averaged gradients and the updated parameters with the numpy reference."""
-    if graph is None:
-        from accelsim.schedule.source import graph_for
-        graph = graph_for(schedule)
-    if hw is None:
-        from accelsim.hw import load_hw
-        hw = load_hw(schedule.hw_name)
+    output, the averaged gradients and the updated parameters with the numpy reference. Trusts its
+    input: the public A.check (accelsim/api.py) validates the schedule against `graph` and `hw` first."""
     if schedule.hw_name != hw.name:
         raise AccelsimError(f"schedule was compiled for {schedule.hw_name}, not {hw.name}")
     tol = TOLERANCE[graph.dtype]

@@ -1,4 +1,5 @@
-"""Execute a compiled schedule on real arrays, in timeline order, through byte arenas (Schedule -> values)."""
+"""Execute a compiled schedule on real arrays, in timeline order, through byte arenas (Schedule, Graph,
+HwSpec -> Executed). What each task reads and computes comes from its kind's record (schedule/kinds.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -11,8 +12,11 @@ from accelsim.execute.arena import Arenas, Slot
 from accelsim.graph.ir import NUMPY_BYTES, Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
-from accelsim.schedule.plan import PER_STEP, Schedule, graph_hash
+from accelsim.schedule.kinds import TASK_KINDS, Kernel
+from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
 
+LeafKey = tuple[int, int, int, int]
+"""(node, micro-batch or PER_STEP, replica, chip): one placed leaf tensor."""
 
 
 @dataclass
@@ -31,99 +35,120 @@ def sample_index(schedule: Schedule, microbatch: int, replica: int) -> int:
     return replica * schedule.options.microbatches + microbatch
 
 
+class Executor:
+    """One execution. Its state is explicit: the arenas, the slot of every task output and placed leaf,
+    the kernels looked up so far, and what the step computed. A kind that reads its node's graph
+    inputs computes the node's own value, so its outputs are the graph's outputs."""
+
+    def __init__(self, schedule: Schedule, graph: Graph, hw: HwSpec, backend: str) -> None:
+        self.schedule, self.graph, self.backend = schedule, graph, backend
+        self.tasks = schedule.tasks
+        scale = max(-(-NUMPY_BYTES[n.dtype] // hw.elem_bytes(n.dtype)) for n in graph.nodes)
+        self.arenas = Arenas(schedule, scale)
+        self.out_slot: dict[int, Slot] = {}
+        self.leaf_slot: dict[LeafKey, Slot] = {}
+        for x in schedule.tensors:
+            if x.task >= 0:
+                self.out_slot[x.task] = Slot(x, self.label(x))
+            else:
+                self.leaf_slot[(x.node, x.microbatch, x.replica, x.chip)] = Slot(x, self.label(x))
+        self.names: dict[int, list[str]] = defaultdict(list)
+        for name, node_id in graph.outputs.items():
+            self.names[node_id].append(name)
+        self.gradients = set(graph.gradient_nodes())
+        self.steps = schedule.options.microbatches * schedule.options.data_parallel
+        self.kernels: dict[str, Kernel] = {}
+        self.result = Executed()
+
+    def label(self, x: Tensor) -> str:
+        node = self.graph.nodes[x.node]
+        return f"tensor of {node.op} %{node.id} {node.name!r} (mb {x.microbatch}, replica {x.replica})"
+
+    def kernel(self, op: str) -> Kernel:
+        if op not in self.kernels:
+            self.kernels[op] = get_kernel(op, self.backend)
+        return self.kernels[op]
+
+    def run(self) -> Executed:
+        """Leaves are written when their placement starts, tasks run in start order (leaves first at a tie)."""
+        events = [(x.tensor.start, 0, key) for key, x in self.leaf_slot.items()]
+        events += [(t.start, 1, (t.id,)) for t in self.tasks]
+        for _, is_task, key in sorted(events):
+            if is_task:
+                self.run_task(self.tasks[key[0]])
+            else:
+                self.write_leaf(key)
+        for t in self.tasks:  # every output as it stands at the end of the step
+            if t.microbatch == PER_STEP and TASK_KINDS[t.kind].reads_graph_inputs and t.id in self.out_slot:
+                for name in self.names.get(t.node, ()):
+                    self.result.final[(name, t.replica)] = self.read_output(t.id, "the end of the step")
+        self.result.corruptions = self.arenas.corruptions
+        return self.result
+
+    def leaf_value(self, node_id: int, microbatch: int, replica: int) -> np.ndarray:
+        node = self.graph.nodes[node_id]
+        if node.op == "input":
+            value = self.graph.input_value(node_id, sample_index(self.schedule, microbatch, replica))
+        else:
+            value = self.graph.leaf_value(node_id)
+        return np.asarray(value, dtype=node.dtype)
+
+    def write_leaf(self, key: LeafKey) -> None:
+        node_id, microbatch, replica, _ = key
+        self.arenas.write(self.leaf_slot[key], self.leaf_value(node_id, microbatch, replica))
+
+    def read_output(self, task_id: int, reader: str) -> np.ndarray:
+        node = self.graph.nodes[self.tasks[task_id].node]
+        return self.arenas.read(self.out_slot[task_id], node.shape, node.dtype, reader)
+
+    def read_leaf(self, t: Task, node_id: int, reader: str) -> np.ndarray:
+        """A leaf input of `t`'s node, from its tensor on `t`'s chip (an input of t's micro-batch; a
+        parameter or constant of the step)."""
+        src = self.graph.nodes[node_id]
+        microbatch = t.microbatch if src.op == "input" else PER_STEP
+        slot = self.leaf_slot.get((node_id, microbatch, t.replica, t.chip))
+        if slot is None:  # a leaf nobody placed (the raw executor trusts its input; validation refuses this)
+            return self.leaf_value(node_id, t.microbatch, t.replica)
+        return self.arenas.read(slot, src.shape, src.dtype, reader)
+
+    def graph_inputs(self, t: Task, reader: str) -> list[np.ndarray]:
+        """The node's inputs in graph order: leaves from memory, the rest from the dependences that
+        deliver them on `t`'s chip. An update reading a gradient gets the step's mean: the gradient
+        arrives summed over micro-batches and replicas."""
+        node = self.graph.nodes[t.node]
+        by_node = {self.tasks[d].node: d for d in t.deps
+                   if self.tasks[d].out_chip == t.chip and d in self.out_slot}
+        args = []
+        for i in node.inputs:
+            if self.graph.nodes[i].is_leaf:
+                args.append(self.read_leaf(t, i, reader))
+                continue
+            value = self.read_output(by_node[i], reader)
+            if t.phase == "update" and i in self.gradients:
+                value = value / self.steps
+                self.result.grads[(i, t.replica)] = value
+            args.append(value)
+        return args
+
+    def dep_outputs(self, t: Task, reader: str) -> list[np.ndarray]:
+        return [self.read_output(d, reader) for d in t.deps]
+
+    def run_task(self, t: Task) -> None:
+        kind = TASK_KINDS[t.kind]
+        node = self.graph.nodes[t.node]
+        reader = f"task {t.id} ({t.kind} {t.op} %{t.node}, mb {t.microbatch}, replica {t.replica})"
+        args = self.graph_inputs(t, reader) if kind.reads_graph_inputs else self.dep_outputs(t, reader)
+        value = kind.compute(self.kernel, node, args)
+        if kind.reads_graph_inputs and t.microbatch != PER_STEP:
+            for name in self.names.get(t.node, ()):
+                self.result.outputs[(name, t.microbatch, t.replica)] = value.copy()
+        if t.id in self.out_slot:
+            self.arenas.write(self.out_slot[t.id], value)
+
+
 def execute(schedule: Schedule, graph: Graph, hw: HwSpec, backend: str) -> Executed:
+    """Run every task of `schedule` with `backend` kernels on real arrays, through its placements."""
     if graph_hash(graph) != schedule.graph_hash:
         raise ScheduleError(f"schedule of {schedule.graph_name!r} was compiled for another graph than "
                             f"{graph.name!r}; recompile with `accelsim compile`")
-    scale = max(-(-NUMPY_BYTES[n.dtype] // hw.elem_bytes(n.dtype)) for n in graph.nodes)
-    arenas = Arenas(schedule, scale)
-    tasks = schedule.tasks
-    steps = schedule.options.microbatches * schedule.options.data_parallel
-    names: dict[int, list[str]] = defaultdict(list)
-    for k, v in graph.outputs.items():
-        names[v].append(k)
-    out_slot: dict[int, Slot] = {}
-    leaf_slot: dict[tuple[int, int, int, int], Slot] = {}
-    for x in schedule.tensors:
-        node = graph.nodes[x.node]
-        label = f"tensor of {node.op} %{node.id} {node.name!r} (mb {x.microbatch}, replica {x.replica})"
-        if x.task >= 0:
-            out_slot[x.task] = Slot(x, label)
-        else:
-            leaf_slot[(x.node, x.microbatch, x.replica, int(x.memory.split(":")[0][4:]))] = Slot(x, label)
-    grad_nodes = {i for n in graph.nodes if n.phase == "update" for i in n.inputs
-                  if graph.nodes[i].phase == "backward"}
-    kernels: dict[str, object] = {}
-    result = Executed()
-    readers_left: dict[int, int] = defaultdict(int)
-    for t in tasks:
-        for d in t.deps:
-            readers_left[d] += 1
-
-    def kern(op: str):
-        if op not in kernels:
-            kernels[op] = get_kernel(op, backend)
-        return kernels[op]
-
-    def read_task(d: int, reader: str) -> np.ndarray:
-        node = graph.nodes[tasks[d].node]
-        return arenas.read(out_slot[d], node.shape, node.dtype, reader)
-
-    def leaf_value(node_id: int, mb: int, replica: int) -> np.ndarray:
-        node = graph.nodes[node_id]
-        if node.op == "input":
-            return graph.input_value(node_id, sample_index(schedule, mb, replica))
-        return graph.leaf_value(node_id)
-
-    events = [(x.tensor.start, 0, key) for key, x in leaf_slot.items()]
-    events += [(t.start, 1, t.id) for t in tasks]
-    for _, kind, key in sorted(events, key=lambda e: (e[0], e[1], str(e[2]))):
-        if kind == 0:
-            node_id, mb, replica, _ = key
-            value = leaf_value(node_id, mb, replica)
-            arenas.write(leaf_slot[key], np.asarray(value, dtype=graph.nodes[node_id].dtype))
-            continue
-        t = tasks[key]
-        node = graph.nodes[t.node]
-        who = f"task {t.id} ({t.kind} {t.op} %{t.node}, mb {t.microbatch}, replica {t.replica})"
-        if t.kind == "node":
-            args = []
-            by_node = {tasks[d].node: d for d in t.deps if out_slot.get(d) is not None
-                       and out_slot[d].tensor.memory.startswith(f"chip{t.chip}:")}
-            for i in node.inputs:
-                src = graph.nodes[i]
-                if src.is_leaf:
-                    mb = t.microbatch if src.op == "input" else PER_STEP
-                    key_leaf = (i, mb, t.replica, t.chip)
-                    if key_leaf in leaf_slot:
-                        args.append(arenas.read(leaf_slot[key_leaf], src.shape, src.dtype, who))
-                    else:  # a constant or parameter without a placement of its own
-                        args.append(np.asarray(leaf_value(i, t.microbatch, t.replica), dtype=src.dtype))
-                    continue
-                value = read_task(by_node[i], who)
-                if t.phase == "update" and i in grad_nodes:
-                    value = value / steps  # sums over micro-batches and replicas -> the step's mean gradient
-                    result.grads[(i, t.replica)] = value
-                args.append(value)
-            value = np.asarray(kern(node.op)(*args, **node.attrs), dtype=node.dtype)
-            if t.microbatch != PER_STEP:
-                for name in names.get(t.node, ()):
-                    result.outputs[(name, t.microbatch, t.replica)] = value.copy()
-        elif t.kind == "accumulate":
-            a, b = (read_task(d, who) for d in t.deps)
-            value = np.asarray(kern("add")(a, b), dtype=node.dtype)
-        elif t.kind == "allreduce":
-            parts = [read_task(d, who) for d in t.deps]
-            value = parts[0]
-            for p in parts[1:]:
-                value = np.asarray(kern("add")(value, p), dtype=node.dtype)
-        else:  # transfer
-            value = read_task(t.deps[0], who)
-        if t.id in out_slot:
-            arenas.write(out_slot[t.id], value)
-    for t in tasks:  # every output as it stands at the end of the step
-        if t.kind == "node" and t.microbatch == PER_STEP and t.id in out_slot:
-            for name in names.get(t.node, ()):
-                result.final[(name, t.replica)] = read_task(t.id, "the end of the step")
-    result.corruptions = arenas.corruptions
-    return result
+    return Executor(schedule, graph, hw, backend).run()

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from accelsim.errors import HwConfigError
 from accelsim.hw.spec import HwSpec
-from accelsim.hw.yaml_loader import MAX_DEPTH, MAX_NODES, load_yaml
+from accelsim.hw.yaml_loader import MAX_DEPTH, MAX_NODES, load_yaml, reader_error_line
 from accelsim.pydantic_errors import describe_errors
 
 MAX_FILE_BYTES = 1 << 20
@@ -26,6 +26,12 @@ def _shown(x: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _shown_path(x: str | Path) -> str:
+    """A path as typed when it is plain text, else quoted (a NUL byte, a newline, a megabyte of text)."""
+    text = str(x)
+    return text if text.isprintable() and len(text) <= 200 else _shown(text)
+
+
 def bundled_names() -> list[str]:
     return sorted(q.stem for q in BUNDLED.glob("*.yaml"))
 
@@ -37,12 +43,12 @@ def resolve(path_or_name: str | Path) -> Path:
         if p.exists():
             return p
     except (OSError, ValueError) as e:  # a NUL byte, a name too long for the file system
-        raise HwConfigError(f"{_shown(str(path_or_name))}: not a usable path ({e}); expected {ACCEPTED}") from None
+        raise HwConfigError(f"{_shown_path(path_or_name)}: not a usable path ({e}); expected {ACCEPTED}") from None
     name = str(path_or_name).removesuffix(".yaml")
     if _BUNDLED_NAME.fullmatch(name) and (BUNDLED / f"{name}.yaml").is_file():
         return BUNDLED / f"{name}.yaml"
     known = ", ".join(bundled_names()) or "none"
-    raise HwConfigError(f"{_shown(str(path_or_name))}: no such file, and no bundled hardware config of that "
+    raise HwConfigError(f"{_shown_path(path_or_name)}: no such file, and no bundled hardware config of that "
                         f"name (bundled: {known})")
 
 
@@ -87,11 +93,11 @@ def parse_hw(data: Any, source: str = "<hw>") -> HwSpec:
 
 def _read_text(path: Path) -> str:
     """The file's text: at most MAX_FILE_BYTES, UTF-8, no NUL bytes."""
-    if path.is_dir():
-        raise HwConfigError(f"{path}: is a directory; expected a hardware description file (YAML)")
-    if not path.is_file():
-        raise HwConfigError(f"{path}: not a regular file; expected a hardware description file (YAML)")
     try:
+        if path.is_dir():
+            raise HwConfigError(f"{path}: is a directory; expected a hardware description file (YAML)")
+        if not path.is_file():
+            raise HwConfigError(f"{path}: not a regular file; expected a hardware description file (YAML)")
         with path.open("rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)  # read, not stat: /proc files and pipes report no size
     except OSError as e:
@@ -110,15 +116,17 @@ def _read_text(path: Path) -> str:
 
 
 def _yaml_problem(path: Path, e: yaml.YAMLError, text: str) -> HwConfigError:
-    if isinstance(e, yaml.reader.ReaderError):  # a control character: no mark, only a character offset
-        line = text.count("\n", 0, max(e.position, 0)) + 1
-        return HwConfigError(f"{path}: not valid YAML at line {line}: character {chr(e.character)!r} "
-                             f"(#x{e.character:04x}) is not allowed in a YAML file")
+    if isinstance(e, yaml.reader.ReaderError):  # a control character: no mark, only an offset
+        return HwConfigError(f"{path}: not valid YAML at line {reader_error_line(e, text)}: character "
+                             f"{chr(e.character)!r} (#x{e.character:04x}) is not allowed in a YAML file")
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     problem = getattr(e, "problem", None) or getattr(e, "reason", None) or (str(e).splitlines() or ["?"])[0]
     context = getattr(e, "context", None)
-    detail = f"{problem} ({context})" if context and getattr(e, "problem", None) else problem
+    if context and getattr(e, "problem", None):  # "while parsing a flow sequence" / "but found another document"
+        detail = f"{context}, {problem}" if problem.startswith("but ") else f"{problem} ({context})"
+    else:
+        detail = problem
     return HwConfigError(f"{path}: not valid YAML{where}: {detail}")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import sys
 from decimal import Decimal, InvalidOperation
 
 _BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15, "eb": 10**18,
@@ -30,6 +31,9 @@ def parse_number(value: object, what: str = "a number") -> float | int:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise ValueError(f"expected {what}, got {value!r} (a boolean, not a number)")
     if isinstance(value, numbers.Integral):
+        if abs(int(value)) > sys.float_info.max:  # no field's range reaches this; it would be inf as a float
+            raise ValueError(f"expected {what}, got an integer of about "
+                             f"{int(int(value).bit_length() * 0.30103)} digits, which is too large")
         return int(value)
     if isinstance(value, numbers.Real):
         try:

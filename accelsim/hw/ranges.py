@@ -25,30 +25,39 @@ RESERVED_NAMES = frozenset({"link", "links", "allreduce", "all_reduce", "reduce_
 
 @dataclass(frozen=True)
 class Range:
-    """Inclusive bounds of one kind of quantity, in `unit`; `integer` asks for a whole number."""
+    """Inclusive bounds of one kind of quantity, in `unit`; `integer` asks for a whole number; where 0 is
+    allowed, `min_nonzero` refuses the tiny values (denormals such as 1e-320) between 0 and it."""
 
     lo: float
     hi: float
     unit: str
     integer: bool = False
+    min_nonzero: float = 0.0
     why: str = ""
 
     def describe(self) -> str:
         kind = "a whole number" if self.integer else "a finite number"
-        return f"expected {kind} from {self.lo:g} to {self.hi:g} {self.unit}"
+        tiny = f" (0, or at least {self.min_nonzero:g})" if self.min_nonzero else ""
+        return f"expected {kind} from {_fmt(self.lo)} to {_fmt(self.hi)} {self.unit}{tiny}"
+
+
+def _fmt(x: float) -> str:
+    """2**60 as '2^60' rather than 1.15292e+18; everything else as %g."""
+    if isinstance(x, int) and x >= 2**20 and x & (x - 1) == 0:
+        return f"2^{x.bit_length() - 1}"
+    return f"{x:g}"
 
 
 def check_in_range(value: Any, rng: Range, parse: Callable[[Any], float | int] | None = None) -> float | int:
     """`value` parsed by `parse` (default: a plain finite number), then refused unless whole (when asked)
     and inside `rng`."""
     x = parse(value) if parse is not None else parse_number(value, rng.describe().removeprefix("expected "))
-    if rng.integer:
-        if isinstance(x, float):
-            if not x.is_integer():
-                raise ValueError(f"{rng.describe()} (a fraction is not allowed here)")
-            x = int(x)
-    if not rng.lo <= x <= rng.hi:
+    if not rng.lo <= x <= rng.hi or 0 < abs(x) < rng.min_nonzero:
         raise ValueError(rng.describe())
+    if rng.integer and isinstance(x, float):
+        if not x.is_integer():
+            raise ValueError(f"{rng.describe()} (a fraction is not allowed here)")
+        x = int(x)
     return x
 
 

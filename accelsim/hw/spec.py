@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
@@ -53,8 +53,9 @@ RANGES: dict[str, Range] = {
         "a million elements per cycle to a million cycles per element")),
     "bytes_per_element": Range(1, 16, "bytes", integer=True, why=(
         "int8 (1) to a complex128 or fp128 (16) storage format")),
-    "energy_pj": Range(0, 1e6, "pJ", why=(
-        "0 to 1 uJ per byte or op, 4 orders of magnitude above an off-chip access (~100 pJ/byte)")),
+    "energy_pj": Range(0, 1e6, "pJ", min_nonzero=1e-6, why=(
+        "0 to 1 uJ per byte or op, 4 orders of magnitude above an off-chip access (~100 pJ/byte); a nonzero "
+        "energy below 1e-6 pJ (300x the Landauer limit per bit) is a typo or a denormal")),
 }
 # Lengths of lists and strings: far above any real description, small enough that nothing downstream
 # (names in messages, difflib hints, per-instance tables) can be made slow by them.
@@ -158,7 +159,7 @@ class Unit(Spec):
     categories: list[Literal["elementwise", "tensor", "reduction", "data_movement"]] = Field([], max_length=8)
     when: Annotated[dict[str, Any], BeforeValidator(check_when)] = {}
     count: UnitCount = 1
-    gang: bool = False  # instances work together on each node (intra-operator parallelism, e.g. a GPU's SMs)
+    gang: StrictBool = False  # instances work together on each node (intra-operator parallelism, e.g. a GPU's SMs)
     array: SystolicArray | None = None
     vector: VectorLanes | None = None
     per_element: PerElement | None = None

@@ -134,7 +134,8 @@ def _check_size(name: str, given: dict[str, Any], graph: Graph, limits: ModelLim
                         "(max_total_elements)")
     if problems:
         with_opts = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "its default options"
-        raise ModelError(f"model {name!r} with {with_opts}: " + "; ".join(problems) + ". Use smaller options, "
+        raise ModelError(f"model {name!r} with {with_opts} is too large to evaluate (estimated from its shapes): "
+                         + "; ".join(problems) + ". Use smaller options, "
                          f"or raise the limit: models.build({name!r}, ..., limits=models.ModelLimits(...))")
 
 

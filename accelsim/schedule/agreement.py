@@ -22,19 +22,16 @@ from accelsim.schedule.plan import Schedule, graph_hash, hw_hash, memory_label
 from accelsim.schedule.ports import MILLI, port_capacities, port_rate
 from accelsim.schedule.validate import Names
 
-PLAN_FIELDS = ("kind", "node", "op", "phase", "microbatch", "replica", "stage", "chip", "out_chip", "deps",
-               "reads", "out_bytes", "bytes_moved", "keep", "group")
-
 
 def check_agreement(schedule: Schedule, graph: Graph | None, hw: HwSpec | None, names: Names, consistent: bool,
                     plan=None) -> list[str]:
     """Problems of `schedule` against `graph` and/or `hw`. `consistent`: its own checks passed, so
     task ids index tasks and the plan comparison is meaningful."""
     problems = []
-    if hw is not None and schedule.hw_hash != hw_hash(hw):
+    if hw is not None and (schedule.hw_hash != hw_hash(hw) or schedule.hw_name != hw.name):
         return [f"the schedule was compiled for hardware {schedule.hw_name!r} (hash {schedule.hw_hash[:12]}) but "
                 f"is used with hardware {hw.name!r} (hash {hw_hash(hw)[:12]}): recompile with `accelsim compile`"]
-    if graph is not None and schedule.graph_hash != graph_hash(graph):
+    if graph is not None and (schedule.graph_hash != graph_hash(graph) or schedule.graph_name != graph.name):
         return [f"the schedule was compiled for graph {schedule.graph_name!r} (hash {schedule.graph_hash[:12]}) "
                 f"but is used with graph {graph.name!r} (hash {graph_hash(graph)[:12]}): recompile with "
                 "`accelsim compile`"]
@@ -196,7 +193,7 @@ def _check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names, plan
     for spec, t in zip(plan.tasks, schedule.tasks):
         want = {"kind": spec.kind, "node": spec.node, "op": spec.op, "phase": spec.phase,
                 "microbatch": spec.microbatch, "replica": spec.replica, "stage": spec.stage, "chip": spec.chip,
-                "out_chip": spec.out_chip, "deps": tuple(spec.deps), "reads": tuple(spec.reads),
+                "out_chip": spec.out_chip, "deps": tuple(spec.deps), "after": tuple(spec.after), "reads": tuple(spec.reads),
                 "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group}
         wrong = [f"{k} {getattr(t, k)!r} (expected {v!r})" for k, v in want.items() if getattr(t, k) != v]
         got_options = tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates])

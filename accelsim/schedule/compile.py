@@ -104,7 +104,7 @@ def _schedule(graph: Graph, hw: HwSpec, options: Options, plan: Plan, timed: lis
     ports = {(c, u): memory for (c, u), (_, memory) in unit_ports(plan.chips).items()}
     tasks = tuple(Task(id=t.id, kind=t.kind, node=t.node, op=t.op, phase=t.phase, microbatch=t.microbatch,
                        replica=t.replica, stage=t.stage, chip=t.chip, out_chip=t.out_chip, resource=x.resource,
-                       instance=x.instance, start=x.start, end=x.end, deps=tuple(t.deps), candidates=index[t.id],
+                       instance=x.instance, start=x.start, end=x.end, deps=tuple(t.deps), after=tuple(t.after), candidates=index[t.id],
                        reads=tuple(t.reads), out_bytes=t.out_bytes, bytes_moved=t.port_bytes,
                        port=ports.get((t.chip, x.resource), ""), keep=t.keep, group=t.group,
                        energy_pj=float(t.energy_pj))

@@ -34,7 +34,7 @@ class TaskSpec:
     stage: int
     chip: int
     out_chip: int
-    deps: list[int]
+    deps: list[int]  # tasks whose outputs it reads
     options: tuple[Option, ...]
     out_bytes: int
     port_bytes: int = 0  # bytes streamed through a memory port or a link while it runs
@@ -42,6 +42,12 @@ class TaskSpec:
     group: int = -1  # all-reduce tasks of one gradient share a group and are scheduled together
     reads: list[tuple[int, int]] = field(default_factory=list)  # leaf tensors on its chip: (node, mb)
     energy_pj: float = 0.0
+    after: list[int] = field(default_factory=list)  # ordering only: tasks it waits for but does not read
+
+    @property
+    def preds(self) -> list[int]:
+        """Every task it waits for: the ones it reads and the ordering edges."""
+        return self.deps + self.after
 
 
 @dataclass
@@ -204,8 +210,8 @@ class Planner:
                     continue
                 t = self.node_task(n, mb, replica)
                 if not t.deps and mb >= window:
-                    t.deps = list(sinks[mb - window])
-            has_succ = {d for t in self.tasks[first:] for d in t.deps}
+                    t.after = list(sinks[mb - window])
+            has_succ = {d for t in self.tasks[first:] for d in t.preds}
             sinks[mb] = [t.id for t in self.tasks[first:] if t.id not in has_succ and t.microbatch == mb]
 
     def accumulate(self, g: int, replica: int) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from accelsim.errors import ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.levels import memory_order, preferred_memory, spill_cycles
+from accelsim.schedule.levels import memory_order, spill_cycles
 from accelsim.schedule.memory import OPEN, Arena, Block
 from accelsim.schedule.plan import PER_STEP
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
@@ -65,7 +65,7 @@ def upward_ranks(tasks: list[TaskSpec]) -> list[int]:
     best_succ = [0] * len(tasks)
     for t in reversed(tasks):
         rank[t.id] += best_succ[t.id]
-        for d in t.deps:
+        for d in t.preds:
             best_succ[d] = max(best_succ[d], rank[t.id])
     return rank
 
@@ -136,11 +136,14 @@ class ListScheduler:
         self.plan, self.hw = plan, hw
         self.tasks = tasks = plan.tasks
         rank = upward_ranks(tasks)
-        self.succ: list[list[int]] = [[] for _ in tasks]
+        self.succ: list[list[int]] = [[] for _ in tasks]  # every waiter
+        self.readers: list[list[int]] = [[] for _ in tasks]  # the waiters that read its output
         for t in tasks:
-            for d in t.deps:
+            for d in set(t.preds):
                 self.succ[d].append(t.id)
-        self.waiting = [len(set(t.deps)) for t in tasks]
+            for d in set(t.deps):
+                self.readers[d].append(t.id)
+        self.waiting = [len(set(t.preds)) for t in tasks]
         self.leaf_readers: dict[tuple, list[int]] = defaultdict(list)
         for t in tasks:
             for r in t.reads:
@@ -151,7 +154,7 @@ class ListScheduler:
         self.preferred = {(c, u.name): u.writes[0] for c, chip in enumerate(plan.chips) for u in chip.units}
         self.port_of = unit_ports(plan.chips)  # links and all-reduces have no memory port
         self.profiles = {p: PortProfile(cap) for p, cap in port_capacities(hw, plan.chips).items()}
-        self.pending_readers = [len(s) for s in self.succ]
+        self.pending_readers = [len(r) for r in self.readers]
         self.leaf_left = {k: len(v) for k, v in self.leaf_readers.items()}
         if priority == "microbatch":
             self.prio = [(t.microbatch if t.microbatch != PER_STEP else len(tasks), -rank[t.id], t.id) for t in tasks]
@@ -169,7 +172,7 @@ class ListScheduler:
         for d in set(t.deps):
             self.pending_readers[d] -= 1
             if self.pending_readers[d] == 0 and ("out", d) in self.mem.home and not tasks[d].keep:
-                self.mem.free(("out", d), max(timed[s].end for s in self.succ[d]))
+                self.mem.free(("out", d), max(timed[s].end for s in self.readers[d]))
         for r in t.reads:
             k = (*r, t.replica, t.chip)
             self.leaf_left[k] -= 1
@@ -236,7 +239,7 @@ class ListScheduler:
 
     def schedule_group(self, group: list[TaskSpec]) -> None:
         """All members of a collective start and end together, once every member's inputs are ready."""
-        data_ready = max((self.timed[d].end for x in group for d in x.deps), default=0)
+        data_ready = max((self.timed[d].end for x in group for d in x.preds), default=0)
         resource, _, cycles = group[0].options[0]
         start = self.group_start(group, resource, data_ready, cycles)
         placed = [self.place(x, resource, start, cycles) for x in group]
@@ -247,7 +250,7 @@ class ListScheduler:
 
     def schedule_one(self, t: TaskSpec) -> None:
         """Earliest finish over every candidate resource instance, then placement of its output."""
-        data_ready = max((self.timed[d].end for d in t.deps), default=0)
+        data_ready = max((self.timed[d].end for d in t.preds), default=0)
         best = None
         for resource, instances, cycles in t.options:
             for i in range(instances):
@@ -276,6 +279,8 @@ class ListScheduler:
                 self.schedule_one(t)
             for x in group:
                 self.finish_reads(x)
+                if not self.readers[x.id] and ("out", x.id) in self.mem.home and not x.keep:
+                    self.mem.free(("out", x.id), self.timed[x.id].end)  # nobody reads it: free once written
                 for s in self.succ[x.id]:
                     self.waiting[s] -= 1
                     if self.waiting[s] == 0:

@@ -66,7 +66,8 @@ class Task(Data):
     instance: int = Field(ge=0)
     start: int = Field(ge=0)
     end: int = Field(ge=0)
-    deps: tuple[int, ...]
+    deps: tuple[int, ...]  # tasks whose outputs it reads
+    after: tuple[int, ...] = ()  # tasks it waits for without reading them (the in-flight window's edges)
     candidates: int = Field(ge=0)  # index into Schedule.candidates: where it could have run, at what cost
     reads: tuple[tuple[int, int], ...] = ()  # leaf tensors it reads on its chip: (node, microbatch or PER_STEP)
     out_bytes: int = Field(default=0, ge=0)  # its output in the hardware's bytes

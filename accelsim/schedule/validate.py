@@ -29,14 +29,15 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
     if not isinstance(schedule, Schedule):
         raise ScheduleError(f"expected a Schedule (from A.compile or A.load_schedule), got {type(schedule).__name__}")
     names = Names(schedule, graph)
-    problems = check_tasks(schedule, names)
-    ids_ok = not problems  # deps index tasks by position, so they mean nothing if ids are off
+    problems = check_totals(schedule)
+    task_problems = check_tasks(schedule, names)
+    problems += task_problems
+    ids_ok = not task_problems  # deps index tasks by position, so they mean nothing if ids are off
     if ids_ok:
         problems += check_deps(schedule, names)
         problems += check_resources(schedule, names)
         problems += check_tensors(schedule, names)
     problems += check_memory(schedule, names)
-    problems += check_totals(schedule)
     if graph is not None or hw is not None:
         from accelsim.schedule.agreement import check_agreement
         problems += check_agreement(schedule, graph, hw, names, ids_ok and not problems, plan)
@@ -92,9 +93,9 @@ def check_tasks(schedule: Schedule, names: Names) -> list[str]:
             problems.append(f"{who} is at position {pos}: task ids must be 0..{n - 1} in order")
         if not t.start < t.end:
             problems.append(f"{who} runs [{t.start}, {t.end}): need start < end")
-        if len(set(t.deps)) != len(t.deps):
-            problems.append(f"{who} lists a dependence twice: {list(t.deps)}")
-        for d in t.deps:
+        if len(set(t.deps + t.after)) != len(t.deps + t.after):
+            problems.append(f"{who} lists a dependence twice: {list(t.deps)} and after {list(t.after)}")
+        for d in t.deps + t.after:
             if not 0 <= d < pos:
                 problems.append(f"{who} depends on task {d}: dependences must be earlier tasks (0..{pos - 1})")
         if not t.replica < o.data_parallel:
@@ -134,7 +135,7 @@ def _kind_rules(t: Task, who: str) -> list[str]:
 def check_deps(schedule: Schedule, names: Names) -> list[str]:
     tasks = schedule.tasks
     return [f"{names.task(t)} starts at {t.start} before its dependence {names.task(tasks[d])} ends at {tasks[d].end}"
-            for t in tasks for d in t.deps if tasks[d].end > t.start]
+            for t in tasks for d in t.deps + t.after if tasks[d].end > t.start]
 
 
 def check_resources(schedule: Schedule, names: Names) -> list[str]:
@@ -177,7 +178,7 @@ def check_tensors(schedule: Schedule, names: Names) -> list[str]:
     """Each output has exactly one tensor, of its size, on its chip, live while produced and read;
     each leaf read has one tensor on the reader's chip, live for its readers; nothing else is placed."""
     tasks = schedule.tasks
-    makespan = schedule.makespan_cycles
+    makespan = max((t.end for t in tasks), default=0)  # the step's end, whatever makespan_cycles claims
     problems = []
     outputs: dict[int, list[Tensor]] = defaultdict(list)
     leaves: dict[tuple[int, int, int, int], list[Tensor]] = defaultdict(list)

@@ -13,7 +13,7 @@ from matplotlib.patches import Patch
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Result, Span
 
-Row = tuple[int, str, int]  # (chip, resource, instance)
+Row = tuple[int, str, int]  # (chip, resource label, instance)
 
 # Qualitative, one colour per micro-batch (cycling): tab10 with gold for its grey, which marks per-step tasks.
 _MB_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
@@ -31,7 +31,7 @@ def timeline_rows(result: Result) -> list[Row]:
     return sorted(rows, key=lambda r: (r[0], r[1] not in result.unit_instances, r[1], r[2]))
 
 
-def resource_label(result: Result, resource: str, instance: int) -> str:
+def row_label(result: Result, resource: str, instance: int) -> str:
     """A row's name on its chip: a unit instance as "mxm[1]", a link or all-reduce as its name ("link:0->1")."""
     if resource in result.unit_instances or instance:
         return f"{resource}[{instance}]"
@@ -131,7 +131,7 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
         ax.broken_barh(xranges, (y_of[row] - 0.4, 0.8), **_phase_style(phase, _microbatch_colour(microbatch)))
 
     ax.set_yticks(range(len(rows)),
-                  [f"chip{c} {resource_label(result, r, i)}" for c, r, i in rows], fontsize=7)
+                  [f"chip{c} {row_label(result, r, i)}" for c, r, i in rows], fontsize=7)
     ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)  # first row on top
     end = max(result.makespan_cycles, max((s.end for s in result.spans), default=0), 1)
     ax.set_xlim(*(window if window is not None else (0, end)))
@@ -199,27 +199,27 @@ def plot_memory(result: Result, path: str | Path | None = None, ax: Axes | None 
     else:
         fig = ax.figure
     end = max(result.makespan_cycles, 1)
-    peaks = result.peak_occupancy_bytes()
-    used = [m for m in sorted(result.occupancy) if peaks[m] > 0] or sorted(result.occupancy)
-    unused = sorted(set(result.occupancy) - set(used))
-    capacities = {m: result.memory_capacity_bytes.get(m, 0) / mib for m in used}
-    for memory in used:
-        steps = result.occupancy[memory]
-        xs = [c for c, _ in steps]
-        ys = [b / mib for _, b in steps]
+    memories = sorted(result.memories, key=lambda m: (m.chip, m.memory))
+    used = [m for m in memories if m.peak_bytes > 0] or memories
+    unused = [m.label for m in memories if m not in used]
+    for m in used:
+        xs = [c for c, _ in m.occupancy]
+        ys = [b / mib for _, b in m.occupancy]
         if xs and xs[-1] < end:  # hold the last level to the end of the step
             xs.append(end)
             ys.append(ys[-1])
-        label = f"{memory}: peak {peaks[memory] / mib:.3g}"
-        label += f" of {capacities[memory]:.4g} MiB" if capacities[memory] else " MiB"
+        capacity_mib = m.capacity_bytes / mib
+        label = f"{m.label}: peak {m.peak_bytes / mib:.3g}"
+        label += f" of {capacity_mib:.4g} MiB" if capacity_mib else " MiB"
         (line,) = ax.step(xs, ys, where="post", lw=1.2, label=label)
-        if capacities[memory]:
-            ax.axhline(capacities[memory], color=line.get_color(), ls="--", lw=0.9, label="_capacity")
+        if capacity_mib:
+            ax.axhline(capacity_mib, color=line.get_color(), ls="--", lw=0.9, label="_capacity")
 
     # A 200 MiB capacity would flatten a 0.4 MiB occupancy into the x axis: show only capacities
     # within a few times the highest peak, unless nothing is in use at all.
-    peak_mib = max((peaks[m] for m in used), default=0) / mib
-    shown = [c for c in capacities.values() if peak_mib == 0 or c <= 3 * peak_mib]
+    capacities = [m.capacity_bytes / mib for m in used]
+    peak_mib = max((m.peak_bytes for m in used), default=0) / mib
+    shown = [c for c in capacities if peak_mib == 0 or c <= 3 * peak_mib]
     top = max([peak_mib, *shown]) * 1.1 or 1.0
     ax.set_xlim(0, end)
     ax.set_ylim(0, top)
@@ -227,7 +227,7 @@ def plot_memory(result: Result, path: str | Path | None = None, ax: Axes | None 
     ax.set_ylabel("in use (MiB)")
     ax.grid(lw=0.4, alpha=0.5)
     title = f"memory occupancy: {result.graph_name} on {result.hw_name} ({result.mode})"
-    if len(shown) < sum(1 for c in capacities.values() if c):
+    if len(shown) < sum(1 for c in capacities if c):
         title += "\n(y axis zoomed to the occupancy: some capacities lie above it)"
     ax.set_title(title, fontsize=9)
     handles, _ = ax.get_legend_handles_labels()

@@ -25,7 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 MAX_MESSAGE_CHARS = 20_000  # a refusal is a paragraph, not a dump of the hostile input
 SUBPROCESS_MEMORY_BYTES = 6 << 30
 SUBPROCESS_TIMEOUT_S = 60
-SUBPROCESS_WORKERS = 2  # two memory-capped children at a time: 12 GiB at worst on a shared machine
+# Memory-capped children at a time: 12 GiB at worst on a shared machine; one per xdist worker under -n 2,
+# where each worker runs the bomb fixture for the bomb tests it was given.
+SUBPROCESS_WORKERS = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
 
 
 @dataclass
@@ -96,6 +98,11 @@ class Hostile:
         assert run.code == 0, f"{list(argv)} exited {run.code}:\n{run.text[-3000:]}"
         return run
 
+    @staticmethod
+    def names(text: str, *words: str | tuple[str, ...]) -> None:
+        """The message mentions every word (or one of each tuple of alternatives) and is not a dump."""
+        assert_names(text, *words)
+
     # -- Python API --------------------------------------------------------------------------------------
     @staticmethod
     def refuses(fn: Callable[[], Any], *words: str | tuple[str, ...], max_seconds: float | None = None) -> str:
@@ -151,30 +158,38 @@ def _run_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 # -- memory-capped subprocesses (size bombs) ---------------------------------------------------------------
 @dataclass
 class BombRun:
-    code: int | None  # None: killed by the timeout
+    code: int | None  # main()'s exit status; None: the child died or was killed while running this bomb
     out: str
     err: str
-    seconds: float  # wall time of the whole child, import included
-    refuse_seconds: float | None  # time inside main(), as the child measured it
+    refuse_seconds: float | None  # time inside main() (or the API call), as the child measured it
+    note: str = ""  # why there is no exit status
 
 
-_CHILD = """
-import sys, time
+# The child runs its bombs one after another with `python -m accelsim`'s entry point (accelsim.cli.main), so
+# the interpreter is started (and accelsim imported, seconds on a loaded machine) once per child, not once
+# per bomb. Markers on both streams split the output per bomb. An API bomb is a Python snippet; it may set
+# `start` itself to time only the call under test.
+_CHILD = r"""
+import json, sys, time, traceback
 from accelsim.cli import main
-start = time.perf_counter()
-try:
-    code = main(sys.argv[1:])
-finally:
-    print(f"@@main_seconds {time.perf_counter() - start:.3f}", file=sys.stderr)
-sys.exit(code)
-"""
-_CHILD_API = """
-import sys, time
-start = time.perf_counter()
-try:
-    exec(sys.argv[1])
-finally:
-    print(f"@@main_seconds {time.perf_counter() - start:.3f}", file=sys.stderr)
+for key, api, payload in json.loads(sys.argv[1]):
+    for stream in (sys.stdout, sys.stderr):
+        print(f"@@begin {key}", file=stream, flush=True)
+    ns = {"sys": sys, "time": time, "__name__": "__bomb__", "start": time.perf_counter()}
+    try:
+        if api:
+            code = 0
+            exec(payload[0], ns)
+        else:
+            code = main(payload)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    seconds = time.perf_counter() - ns["start"]
+    for stream in (sys.stdout, sys.stderr):
+        print(f"@@end {key} {code} {seconds:.3f}", file=stream, flush=True)
 """
 
 
@@ -182,36 +197,64 @@ def _cap_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY_BYTES, SUBPROCESS_MEMORY_BYTES))
 
 
-def run_capped(argv: Sequence[str], cwd: Path, api: bool = False) -> BombRun:
-    """`python -m accelsim ARGV` (through a wrapper that times main()) or, with api=True, a Python
-    snippet, under a 6 GiB address-space cap and a 60 s timeout."""
-    cmd = [sys.executable, "-c", _CHILD_API if api else _CHILD, *map(str, argv)]
+def _split(text: str) -> tuple[dict[str, str], dict[str, tuple[int, float]], str | None]:
+    """Per-bomb output, finished bombs' (code, seconds), and the bomb that began but never ended."""
+    chunks: dict[str, list[str]] = {}
+    ended: dict[str, tuple[int, float]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("@@begin "):
+            current = line.split(" ", 1)[1]
+            chunks[current] = []
+        elif line.startswith("@@end "):
+            _, key, code, seconds = line.split(" ")
+            ended[key] = (int(code), float(seconds))
+            current = None
+        elif current is not None:
+            chunks[current].append(line)
+    return {k: "\n".join(v) for k, v in chunks.items()}, ended, current
+
+
+def run_capped(jobs: list[tuple[str, bool, list[str]]], cwd: Path) -> dict[str, BombRun]:
+    """Run (key, api, argv-or-[snippet]) bombs in children under a 6 GiB address-space cap, each child
+    bounded by a 60 s timeout; a child that dies mid-bomb is replaced by a fresh one for the bombs left."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    start = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=cwd, env=env,
-                           preexec_fn=_cap_memory)
-        code, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        code = None
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-    seconds = time.perf_counter() - start
-    refuse = None
-    for line in err.splitlines():
-        if line.startswith("@@main_seconds "):
-            refuse = float(line.split()[1])
-    err = "\n".join(line for line in err.splitlines() if not line.startswith("@@main_seconds "))
-    return BombRun(code, out, err, seconds, refuse)
+    results: dict[str, BombRun] = {}
+    todo = list(jobs)
+    while todo:
+        cmd = [sys.executable, "-c", _CHILD, json.dumps(todo)]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=cwd, env=env,
+                               preexec_fn=_cap_memory)
+            out, err, why = p.stdout, p.stderr, f"the child exited with status {p.returncode} during this bomb"
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            why = f"still running after {SUBPROCESS_TIMEOUT_S} s: killed"
+        outs, ended, _ = _split(out)
+        errs, _, dying = _split(err)
+        for key, _, _ in todo:
+            if key in ended:
+                code, seconds = ended[key]
+                results[key] = BombRun(code, outs.get(key, ""), errs.get(key, ""), seconds)
+        if dying is None and not any(k not in ended for k, _, _ in todo):
+            break
+        dead = dying or next(k for k, _, _ in todo if k not in ended)
+        results[dead] = BombRun(None, outs.get(dead, ""), errs.get(dead, "") or err[-3000:], None, why)
+        todo = [job for job in todo if job[0] not in results]
+    return results
 
 
 def run_all_capped(jobs: dict[str, tuple[Sequence[str], bool]], cwd: Path) -> dict[str, BombRun]:
+    """All bombs, split over SUBPROCESS_WORKERS children running at once."""
+    items = [(key, api, [str(a) for a in argv]) for key, (argv, api) in jobs.items()]
+    shares = [items[i::SUBPROCESS_WORKERS] for i in range(SUBPROCESS_WORKERS)]
     with ThreadPoolExecutor(SUBPROCESS_WORKERS) as pool:
-        futures = {key: pool.submit(run_capped, argv, cwd, api) for key, (argv, api) in jobs.items()}
-        return {key: f.result() for key, f in futures.items()}
+        parts = list(pool.map(lambda share: run_capped(share, cwd), [s for s in shares if s]))
+    return {k: v for part in parts for k, v in part.items()}
 
 
 @pytest.fixture(scope="session")
 def capped() -> Callable[[dict[str, tuple[Sequence[str], bool]], Path], dict[str, BombRun]]:
-    """run_all_capped: {key: (argv or [python snippet], api)} -> {key: BombRun}, two children at a time."""
+    """run_all_capped: {key: (argv or [python snippet], api)} -> {key: BombRun}."""
     return run_all_capped

@@ -15,7 +15,8 @@ LR = ("lr", "learning rate")
 REFUSED = {
     # --set values are YAML: parse errors, tags and aliases are the user's error, named by key
     "set_unclosed_list": (["graph", *MLP, "--set", "sizes=[1, 2"], ["sizes"], (1, 2)),
-    "set_python_tag": (["graph", *MLP, "--set", 'batch=!!python/object/apply:os.system ["echo hi"]'], ["batch"], (1, 2)),
+    "set_python_tag": (["graph", *MLP, "--set", 'batch=!!python/object/apply:os.system ["echo hi"]'], ["batch"],
+                       (1, 2)),
     "set_python_name_tag": (["graph", *MLP, "--set", "batch=!!python/name:os.system"], ["batch"], (1, 2)),
     "set_undefined_alias": (["graph", *MLP, "--set", "sizes=*nowhere"], ["sizes"], (1, 2)),
     "set_recursive_alias": (["graph", *MLP, "--set", "batch=&a [*a]"], ["batch"], (1, 2)),

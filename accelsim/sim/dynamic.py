@@ -1,0 +1,218 @@
+"""Seed 001's dynamic runtime ("scheduler + worker threads") on a schedule's task DAG (Schedule,
+HwSpec -> Result). Ready tasks enter a FIFO work queue per chip and any free unit instance or link
+among a task's candidates takes the first it can run; a collective starts once every member is
+ready. Outputs go to the unit's own memory if it has room, else the next level with room, paying
+the spill's transfer time as the scheduler charges it (schedule/levels.py); leaves take memory from
+their first reader's release on. No compiled order, placement or in-flight window is used: only the
+schedule's tasks (dependences, candidates, reads, output sizes) and its leaf tensors' sizes. The
+memory held at the end (parameters, optimizer state, step results) matches the static schedule's.
+The compiled in-flight window is a static decision too, so the runtime ignores it: it follows the
+tasks' data dependences (`deps`), not their ordering edges (`after`)."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import simpy
+
+from accelsim.hw.spec import HwSpec
+from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.levels import chip_list, memory_of, memory_order, preferred_memory, spill_cycles
+from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
+from accelsim.schedule.ports import MILLI, Port, port_rate, unit_ports
+from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
+from accelsim.sim.trace import Result, Span
+
+Server = tuple[int, str, int]
+"""(chip, resource, out_chip): a unit kind of a chip (out_chip == chip) or the link chip -> out_chip."""
+LeafKey = tuple[int, int, int, int]
+"""(node, micro-batch or PER_STEP, replica, chip): one leaf tensor."""
+
+
+class WorkQueueRuntime:
+    """One run. Its state is explicit: the environment, memories and ports, a work queue per chip,
+    a `done` event per task, where each output and leaf was put, how many readers each still has,
+    and the record of what ran (spans, bytes moved, what each blocked task is waiting for)."""
+
+    def __init__(self, schedule: Schedule, hw: HwSpec) -> None:
+        self.env = env = simpy.Environment()
+        self.schedule, self.hw = schedule, hw
+        self.tasks = tasks = schedule.tasks
+        self.chips = chip_list(hw)
+        self.order = {c: [(c, m.name) for m in memory_order(chip)] for c, chip in enumerate(self.chips)}
+        self.memories = Memories(env, schedule)
+        self.ports = memory_ports(env, hw)
+        self.unit_port = unit_ports(self.chips)
+        self.queues = {c: simpy.FilterStore(env) for c in range(len(self.chips))}
+        # per task: the servers that can run it and its cycles there
+        self.cycles_on: list[dict[Server, int]] = [
+            {(t.chip, c.resource, t.out_chip): c.cycles for c in schedule.candidates[t.candidates]} for t in tasks]
+        self.done = [env.event() for _ in tasks]
+        self.deps = [t.deps for t in tasks]  # data only: the runtime has no in-flight window (`after`)
+        self.readers_left: dict[int, int] = defaultdict(int)
+        for deps in self.deps:
+            for d in deps:
+                self.readers_left[d] += 1
+        self.members: dict[int, list[Task]] = defaultdict(list)
+        for t in tasks:
+            if TASK_KINDS[t.kind].holds == "collective":
+                self.members[t.group].append(t)
+        self.leaf_bytes: dict[LeafKey, int] = {(x.node, x.microbatch, x.replica, x.chip): x.size_bytes
+                                               for x in schedule.tensors if x.task < 0}
+        self.leaves_of = [sorted({(node, mb, t.replica, t.chip) for node, mb in t.reads}) for t in tasks]
+        self.leaf_readers_left: dict[LeafKey, int] = defaultdict(int)
+        for keys in self.leaves_of:
+            for key in keys:
+                self.leaf_readers_left[key] += 1
+        self.leaf_home: dict[LeafKey, simpy.Event] = {}  # succeeds with the memory the leaf was put in
+        self.placed: dict[int, Port] = {}
+        self.ready_at: dict[int, int] = {}
+        self.spans: list[Span | None] = [None] * len(tasks)
+        self.waiting: dict[int, str] = {t.id: "its inputs" for t in tasks}
+        self.moved: dict[ChannelKey, int] = defaultdict(int)
+        self.preferred: dict[tuple[int, str], str] = {}
+        self.enqueue = {"unit": self.queue, "link": self.queue, "collective": self.start_collective}
+
+    def run(self) -> Result:
+        servers: dict[Server, int] = {}
+        for t in self.tasks:
+            if TASK_KINDS[t.kind].holds != "collective":
+                for c in self.schedule.candidates[t.candidates]:
+                    servers[(t.chip, c.resource, t.out_chip)] = c.instances
+        for server, instances in sorted(servers.items()):
+            for i in range(instances):
+                self.env.process(self.worker(server, i))
+        for t in self.tasks:
+            self.env.process(self.release(t))
+        events = run_to_end(self.env)
+        if self.waiting:
+            raise deadlock(self.schedule, self.waiting)
+        return result("dynamic", self.schedule, self.hw, self.spans, self.memories, self.moved, events)
+
+    def preferred_memory(self, chip: int, resource: str) -> str:
+        key = (chip, resource)
+        if key not in self.preferred:
+            self.preferred[key] = preferred_memory(self.chips[chip], resource)
+        return self.preferred[key]
+
+    def target(self, chip: int, nbytes: int, first: str | None = None) -> Port:
+        """`first` (the unit's own memory) if it has room now, else the first memory in the chip's
+        order with room, else the last (and wait there): the scheduler's ranking."""
+        ranked = sorted(self.order[chip], key=lambda p: p[1] != first)
+        return next((p for p in ranked if self.memories.free(p) >= nbytes), ranked[-1])
+
+    def hold_leaves(self, t: Task):
+        """The first reader of a leaf puts it in memory; later readers wait until it is there."""
+        for key in self.leaves_of[t.id]:
+            if key not in self.leaf_home:
+                self.leaf_home[key] = self.env.event()
+                nbytes = self.leaf_bytes[key]
+                mem = self.target(t.chip, nbytes)
+                self.waiting[t.id] = f"{nbytes} B of space in {memory_label(*mem)} for leaf %{key[0]}"
+                yield from self.memories.take(mem, nbytes)
+                self.leaf_home[key].succeed(mem)
+            if not self.leaf_home[key].processed:  # another reader is still taking its space
+                yield self.leaf_home[key]
+
+    def release(self, t: Task):
+        """Wait for the task's inputs, then hand it to its chip's queue or its collective."""
+        yield self.env.all_of([self.done[d] for d in self.deps[t.id]])
+        yield from self.hold_leaves(t)
+        self.ready_at[t.id] = int(self.env.now)
+        queued = self.enqueue[TASK_KINDS[t.kind].holds](t)
+        if queued is not None:
+            yield queued
+
+    def queue(self, t: Task) -> simpy.Event:
+        """Put a ready task in its chip's work queue (the event of the put)."""
+        names = sorted({resource_label(r, c, o) for c, r, o in self.cycles_on[t.id]})
+        self.waiting[t.id] = f"a free unit among {', '.join(names)} on chip{t.chip}"
+        return self.queues[t.chip].put(t)
+
+    def start_collective(self, t: Task) -> None:
+        """The first member starts its collective's process, which waits for every member's inputs."""
+        if t.id == self.members[t.group][0].id:
+            self.env.process(self.collective(t.group))
+
+    def output_space(self, t: Task, resource: str):
+        if not t.out_bytes:
+            return
+        mem = self.target(t.out_chip, t.out_bytes, self.preferred_memory(t.out_chip, resource))
+        self.waiting[t.id] = f"{t.out_bytes} B of space in {memory_label(*mem)}"
+        yield from self.memories.take(mem, t.out_bytes)
+        self.placed[t.id] = mem
+
+    def spill_of(self, t: Task, resource: str) -> int:
+        """Writing the output to a memory other than the unit's own costs its transfer time there,
+        as the scheduler charges a spill."""
+        where = self.placed.get(t.id)
+        if where is None or where[1] == self.preferred_memory(t.out_chip, resource):
+            return 0
+        memory = memory_of(self.chips[t.out_chip], where[1])
+        return spill_cycles(memory, t.out_bytes, self.hw.clock_hz)
+
+    def worker(self, server: Server, instance: int):
+        """One unit instance or link: takes the first queued task it can run, forever."""
+        env, waiting = self.env, self.waiting
+        chip, resource, out_chip = server
+        port_key = self.unit_port.get((chip, resource))
+        port = self.ports[port_key] if port_key is not None else None
+        channel = (chip, out_chip, port_key[1] if port_key is not None else "")
+        cycles_on = self.cycles_on
+        while True:
+            t = yield self.queues[chip].get(lambda t: server in cycles_on[t.id])
+            t_unit = int(env.now)
+            yield from self.output_space(t, resource)
+            t_space = int(env.now)
+            cycles = cycles_on[t.id][server] + self.spill_of(t, resource)
+            rate = 0
+            if port is not None and t.bytes_moved:
+                rate = port_rate(t.bytes_moved, cycles, port.capacity)
+                waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(*port_key)}"
+                yield port.get(rate)
+            t_port = int(env.now)
+            waiting.pop(t.id, None)
+            yield env.timeout(cycles)
+            if rate:
+                port.put(rate)
+            self.moved[channel] += t.bytes_moved
+            self.finish(t, resource, instance, t_port, t_unit, t_space)
+
+    def collective(self, group: int):
+        """Every member starts once all members' inputs are ready and their outputs have space."""
+        members = self.members[group]
+        collective = self.schedule.candidates[members[0].candidates][0]
+        yield self.env.all_of([self.done[d] for m in members for d in self.deps[m.id]])
+        for m in members:
+            yield from self.output_space(m, collective.resource)
+        start = int(self.env.now)
+        yield self.env.timeout(collective.cycles)
+        for m in members:
+            self.finish(m, collective.resource, 0, start, start, start)
+
+    def finish(self, t: Task, resource: str, instance: int, start: int, t_ready_unit: int, t_space: int) -> None:
+        ready = self.ready_at[t.id]
+        stalls = (("unit", t_ready_unit - ready), ("buffer_space", t_space - t_ready_unit),
+                  ("memory_port", start - t_space))
+        self.spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip,
+                                resource_label(resource, t.chip, t.out_chip), instance, ready, start,
+                                int(self.env.now), ready, tuple((c, int(v)) for c, v in stalls if v))
+        self.waiting.pop(t.id, None)
+        self.done[t.id].succeed()
+        self.release_inputs(t)
+
+    def release_inputs(self, t: Task) -> None:
+        """Give back dependences' outputs after their last reader (step results stay, as scheduled),
+        and per-input leaves after theirs (parameters and optimizer state stay for the step)."""
+        tasks = self.tasks
+        for d in self.deps[t.id]:
+            self.readers_left[d] -= 1
+            if self.readers_left[d] == 0 and d in self.placed and not tasks[d].keep:
+                self.memories.give(self.placed[d], tasks[d].out_bytes)
+        for key in self.leaves_of[t.id]:
+            self.leaf_readers_left[key] -= 1
+            if self.leaf_readers_left[key] == 0 and key[1] != PER_STEP:
+                self.memories.give(self.leaf_home[key].value, self.leaf_bytes[key])
+
+
+def run_work_queue(schedule: Schedule, hw: HwSpec) -> Result:
+    return WorkQueueRuntime(schedule, hw).run()

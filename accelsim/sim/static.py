@@ -1,0 +1,166 @@
+"""Static replay of a compiled schedule (Schedule, HwSpec -> Result): its own order and placement,
+time-triggered. Each task waits for its compiled start, its inputs, what it holds (its turn on its
+unit instance or link, in compiled order; or every member of its collective), space for its output
+in its memory and bandwidth on its memory port, then runs for its compiled duration. Ports are
+metered as the scheduler books them (schedule/ports.py), so replaying a schedule on the hardware it
+was compiled for reproduces the compiled timeline."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import simpy
+
+from accelsim.hw.spec import HwSpec
+from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.plan import Schedule, Task, Tensor, memory_label, resource_label
+from accelsim.schedule.ports import MILLI, port_rate
+from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
+from accelsim.sim.trace import Result, Span
+
+
+class Turns:
+    """Each unit instance and each link serves its tasks one at a time in their compiled order: a
+    task's turn comes when the task before it there has finished."""
+
+    def __init__(self, env: simpy.Environment, tasks: tuple[Task, ...]) -> None:
+        order: dict[tuple[int, str, int, int], list[int]] = defaultdict(list)
+        for t in sorted(tasks, key=lambda t: (t.start, t.id)):
+            if TASK_KINDS[t.kind].holds != "collective":
+                order[(t.chip, t.resource, t.out_chip, t.instance)].append(t.id)
+        self.before: dict[int, simpy.Event] = {}
+        self.finished: dict[int, simpy.Event] = {}
+        for ids in order.values():
+            for i, tid in enumerate(ids):
+                self.finished[tid] = env.event()
+                if i:
+                    self.before[tid] = self.finished[ids[i - 1]]
+
+
+class Barriers:
+    """The members of one collective (its `group`) start together, once every member has arrived."""
+
+    def __init__(self, env: simpy.Environment, tasks: tuple[Task, ...]) -> None:
+        self.size: dict[int, int] = defaultdict(int)
+        for t in tasks:
+            if TASK_KINDS[t.kind].holds == "collective":
+                self.size[t.group] += 1
+        self.arrived = dict.fromkeys(self.size, 0)
+        self.ready = {g: env.event() for g in self.size}
+
+
+class StaticReplay:
+    """One replay. Its state is explicit: the environment, memories and ports, a `done` event per task,
+    the turns and barriers, the readers each output still has, and the record of what ran (spans,
+    bytes moved per port and link, and what each blocked task is waiting for)."""
+
+    def __init__(self, schedule: Schedule, hw: HwSpec, port_contention: bool) -> None:
+        self.env = env = simpy.Environment()
+        self.schedule, self.hw, self.port_contention = schedule, hw, port_contention
+        self.tasks = schedule.tasks
+        self.memories = Memories(env, schedule)
+        self.ports = memory_ports(env, hw)
+        self.done = [env.event() for _ in self.tasks]
+        self.out_tensor = {x.task: x for x in schedule.tensors if x.task >= 0}
+        self.readers_left: dict[int, int] = defaultdict(int)
+        for t in self.tasks:
+            for d in t.deps:
+                self.readers_left[d] += 1
+        self.turns = Turns(env, self.tasks)
+        self.barriers = Barriers(env, self.tasks)
+        self.holds = [TASK_KINDS[t.kind].holds for t in self.tasks]
+        self.hold = {"unit": self.take_turn, "link": self.take_turn, "collective": self.join_collective}
+        self.spans: list[Span | None] = [None] * len(self.tasks)
+        self.waiting: dict[int, str] = {}
+        self.moved: dict[ChannelKey, int] = defaultdict(int)
+
+    def run(self) -> Result:
+        for x in self.schedule.tensors:
+            if x.task < 0:
+                self.env.process(self.leaf(x))
+        for t in self.tasks:
+            self.env.process(self.task(t))
+        events = run_to_end(self.env)
+        if self.waiting:
+            raise deadlock(self.schedule, self.waiting)
+        return result("static", self.schedule, self.hw, self.spans, self.memories, self.moved, events)
+
+    def leaf(self, x: Tensor):
+        """A leaf holds its bytes over its placed interval (for good if it lives to the end)."""
+        yield self.env.timeout(x.start)
+        yield from self.memories.take((x.chip, x.memory), x.size_bytes)
+        if x.end < self.schedule.makespan_cycles:
+            yield self.env.timeout(x.end - x.start)
+            self.memories.give((x.chip, x.memory), x.size_bytes)
+
+    def take_turn(self, t: Task) -> simpy.Event | None:
+        """The event of the previous task on t's unit instance or link finishing (None: t is first)."""
+        before = self.turns.before.get(t.id)
+        if before is not None:
+            where = f"{resource_label(t.resource, t.chip, t.out_chip)}[{t.instance}] of chip{t.chip}"
+            self.waiting[t.id] = f"its turn on {where}"
+        return before
+
+    def join_collective(self, t: Task) -> simpy.Event:
+        """Arrive at t's collective; the event of every member having arrived."""
+        b = self.barriers
+        b.arrived[t.group] += 1
+        if b.arrived[t.group] == b.size[t.group]:
+            b.ready[t.group].succeed()
+        self.waiting[t.id] = f"the other {b.size[t.group] - 1} member(s) of its {t.kind}"
+        return b.ready[t.group]
+
+    def task(self, t: Task):
+        """One task: compiled start, inputs, what it holds, output space, port bandwidth; then it runs."""
+        env, waiting = self.env, self.waiting
+        planned, duration = t.start, t.end - t.start
+        if env.now < planned:
+            yield env.timeout(planned - env.now)
+        waiting[t.id] = "its inputs"
+        yield env.all_of([self.done[d] for d in t.deps + t.after])
+        t_data = env.now
+        held = self.hold[self.holds[t.id]](t)
+        if held is not None:
+            yield held
+        t_unit = env.now
+        x = self.out_tensor.get(t.id)
+        if x is not None:
+            mem = (x.chip, x.memory)
+            waiting[t.id] = f"{x.size_bytes} B of space in {memory_label(*mem)} ({self.memories.used(mem)} of " \
+                            f"{self.memories.capacity[mem]} B in use)"
+            yield from self.memories.take(mem, x.size_bytes)
+        t_space = env.now
+        port = self.ports.get((t.chip, t.port)) if t.port else None
+        rate = 0
+        if self.port_contention and port is not None and t.bytes_moved and duration:
+            rate = port_rate(t.bytes_moved, duration, port.capacity)
+            waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(t.chip, t.port)}"
+            yield port.get(rate)
+        t_port = env.now
+        del waiting[t.id]
+        yield env.timeout(duration)
+        if rate:
+            port.put(rate)
+        if t.bytes_moved and self.holds[t.id] != "collective":
+            self.moved[(t.chip, t.out_chip, t.port)] += t.bytes_moved
+        stalls = (("data", t_data - planned), ("unit", t_unit - max(t_data, planned)),
+                  ("buffer_space", t_space - max(t_unit, planned)), ("memory_port", t_port - max(t_space, planned)))
+        self.spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip,
+                                resource_label(t.resource, t.chip, t.out_chip), t.instance, t_data, t_port,
+                                int(env.now), planned, tuple((c, int(v)) for c, v in stalls if v > 0))
+        self.done[t.id].succeed()
+        finished = self.turns.finished.get(t.id)
+        if finished is not None:
+            finished.succeed()
+        self.release_inputs(t)
+
+    def release_inputs(self, t: Task) -> None:
+        """Give back each dependence's output once its last reader has run."""
+        for d in t.deps:
+            self.readers_left[d] -= 1
+            if self.readers_left[d] == 0 and d in self.out_tensor:
+                x = self.out_tensor[d]
+                self.memories.give((x.chip, x.memory), x.size_bytes)
+
+
+def replay(schedule: Schedule, hw: HwSpec, port_contention: bool = True) -> Result:
+    return StaticReplay(schedule, hw, port_contention).run()
