@@ -16,8 +16,7 @@ from accelsim.schedule.validate import validate_schedule
 HwLike = HwSpec | str | Path | dict[str, Any] | None
 
 
-def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None,
-            need_graph: bool = False) -> tuple[HwSpec, Graph | None]:
+def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None) -> tuple[HwSpec, Graph]:
     """The hardware (default: the bundled config the schedule names) and the graph (default: rebuilt
     from the schedule's source when it has one), after validating the schedule against both."""
     if not isinstance(schedule, Schedule):
@@ -25,7 +24,11 @@ def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None,
     if graph is not None and not isinstance(graph, Graph):
         raise AccelsimError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
     hw = (hw if isinstance(hw, HwSpec) else load_hw(hw)) if hw is not None else load_hw(schedule.hw_name)
-    if graph is None and (need_graph or schedule.source is not None):
+    if graph is None:
+        if schedule.source is None:
+            raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "
+                                "from, so it cannot be checked against its graph: pass graph= (the Graph given to "
+                                "A.compile)")
         from accelsim.schedule.source import graph_for
         graph = graph_for(schedule)
     validate_schedule(schedule, graph, hw)
@@ -53,7 +56,5 @@ def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None
 
     if backend not in BACKENDS:
         raise AccelsimError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    hw, graph = resolve(schedule, hw, graph, need_graph=True)
-    if graph is None:
-        raise ScheduleError("check needs the graph the schedule was compiled for")
+    hw, graph = resolve(schedule, hw, graph)
     return run_check(schedule, backend=backend, graph=graph, hw=hw)

@@ -34,9 +34,12 @@ class Limits:
 
     max_tasks: int = 250_000
     max_tensor_bytes: int = 4 * 2**30
+    max_flops: int = 2 * 10**12
+    """Floating-point operations one gradient check may evaluate (the forward graph once per finite
+    difference, two per coordinate): at numpy's ~50-150 GFLOP/s here, under about a minute."""
 
     def __post_init__(self) -> None:
-        for key in ("max_tasks", "max_tensor_bytes"):
+        for key in ("max_tasks", "max_tensor_bytes", "max_flops"):
             value = getattr(self, key)
             if not _is_int(value) or value < 1:
                 raise AccelsimError(f"Limits.{key} must be a positive integer, got {value!r}")
@@ -97,6 +100,32 @@ def check_step_size(graph: Graph, microbatches: int, data_parallel: int, pipelin
             f"replicas, or raise the limit with `--max-tasks N` on the command line or "
             f"`limits=Limits(max_tasks=N)` from Python")
     return tasks
+
+
+def graph_flops(graph: Graph) -> int:
+    """Floating-point operations of one evaluation of every node of `graph` (the op registry's counts)."""
+    from accelsim.ops.registry import get_op
+
+    return sum(int(get_op(n.op).flops(n.shape, *(graph.nodes[i].shape for i in n.inputs), **n.attrs))
+               for n in graph.nodes if not n.is_leaf)
+
+
+def check_fd_work(graph: Graph, fd_coords: int, limits: Limits = DEFAULT_LIMITS) -> int:
+    """FLOPs of central finite differences at up to `fd_coords` coordinates of every float input and
+    trainable parameter of a forward graph (two evaluations each); GraphError above limits.max_flops."""
+    _check_limits(limits)
+    if not _is_int(fd_coords) or fd_coords < 0:
+        raise GraphError(f"fd_coords must be an integer >= 0, got {fd_coords!r}")
+    coords = sum(min(math.prod(n.shape), fd_coords) for n in graph.nodes
+                 if (n.op == "input" and n.dtype != "int64") or n.trainable)
+    flops = 2 * coords * graph_flops(graph)
+    if flops > limits.max_flops:
+        raise GraphError(
+            f"finite differences of {graph.name} at {fd_coords} coordinates per tensor evaluate the graph "
+            f"{2 * coords:,} times, about {flops:.3g} FLOPs, above the limit of {limits.max_flops:.3g}; use fewer "
+            f"--fd-coords or a smaller model, or raise the limit with `--max-flops N` on the command line or "
+            f"`limits=Limits(max_flops=N)` from Python")
+    return flops
 
 
 def estimate_eval_bytes(graph: Graph, samples: int = 1) -> int:

@@ -135,19 +135,23 @@ def build_model(args: argparse.Namespace, **forced: Any) -> Graph:
 # ---- limits on the work one command builds ----------------------------------------------------------
 
 
-def add_limit_args(p: argparse.ArgumentParser, tasks: bool = True) -> None:
-    """--max-tasks (with `tasks`) and --max-bytes: the ceilings of accelsim.limits.Limits."""
+def add_limit_args(p: argparse.ArgumentParser, tasks: bool = True, flops: bool = False) -> None:
+    """--max-tasks (with `tasks`), --max-bytes and --max-flops (with `flops`): accelsim.limits.Limits."""
     if tasks:
         p.add_argument("--max-tasks", type=positive_int, default=DEFAULT_LIMITS.max_tasks, metavar="N",
                        help=f"refuse a step estimated above N tasks (default {DEFAULT_LIMITS.max_tasks:,})")
     p.add_argument("--max-bytes", type=positive_int, default=DEFAULT_LIMITS.max_tensor_bytes, metavar="N",
                    help=f"refuse evaluating tensors estimated above N bytes (default "
                         f"{DEFAULT_LIMITS.max_tensor_bytes:,} = {DEFAULT_LIMITS.max_tensor_bytes / 2**30:g} GiB)")
+    if flops:
+        p.add_argument("--max-flops", type=positive_int, default=DEFAULT_LIMITS.max_flops, metavar="N",
+                       help=f"refuse finite differences estimated above N FLOPs (default {DEFAULT_LIMITS.max_flops:.0e})")
 
 
 def limits_from(args: argparse.Namespace) -> Limits:
     return Limits(max_tasks=getattr(args, "max_tasks", DEFAULT_LIMITS.max_tasks),
-                  max_tensor_bytes=getattr(args, "max_bytes", DEFAULT_LIMITS.max_tensor_bytes))
+                  max_tensor_bytes=getattr(args, "max_bytes", DEFAULT_LIMITS.max_tensor_bytes),
+                  max_flops=getattr(args, "max_flops", DEFAULT_LIMITS.max_flops))
 
 
 # ---- output files -------------------------------------------------------------------------------------
@@ -188,13 +192,25 @@ def write_problem(path: str | Path, e: OSError) -> str:
     return f"{blocker} is a file, not a directory" if blocker is not None else (e.strerror or str(e))
 
 
+def plain_json(value: Any) -> Any:
+    """`value` with every non-finite float written as the string "nan", "inf" or "-inf": JSON has no
+    such numbers, and Python's NaN/Infinity literals break other readers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: plain_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_json(v) for v in value]
+    return value
+
+
 def write_json(path: str | None, payload: dict[str, Any]) -> None:
     if path is None:
         return
     check_file_target(path, "--json")
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+        Path(path).write_text(json.dumps(plain_json(payload), indent=2, sort_keys=False, allow_nan=False) + "\n")
     except OSError as e:
         raise AccelsimError(f"cannot write JSON to {path!r}: {write_problem(path, e)}") from None
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, b
                                  limits_from, positive_int, write_json)
 from accelsim.graph.ir import Graph
 from accelsim.graph.stats import graph_stats, summarize_tensor
-from accelsim.limits import check_eval_size
+from accelsim.limits import check_eval_size, check_fd_work
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -64,7 +65,9 @@ def cmd_grad(args: argparse.Namespace) -> int:
 
     float64 = {"dtype": "float64"} if "dtype" in models.options(args.model) else {}
     graph = forward_model(args, **float64)  # finite differences need float64
-    check_eval_size(_with_gradients(graph), limits=limits_from(args), what="differentiating")
+    limits = limits_from(args)
+    check_eval_size(_with_gradients(graph), limits=limits, what="differentiating")
+    check_fd_work(graph, args.fd_coords, limits)
     report = grad_report(graph, fd_coords=args.fd_coords, use_torch=not args.no_torch)
     print(f"model {args.model}: outputs")
     for k, v in report["outputs"].items():
@@ -75,15 +78,20 @@ def cmd_grad(args: argparse.Namespace) -> int:
     print(f"fd_max_rel_err    = {report['fd_max_rel_err']:.3e}  (central differences, float64, "
           f"<= {args.fd_coords} coordinates per tensor)")
     t = report["torch_max_rel_err"]
-    print(f"torch_max_rel_err = {t:.3e}" if t is not None else "torch_max_rel_err = n/a (PyTorch not installed)")
+    why = "skipped (--no-torch)" if args.no_torch else "n/a (PyTorch not installed)"
+    print(f"torch_max_rel_err = {t:.3e}" if t is not None else f"torch_max_rel_err = {why}")
+    for line in report["nonfinite"]:
+        print(f"non-finite: {line}")
     write_json(args.json, {
         "model": args.model,
         "outputs": {k: summarize_tensor(v) for k, v in report["outputs"].items()},
         "grads": {k: summarize_tensor(v) for k, v in report["grads"].items()},
         "fd_max_rel_err": report["fd_max_rel_err"],
         "torch_max_rel_err": t,
+        "nonfinite": list(report["nonfinite"]),
     })
-    return 0
+    finite = math.isfinite(report["fd_max_rel_err"]) and (t is None or math.isfinite(t))
+    return 0 if finite and not report["nonfinite"] else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -98,7 +106,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grad", help="gradients of the loss, checked by finite differences and PyTorch")
     add_model_args(p)
     add_json_arg(p)
-    add_limit_args(p, tasks=False)
+    add_limit_args(p, tasks=False, flops=True)
     p.add_argument("--fd-coords", type=positive_int, default=8, help="coordinates per tensor for finite differences")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     p.set_defaults(fn=cmd_grad)

@@ -80,15 +80,19 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_DIM = 2**31 - 1
+"""Largest layer dimension --gemm/--conv take: beyond it FLOP counts stop being exact in float64."""
+
+
 def _parse_ints(text: str, n_min: int, n_max: int, what: str) -> list[int]:
     try:
         vals = [int(v) for v in text.split(",")]
     except ValueError:
         vals = []
-    if not n_min <= len(vals) <= n_max or any(v <= 0 for v in vals[:7]):
+    if not n_min <= len(vals) <= n_max or any(v <= 0 for v in vals[:7]) or any(abs(v) > MAX_DIM for v in vals):
         count = str(n_min) if n_min == n_max else f"{n_min} to {n_max}"
         raise AccelsimError(f"--{what} expects {count} comma-separated integers (the first {min(n_min, 7)} "
-                            f"positive), got {text!r}")
+                            f"positive, each at most {MAX_DIM}), got {text!r}")
     return vals
 
 

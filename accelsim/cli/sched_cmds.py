@@ -144,6 +144,8 @@ def _check(schedule, graph: Graph, hw, backend: str, console: Console) -> dict:
     console.print(table)
     for c in report.corruptions:
         console.print(f"  corrupted: {c}")
+    for f in report.failures:
+        console.print(f"  failed: {f}")
     console.print(f"  check {'passed' if report.passed else 'FAILED'} in {seconds:.2f} s")
     return report.to_json()
 
@@ -167,7 +169,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
     load_schedule(args.schedule, hw=hw)  # refuses a file compiled for other hardware of the same name
     try:  # validates the schedule against the hardware and the graph rebuilt from its source
-        hw, graph = resolve(schedule, hw, need_graph=args.dynamic)
+        hw, graph = resolve(schedule, hw)
     except AccelsimError as e:
         raise AccelsimError(str(e) if str(args.schedule) in str(e) else f"{args.schedule}: {e}") from None
     console = Console(width=120, highlight=False)
