@@ -42,6 +42,8 @@ def evaluate(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None = None,
     `dtype` computes every floating-point node in that dtype instead of the graph's (float64 on a
     float32 graph's exact leaf values is the oracle that measures float32 rounding).
     """
+    if not isinstance(graph, Graph):
+        raise GraphError(f"evaluate needs a Graph, got {type(graph).__name__}")
     names = list(graph.outputs) if outputs is None else list(outputs)
     for name in names:
         if name not in graph.outputs:

@@ -20,6 +20,9 @@ def training_graph(forward: Graph, loss: Var | int | None = None, optimizer: str
     correction at `step` (1 for a first step from zero state). The hyperparameters are checked
     (see OptimizerSettings for the ranges) and recorded as the result's `optimizer`.
     """
+    if not isinstance(forward, Graph):
+        raise GraphError(f"training_graph needs a forward Graph (from A.models.build or A.Graph), got "
+                         f"{type(forward).__name__}")
     settings = OptimizerSettings(optimizer=optimizer, lr=lr, momentum=momentum, beta1=beta1, beta2=beta2,
                                  eps=eps, step=step)
     loss_id = _loss_id(forward, loss)

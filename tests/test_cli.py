@@ -30,7 +30,8 @@ def test_grad_json_has_the_seed_numbers(tmp_path):
     path = tmp_path / "grad.json"
     assert main(["grad", "--model", "seed_autodiff", "--json", str(path)]) == 0
     data = json.loads(path.read_text())
-    assert set(data) == {"model", "outputs", "grads", "fd_max_rel_err", "torch_max_rel_err"}
+    assert set(data) == {"model", "outputs", "grads", "fd_max_rel_err", "torch_max_rel_err", "nonfinite"}
+    assert data["nonfinite"] == []
     assert data["grads"]["x1"] == pytest.approx(5.5) and data["grads"]["x2"] == pytest.approx(1.716, abs=1e-3)
     assert data["fd_max_rel_err"] < 1e-6
 

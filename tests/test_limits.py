@@ -140,3 +140,24 @@ def test_limits_must_be_a_limits_record():
         check_step_size(_tiny(), 1, 1, 1, limits=10)
     with pytest.raises(AccelsimError, match="Limits"):
         check_eval_size(_tiny(), limits={"max_tensor_bytes": 10})
+
+
+def test_finite_differences_are_sized_in_flops_before_they_run():
+    """2 evaluations per coordinate: the mlp at batch 100000 with 8 coordinates per tensor is ~1.3e12
+    FLOPs; a tighter budget refuses it at once, naming the estimate and the flag that raises it."""
+    from accelsim.limits import Limits, check_fd_work, graph_flops
+
+    graph = A.models.build("mlp", batch=100_000, dtype="float64")
+    flops = check_fd_work(graph, 8)
+    tensors = sum(1 for n in graph.nodes if (n.op == "input" and n.dtype != "int64") or n.trainable)
+    assert flops == 2 * 8 * tensors * graph_flops(graph)
+    with pytest.raises(A.AccelsimError, match=r"--max-flops"):
+        check_fd_work(graph, 8, Limits(max_flops=flops - 1))
+
+
+def test_grad_cli_refuses_finite_differences_over_the_flop_budget(capsys):
+    from accelsim.cli import main
+
+    assert main(["grad", "--model", "mlp", "--batch", "1000", "--max-flops", "1000", "--no-torch"]) == 1
+    err = capsys.readouterr().err
+    assert "FLOPs" in err and "--max-flops" in err and "Traceback" not in err

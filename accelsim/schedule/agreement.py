@@ -194,7 +194,8 @@ def _check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names, plan
         want = {"kind": spec.kind, "node": spec.node, "op": spec.op, "phase": spec.phase,
                 "microbatch": spec.microbatch, "replica": spec.replica, "stage": spec.stage, "chip": spec.chip,
                 "out_chip": spec.out_chip, "deps": tuple(spec.deps), "after": tuple(spec.after), "reads": tuple(spec.reads),
-                "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group}
+                "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group,
+                "energy_pj": float(spec.energy_pj)}
         wrong = [f"{k} {getattr(t, k)!r} (expected {v!r})" for k, v in want.items() if getattr(t, k) != v]
         got_options = tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates])
         if got_options != tuple(spec.options):

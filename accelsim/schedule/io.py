@@ -18,9 +18,17 @@ MAX_FILE_BYTES = 512 * 2**20
 """A schedule of GPT-2 small training with 16 micro-batches is ~60 MB; anything past this is not ours."""
 
 
+def _path(path: object, what: str) -> Path:
+    if not isinstance(path, (str, Path)) or not str(path):
+        raise ScheduleError(f"{what} needs a file path (str or pathlib.Path), got {path!r}")
+    return Path(path)
+
+
 def save_schedule(schedule: Schedule, path: str | Path) -> None:
     """Write `schedule` as JSON; the same schedule always gives a byte-identical file."""
-    path = Path(path)
+    if not isinstance(schedule, Schedule):
+        raise ScheduleError(f"save_schedule needs a Schedule (from A.compile), got {type(schedule).__name__}")
+    path = _path(path, "save_schedule")
     text = json.dumps(schedule.model_dump(mode="json"), sort_keys=True, separators=(",", ":")) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -31,7 +39,7 @@ def save_schedule(schedule: Schedule, path: str | Path) -> None:
 
 def read_schedule(path: str | Path) -> Schedule:
     """Parse a schedule file into a Schedule (types and ranges only: see load_schedule)."""
-    path = Path(path)
+    path = _path(path, "load_schedule")
     try:
         if path.is_dir():
             raise ScheduleError(f"{path}: is a directory, not a schedule file")

@@ -311,6 +311,13 @@ def check_totals(schedule: Schedule) -> list[str]:
         problems.append(f"makespan_cycles {schedule.makespan_cycles} beats the lower bound {b.bound_cycles}: "
                         "the bound or the schedule is wrong")
     energy = sum(t.energy_pj for t in schedule.tasks)
+    if schedule.energy_pj is None and energy:
+        problems.append(f"energy_pj is null (the hardware has no energy figures) but its tasks' energies add up "
+                        f"to {energy}")
     if schedule.energy_pj is not None and abs(schedule.energy_pj - energy) > 1e-6 * max(energy, 1.0):
         problems.append(f"energy_pj is {schedule.energy_pj} but its tasks' energies add up to {energy}")
+    updates = any(t.phase == "update" for t in schedule.tasks)
+    if schedule.training != updates:
+        problems.append(f"training is {schedule.training} but the schedule {'has' if updates else 'has no'} "
+                        "optimizer-update tasks")
     return problems
