@@ -73,7 +73,7 @@ def estimate_tasks(graph: Graph, microbatches: int, data_parallel: int, pipeline
     compute = [n for n in graph.nodes if not n.is_leaf]
     updates = [n for n in compute if n.phase == "update"]
     per_sample = len(compute) - len(updates)
-    grads = {i for n in updates for i in n.inputs if graph.nodes[i].phase == "backward"}
+    grads = graph.gradient_nodes()
     tasks = per_sample * m * d + len(grads) * (m - 1) * d + (len(grads) * d if d > 1 else 0) + len(updates) * d
     if p > 1:
         consumers = [0] * len(graph.nodes)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from accelsim.errors import AccelsimError, ModelError
 from accelsim.graph.ir import FLOAT_DTYPES, NUMPY_BYTES, Graph
 from accelsim.graph.provenance import ModelSource
+from accelsim.graph.verify import verify
 from accelsim.ops.registry import numel
 from accelsim.models import sizes  # noqa: F401  (small option sets: A.models.sizes.SMALL, TINY)
 from accelsim.models.cnn import resnet50, resnet_block, superres
@@ -162,4 +163,4 @@ def build(name: str, *, limits: ModelLimits = DEFAULT_LIMITS, **opts: Any) -> Gr
         raise type(e)(f"model {name!r} with options {checked}: {e}") from None
     _check_size(name, checked, graph, limits)
     graph.source = ModelSource(name, tuple({**defaults, **checked}.items()))
-    return graph
+    return verify(graph)

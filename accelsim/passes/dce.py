@@ -5,6 +5,7 @@ from typing import Iterable
 
 from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph
+from accelsim.graph.verify import verify
 
 
 def prune_to_outputs(graph: Graph, outputs: Iterable[str], name: str | None = None) -> Graph:
@@ -27,7 +28,7 @@ def prune_to_outputs(graph: Graph, outputs: Iterable[str], name: str | None = No
     out.outputs = {o: new_id[graph.outputs[o]] for o in keep_names}
     if graph.loss is not None and graph.loss in new_id:
         out.loss = new_id[graph.loss]
-    return out
+    return verify(out)  # every transformation ends by checking the IR's invariants
 
 
 def inference_graph(forward: Graph) -> Graph:

@@ -81,6 +81,7 @@ class CostTable:
         self.graph, self.hw, self.chips = graph, hw, chips
         self._node: dict[tuple[int, int], tuple[Option, ...]] = {}
         self._energy: dict[tuple[int, int], float] = {}
+        self._bytes: dict[int, int] = {}
         self._add: dict[tuple[tuple[int, ...], str, int], tuple[Option, ...]] = {}
         self.has_energy = False
 
@@ -105,10 +106,12 @@ class CostTable:
 
     def node_bytes(self, node_id: int) -> int:
         """Bytes a node streams through its unit's memory port (the same on every unit)."""
-        node = self.graph.nodes[node_id]
-        c = node_cost(self.hw, self.graph, node, capable_units(self.hw, self.graph, node, self.chips[0])[0],
-                      self.chips[0])
-        return c.bytes_read + c.bytes_written
+        if node_id not in self._bytes:
+            node = self.graph.nodes[node_id]
+            c = node_cost(self.hw, self.graph, node, capable_units(self.hw, self.graph, node, self.chips[0])[0],
+                          self.chips[0])
+            self._bytes[node_id] = c.bytes_read + c.bytes_written
+        return self._bytes[node_id]
 
     def add_options(self, shape: tuple[int, ...], dtype: str, chip: int) -> tuple[Option, ...]:
         key = (shape, dtype, chip)
