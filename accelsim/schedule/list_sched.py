@@ -24,7 +24,7 @@ from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
 from accelsim.schedule.levels import memory_order, spill_cycles
 from accelsim.schedule.memory import OPEN, Arena, Block
-from accelsim.schedule.plan import PER_STEP
+from accelsim.schedule.plan import PER_STEP, memory_label
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
 
 
@@ -108,7 +108,7 @@ class MemoryPlanner:
             return self._keep(key, first, first.allocate(key, size, wait)), 0
         if spill is not None:
             return self._keep(key, spill[0], spill[0].allocate(key, size, start)), spill[1]
-        caps = ", ".join(f"chip{a.name[0]}:{a.name[1]} {a.capacity_bytes} B (live at {start}: {a.live_bytes_at(start)} B)"
+        caps = ", ".join(f"{memory_label(*a.name)} {a.capacity_bytes} B (live at {start}: {a.live_bytes_at(start)} B)"
                          for _, a in row)
         raise ScheduleError(f"no memory can hold {what} ({size} bytes) from cycle {start}: {caps}; "
                             "use a hardware description with more memory, fewer micro-batches, or more stages")
