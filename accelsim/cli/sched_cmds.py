@@ -16,7 +16,7 @@ from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.kernels.registry import BACKENDS, load_backend
-from accelsim.limits import check_eval_size
+from accelsim.limits import check_eval_size, check_step_size
 from accelsim.passes import inference_graph
 from accelsim.report import run_summary
 from accelsim.schedule import compile as compile_schedule
@@ -39,9 +39,12 @@ def _compile(args: argparse.Namespace, checking: bool = False):
     hw = load_hw(args.hw)
     graph = step_graph(args)
     limits = limits_from(args)
+    # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
+    # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
+    check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits)
     if checking:
-        load_backend(args.backend)  # an unusable backend (cuda without a GPU) is refused before any work
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
+        load_backend(args.backend)
     start = time.perf_counter()
     schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
                                 pipeline_stages=args.pipeline_stages, limits=limits)
