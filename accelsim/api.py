@@ -44,6 +44,8 @@ def simulate(schedule: Schedule, hw: HwLike = None, mode: str = "static", graph:
 
     if mode not in MODES:
         raise AccelsimError(f"mode must be one of {MODES}, got {mode!r}")
+    if not isinstance(port_contention, bool):
+        raise AccelsimError(f"port_contention must be True or False, got {port_contention!r}")
     hw, _ = resolve(schedule, hw, graph)
     return run(schedule, hw, mode=mode, port_contention=bool(port_contention))
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from accelsim.errors import GraphError, ShapeError
 from accelsim.graph.ir import Graph
+from accelsim.limits import DEFAULT_LIMITS, Limits, check_eval_size
 from accelsim.ops.registry import get_op
 
 
@@ -17,7 +18,10 @@ def _feed_values(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None) -> 
         node = graph.nodes[_node_id(graph, key, "feed")] if isinstance(key, int) else graph.by_name(key)
         if not node.is_leaf:
             raise GraphError(f"feed {key!r}: %{node.id} is a {node.op} node; only leaves can be fed")
-        arr = np.asarray(value, dtype=node.dtype)
+        try:
+            arr = np.asarray(value, dtype=node.dtype)
+        except (TypeError, ValueError) as e:
+            raise GraphError(f"feed {key!r}: not an array of {node.dtype} ({e})") from None
         if arr.shape != node.shape:
             raise ShapeError(f"feed {key!r}: expected shape {node.shape}, got {arr.shape}")
         out[node.id] = arr
@@ -33,17 +37,19 @@ def _node_id(graph: Graph, key: Any, what: str) -> int:
 def evaluate(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None = None,
              outputs: Iterable[str] | None = None, keep: Iterable[int] = (),
              overrides: Mapping[int, np.ndarray] | None = None,
-             dtype: str | None = None) -> dict[str, np.ndarray]:
+             dtype: str | None = None, limits: Limits | None = None) -> dict[str, np.ndarray]:
     """Named outputs of `graph` (default: all), with leaves from `feeds` or their seeded defaults.
 
     `keep` adds node ids whose values are returned under the key "%<id>". `overrides` gives values
     for (non-leaf) nodes, which are then not computed, nor anything only they needed. Only the
     nodes the wanted values depend on run, and each value is dropped after its last use.
     `dtype` computes every floating-point node in that dtype instead of the graph's (float64 on a
-    float32 graph's exact leaf values is the oracle that measures float32 rounding).
+    float32 graph's exact leaf values is the oracle that measures float32 rounding). The graph's tensor
+    bytes are estimated first and refused above `limits` (accelsim.limits.DEFAULT_LIMITS: 4 GiB).
     """
     if not isinstance(graph, Graph):
         raise GraphError(f"evaluate needs a Graph, got {type(graph).__name__}")
+    check_eval_size(graph, 1, limits or DEFAULT_LIMITS, what="evaluating")  # before allocating anything
     names = list(graph.outputs) if outputs is None else list(outputs)
     for name in names:
         if name not in graph.outputs:

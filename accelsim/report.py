@@ -5,6 +5,7 @@ from collections import defaultdict
 from typing import Any
 
 from accelsim import metrics
+from accelsim.errors import AccelsimError
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule
@@ -39,6 +40,10 @@ def communication_cycles(schedule: Schedule) -> dict[str, int]:
 
 
 def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
+    """What `accelsim run` prints and writes as JSON: times, throughput, bounds, utilization, memory."""
+    if not isinstance(schedule, Schedule) or not isinstance(hw, HwSpec):
+        raise AccelsimError(f"run_summary(schedule, hw) needs a Schedule and an HwSpec, got "
+                            f"{type(schedule).__name__} and {type(hw).__name__}")
     clock = schedule.clock_hz
     makespan_s = schedule.makespan_cycles / clock
     comm = communication_cycles(schedule)

@@ -5,6 +5,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
+from accelsim.errors import AccelsimError
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Channel, MemoryTrace, Result, Span
 from accelsim.viz.perfetto import write_perfetto
@@ -141,7 +142,7 @@ def test_timeline_window_restricts_x_limits_and_drops_spans_outside_it(small):
 
 
 def test_timeline_rejects_an_empty_window(small):
-    with pytest.raises(ValueError, match="t0 < t1"):
+    with pytest.raises(AccelsimError, match="t0 < t1"):
         plot_timeline(small, window=(500, 500))
 
 

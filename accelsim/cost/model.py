@@ -163,4 +163,7 @@ def best_cost(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None) ->
 
 def graph_costs(hw: HwSpec, graph: Graph) -> list[NodeCost]:
     """Best-unit cost of every non-leaf node, in node order."""
+    if not isinstance(hw, HwSpec) or not isinstance(graph, Graph):
+        raise MappingError(f"graph_costs(hw, graph) needs an HwSpec (from A.load_hw) and a Graph, got "
+                           f"{type(hw).__name__} and {type(graph).__name__}")
     return [best_cost(hw, graph, n) for n in graph.nodes if not n.is_leaf]

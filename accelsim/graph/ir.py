@@ -6,6 +6,7 @@ every node's shape and dtype are inferred from the op registry when it is built.
 from __future__ import annotations
 
 import zlib
+from numbers import Integral
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Mapping, Sequence
@@ -21,6 +22,8 @@ PHASES = ("forward", "backward", "update")
 LEAF_OPS = ("input", "param", "const")
 FLOAT_DTYPES = ("float32", "float64")
 DTYPES = FLOAT_DTYPES + ("int64",)
+INITS = ("normal", "uniform", "randint", "zeros", "ones", "full")
+"""How a leaf's default value is drawn (see _draw)."""
 NUMPY_BYTES = {"float32": 4, "float64": 8, "int64": 8}
 """Bytes per element of each graph dtype as numpy stores it (the hardware may store fewer)."""
 _DTYPE_ABBREV = {"float32": "f32", "float64": "f64", "int64": "i64"}
@@ -216,25 +219,38 @@ class Graph:
             raise GraphError(f"graph {self.name!r}: name {name!r} is already used by %{self._names[name]}")
         if dtype not in DTYPES:
             raise GraphError(f"{op} {name!r}: dtype must be one of {DTYPES}, got {dtype!r}")
+        if not isinstance(shape, (tuple, list)) or not all(
+                isinstance(d, Integral) and not isinstance(d, bool) for d in shape):
+            raise ShapeError(f"{op} {name!r}: shape must be a tuple of integers, got {shape!r}")
         if any(int(d) < 0 for d in shape):
             raise ShapeError(f"{op} {name!r}: negative dimension in shape {tuple(shape)}")
         v = self.add_node(op, (), {**attrs, "shape": tuple(int(d) for d in shape), "dtype": dtype}, name=name)
         self._names[name] = v.id
         return v
 
+    def _check_init(self, name: str, init: object) -> None:
+        if init not in INITS:
+            raise GraphError(f"leaf {name!r}: unknown init {init!r} (expected one of {', '.join(INITS)})")
+
     def input(self, name: str, shape: Shape, dtype: str | None = None, init: str = "normal",
               **init_args: float) -> Var:
         """A graph input (data fed per step); `init` draws its default value."""
+        self._check_init(name, init)
         return self._leaf("input", name, shape, dtype or self.dtype, {"init": init, **init_args})
 
     def param(self, name: str, shape: Shape, init: str = "normal", trainable: bool = True,
               **init_args: float) -> Var:
         """A parameter; trainable ones get gradients and optimizer updates."""
+        self._check_init(name, init)
         return self._leaf("param", name, shape, self.dtype, {"init": init, "trainable": trainable, **init_args})
 
     def const(self, value: Any, dtype: str | None = None) -> Var:
         """A constant tensor (Python scalars in arithmetic become these)."""
-        arr = np.asarray(value, dtype=dtype or self.dtype)
+        try:
+            arr = np.asarray(value, dtype=dtype or self.dtype)
+        except (TypeError, ValueError) as e:
+            raise GraphError(f"graph {self.name!r}: a constant must be numbers of {dtype or self.dtype}, got "
+                             f"{value!r:.80} ({e})") from None
         node_id = len(self.nodes)
         v = self.add_node("const", (), {"shape": arr.shape, "dtype": str(arr.dtype), "init": "array"},
                           name=f"const{node_id}")

@@ -14,11 +14,12 @@ Pair = tuple[int, int]
 
 def pair(v: int | Sequence[int], what: str) -> Pair:
     """An int or a 2-sequence as (height, width)."""
-    if isinstance(v, (int, np.integer)):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return (int(v), int(v))
+    if not isinstance(v, (tuple, list)) or len(v) != 2 or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in v):
+        raise ShapeError(f"{what} must be an int or a pair of ints, got {v!r}")
     t = tuple(int(d) for d in v)
-    if len(t) != 2:
-        raise ShapeError(f"{what} must be an int or a pair, got {v!r}")
     return t  # type: ignore[return-value]
 
 

@@ -72,6 +72,10 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
                             f"{type(graph).__name__}")
     hw = _hardware(hw)
     check_step_options(microbatches, data_parallel, pipeline_stages, max_in_flight)
+    if not isinstance(validate, bool):
+        raise AccelsimError(f"validate must be True or False, got {validate!r}")
+    microbatches, data_parallel, pipeline_stages = int(microbatches), int(data_parallel), int(pipeline_stages)
+    max_in_flight = None if max_in_flight is None else int(max_in_flight)
     check_step_size(graph, microbatches, data_parallel, pipeline_stages, limits or DEFAULT_LIMITS)
     options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages)
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)

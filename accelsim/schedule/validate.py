@@ -28,6 +28,10 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
     graph and the hardware (`plan`: the compiler's own expansion, to skip expanding again)."""
     if not isinstance(schedule, Schedule):
         raise ScheduleError(f"expected a Schedule (from A.compile or A.load_schedule), got {type(schedule).__name__}")
+    if graph is not None and not isinstance(graph, Graph):
+        raise ScheduleError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
+    if hw is not None and not isinstance(hw, HwSpec):
+        raise ScheduleError(f"hw must be an HwSpec (from A.load_hw), got {type(hw).__name__}")
     names = Names(schedule, graph)
     problems = check_totals(schedule)
     task_problems = check_tasks(schedule, names)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from accelsim.errors import AccelsimError
 from accelsim.sim.trace import Result
-from accelsim.viz.timeline import row_label, timeline_rows
+from accelsim.viz.timeline import check_result, row_label, timeline_rows
 
 
 def write_perfetto(result: Result, path: str | Path) -> dict:
     """Write the trace to `path` (parents created) and return the dict written; ts/dur in µs."""
+    check_result(result)
     rows = timeline_rows(result)
     chips = sorted({r[0] for r in rows} | {m.chip for m in result.memories})
     events: list[dict] = []
@@ -52,10 +54,13 @@ def write_perfetto(result: Result, path: str | Path) -> dict:
         "otherData": {"graph": result.graph_name, "hw": result.hw_name, "mode": result.mode,
                       "clock_hz": result.clock_hz, "makespan_cycles": result.makespan_cycles},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        json.dump(trace, f, sort_keys=True)
+    try:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as f:
+            json.dump(trace, f, sort_keys=True)
+    except (OSError, TypeError) as e:
+        raise AccelsimError(f"cannot write the Perfetto trace to {str(path)!r}: {e}") from None
     return trace
 
 

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from accelsim.errors import AccelsimError
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Result, Span
 
@@ -63,8 +64,17 @@ def _new_figure(width_in: float, height_in: float) -> Figure:
 
 def _save(fig: Figure, path: str | Path | None) -> None:
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=_DPI)
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, dpi=_DPI)
+        except (OSError, ValueError) as e:  # ValueError: a suffix matplotlib cannot write
+            raise AccelsimError(f"cannot write the figure to {str(path)!r}: {e}") from None
+
+
+def check_result(result: object) -> None:
+    """The plots take a simulation Result (from A.simulate)."""
+    if not isinstance(result, Result):
+        raise AccelsimError(f"expected a simulation Result (from A.simulate), got {type(result).__name__}")
 
 
 def _in_window(span: Span, window: tuple[float, float] | None) -> bool:
@@ -106,10 +116,11 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
                   window: tuple[float, float] | None = None, max_rows: int = 64) -> Figure:
     """Gantt chart in cycles: one row per unit instance / link, one bar per span, colour = micro-batch,
     hatching/edges = phase. `window=(t0, t1)` zooms in; past `max_rows` rows only the busiest are drawn."""
+    check_result(result)
     if window is not None and not window[0] < window[1]:
-        raise ValueError(f"window must be (t0, t1) with t0 < t1 in cycles, got {window}")
+        raise AccelsimError(f"window must be (t0, t1) with t0 < t1 in cycles, got {window}")
     if max_rows < 1:
-        raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+        raise AccelsimError(f"max_rows must be at least 1, got {max_rows}")
     all_rows = timeline_rows(result)
     spans = [s for s in result.spans if _in_window(s, window)]
     rows = _keep_busiest(all_rows, spans, window, max_rows) if len(all_rows) > max_rows else all_rows
@@ -163,6 +174,7 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
 
 def plot_utilization(result: Result, path: str | Path | None = None, ax: Axes | None = None) -> Figure:
     """Horizontal bars in percent: busy fraction per unit kind, and bytes moved / peak per memory port or link."""
+    check_result(result)
     units = result.utilization()
     ports = result.port_utilization()
     labels = [*units, *ports]
@@ -192,6 +204,7 @@ def plot_utilization(result: Result, path: str | Path | None = None, ax: Axes | 
 def plot_memory(result: Result, path: str | Path | None = None, ax: Axes | None = None) -> Figure:
     """Bytes in use per memory over cycles (MiB, step plot), each memory's capacity dashed in its colour.
     Memories never used are listed, not drawn; capacities far above every peak are left off the y range."""
+    check_result(result)
     mib = 1 << 20
     if ax is None:
         fig = _new_figure(9.0, 4.5)
