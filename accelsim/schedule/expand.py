@@ -43,6 +43,7 @@ class TaskSpec:
     reads: list[tuple[int, int]] = field(default_factory=list)  # leaf tensors on its chip: (node, mb)
     energy_pj: float = 0.0
     after: list[int] = field(default_factory=list)  # ordering only: tasks it waits for but does not read
+    lag: dict[int, int] = field(default_factory=dict)  # predecessor -> cycles between its end and this start
 
     @property
     def preds(self) -> list[int]:

@@ -60,13 +60,14 @@ class Timed:
 
 
 def upward_ranks(tasks: list[TaskSpec]) -> list[int]:
-    """rank[t] = min cost of t + max rank of its successors (ids are a topological order)."""
+    """rank[t] = min cost of t + max over successors s of (lag t->s + rank[s]) (ids are a topological
+    order): the longest remaining path from t's start to the end of the step."""
     rank = [min(c for _, _, c in t.options) for t in tasks]
     best_succ = [0] * len(tasks)
     for t in reversed(tasks):
         rank[t.id] += best_succ[t.id]
         for d in t.preds:
-            best_succ[d] = max(best_succ[d], rank[t.id])
+            best_succ[d] = max(best_succ[d], rank[t.id] + t.lag.get(d, 0))
     return rank
 
 
@@ -239,7 +240,7 @@ class ListScheduler:
 
     def schedule_group(self, group: list[TaskSpec]) -> None:
         """All members of a collective start and end together, once every member's inputs are ready."""
-        data_ready = max((self.timed[d].end for x in group for d in x.preds), default=0)
+        data_ready = max((self.timed[d].end + x.lag.get(d, 0) for x in group for d in x.preds), default=0)
         resource, _, cycles = group[0].options[0]
         start = self.group_start(group, resource, data_ready, cycles)
         placed = [self.place(x, resource, start, cycles) for x in group]
@@ -250,7 +251,7 @@ class ListScheduler:
 
     def schedule_one(self, t: TaskSpec) -> None:
         """Earliest finish over every candidate resource instance, then placement of its output."""
-        data_ready = max((self.timed[d].end for d in t.preds), default=0)
+        data_ready = max((self.timed[d].end + t.lag.get(d, 0) for d in t.preds), default=0)
         best = None
         for resource, instances, cycles in t.options:
             for i in range(instances):
