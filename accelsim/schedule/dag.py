@@ -16,6 +16,9 @@ from accelsim.schedule.list_sched import PRIORITIES, list_schedule
 MAX_DURATION = 10**12
 """Largest duration or delay in cycles: an hour at a few hundred GHz, far past any step."""
 MAX_UNITS_PER_KIND = 4096
+MAX_TRIES = 128
+TRY_BUDGET_TASKS = 20_000
+"""Iterated list scheduling: at most MAX_TRIES perturbed runs and MAX_TRIES x tasks <= TRY_BUDGET_TASKS."""
 """As the hardware schema's unit count."""
 
 
@@ -157,7 +160,10 @@ def schedule_dag(problem: dict, priority: str | None = None) -> dict:
     plan = Plan(specs, [hw.chips[0]], [0], {(0, 0): 0}, {}, ["dag"])
     rules = [priority] if priority is not None else list(PRIORITIES)
     runs = [list_schedule(plan, hw, rule)[0] for rule in rules]
-    timed = min(runs, key=lambda run: max(x.end for x in run))
+    if priority is None:  # iterated list scheduling under a work budget: small problems get more tries
+        tries = min(MAX_TRIES, TRY_BUDGET_TASKS // len(specs))
+        runs += [list_schedule(plan, hw, "rank", perturb=seed)[0] for seed in range(tries)]
+    timed = min(runs, key=lambda run: max(x.end for x in run))  # the first on a tie: deterministic
     kind_of = {v: k for k, v in name.items()}
     return {"makespan": max(x.end for x in timed),
             "tasks": {tasks[old][0]: {"start": timed[position[old]].start, "unit": kind_of[timed[position[old]].resource],

@@ -19,6 +19,8 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from accelsim.errors import ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
@@ -131,7 +133,7 @@ class ListScheduler:
     """One list-scheduling run over a Plan. Its state is explicit: the unit and link timelines, the
     memory planner, the port profiles, and per task the readers still to come."""
 
-    def __init__(self, plan: Plan, hw: HwSpec, priority: str) -> None:
+    def __init__(self, plan: Plan, hw: HwSpec, priority: str, perturb: int | None = None) -> None:
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
         self.plan, self.hw = plan, hw
@@ -157,6 +159,9 @@ class ListScheduler:
         self.profiles = {p: PortProfile(cap) for p, cap in port_capacities(hw, plan.chips).items()}
         self.pending_readers = [len(r) for r in self.readers]
         self.leaf_left = {k: len(v) for k, v in self.leaf_readers.items()}
+        if perturb is not None:  # iterated list scheduling: the same rule on ranks scaled at random
+            scale = np.random.default_rng(perturb).uniform(0.8, 1.2, len(tasks))
+            rank = [float(r * f) for r, f in zip(rank, scale)]
         if priority == "microbatch":
             self.prio = [(t.microbatch if t.microbatch != PER_STEP else len(tasks), -rank[t.id], t.id) for t in tasks]
         else:
@@ -295,6 +300,8 @@ class ListScheduler:
         return self.timed, self.mem
 
 
-def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch") -> tuple[list[Timed], MemoryPlanner]:
-    """Time every task of `plan` and place every tensor (see the module docstring)."""
-    return ListScheduler(plan, hw, priority).run()
+def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch",
+                  perturb: int | None = None) -> tuple[list[Timed], MemoryPlanner]:
+    """Time every task of `plan` and place every tensor (see the module docstring). `perturb`: a seed
+    for iterated list scheduling: each task's rank is scaled by a factor in [0.9, 1.1) drawn from it."""
+    return ListScheduler(plan, hw, priority, perturb).run()
