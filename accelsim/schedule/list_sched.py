@@ -133,7 +133,8 @@ class ListScheduler:
     """One list-scheduling run over a Plan. Its state is explicit: the unit and link timelines, the
     memory planner, the port profiles, and per task the readers still to come."""
 
-    def __init__(self, plan: Plan, hw: HwSpec, priority: str, perturb: int | None = None) -> None:
+    def __init__(self, plan: Plan, hw: HwSpec, priority: str, perturb: int | None = None,
+                 order: list[float] | None = None) -> None:
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
         self.plan, self.hw = plan, hw
@@ -162,7 +163,9 @@ class ListScheduler:
         if perturb is not None:  # iterated list scheduling: the same rule on ranks scaled at random
             scale = np.random.default_rng(perturb).uniform(0.8, 1.2, len(tasks))
             rank = [float(r * f) for r, f in zip(rank, scale)]
-        if priority == "microbatch":
+        if order is not None:  # an explicit priority per task, lowest first (forward-backward improvement)
+            self.prio = [(0, order[t.id], t.id) for t in tasks]
+        elif priority == "microbatch":
             self.prio = [(t.microbatch if t.microbatch != PER_STEP else len(tasks), -rank[t.id], t.id) for t in tasks]
         else:
             self.prio = [(0, -rank[t.id], t.id) for t in tasks]
@@ -300,8 +303,9 @@ class ListScheduler:
         return self.timed, self.mem
 
 
-def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch",
-                  perturb: int | None = None) -> tuple[list[Timed], MemoryPlanner]:
+def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch", perturb: int | None = None,
+                  order: list[float] | None = None) -> tuple[list[Timed], MemoryPlanner]:
     """Time every task of `plan` and place every tensor (see the module docstring). `perturb`: a seed
-    for iterated list scheduling: each task's rank is scaled by a factor in [0.9, 1.1) drawn from it."""
-    return ListScheduler(plan, hw, priority, perturb).run()
+    for iterated list scheduling: each task's rank is scaled by a factor in [0.8, 1.2) drawn from it.
+    `order`: an explicit priority per task (lowest first) instead of a rule."""
+    return ListScheduler(plan, hw, priority, perturb, order).run()
