@@ -58,6 +58,8 @@ def test_the_rank_rule_is_plain_heft_and_none_keeps_the_best_rule():
     ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1}, {"id": "b", "kind": "u", "duration": 1}],
       "deps": [["a", "b"], ["b", "a"]]}, "cycle"),
     ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1}], "extra": 1}, "unknown key"),
+    ({"units": {f"k{i}": 1 for i in range(300)}, "tasks": [{"id": "a", "kind": "k0", "duration": 1}]}, "unit kinds"),
+    ({"units": {f"k{i}": 4096 for i in range(5)}, "tasks": [{"id": "a", "kind": "k0", "duration": 1}]}, "instances"),
     ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1}]}, None),
 ])
 def test_a_malformed_problem_is_refused_naming_the_key(bad, words):

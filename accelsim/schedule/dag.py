@@ -17,6 +17,9 @@ from accelsim.schedule.list_sched import PRIORITIES, Timed, list_schedule
 MAX_DURATION = 10**12
 """Largest duration or delay in cycles: an hour at a few hundred GHz, far past any step."""
 MAX_UNITS_PER_KIND = 4096
+MAX_KINDS = 256
+MAX_INSTANCES = 16384
+"""As the hardware schema's limits per chip: units per kind, unit kinds, and instances in all."""
 MAX_TRIES = 128
 TRY_BUDGET_TASKS = 20_000
 FB_ROUNDS = 4
@@ -48,10 +51,15 @@ def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int]], li
     units, tasks, deps = problem.get("units"), problem.get("tasks"), problem.get("deps", [])
     if not isinstance(units, dict) or not units:
         raise ScheduleError(f"schedule_dag: units must be a non-empty dict {{kind: count}}, got {units!r:.80}")
+    if len(units) > MAX_KINDS:
+        raise ScheduleError(f"schedule_dag: {len(units)} unit kinds, above the limit of {MAX_KINDS}")
     for kind, count in units.items():
         if not isinstance(kind, str) or not kind:
             raise ScheduleError(f"schedule_dag: unit kinds must be non-empty strings, got {kind!r:.80}")
-        _int(count, 1, MAX_UNITS_PER_KIND, f"units[{kind!r}]")
+        _int(count, 1, MAX_UNITS_PER_KIND, f"units[{kind!r:.40}]")
+    if sum(units.values()) > MAX_INSTANCES:
+        raise ScheduleError(f"schedule_dag: {sum(units.values())} unit instances in all, above the limit of "
+                            f"{MAX_INSTANCES}")
     if not isinstance(tasks, list) or not tasks:
         raise ScheduleError(f"schedule_dag: tasks must be a non-empty list, got {type(tasks).__name__}")
     if len(tasks) > DEFAULT_LIMITS.max_tasks:
