@@ -195,3 +195,15 @@ def test_the_dynamic_runtime_needs_nothing_but_the_schedule_and_the_hardware():
     assert sorted(s.task for s in result.spans) == [t.id for t in sched.tasks]
     reduced = [s for s in result.spans if TASK_KINDS[s.kind].holds == "collective"]
     assert reduced and len({(s.start, s.end) for s in reduced if s.node == reduced[0].node}) == 1
+
+
+def test_static_replay_frees_an_output_nobody_reads_once_written_as_the_scheduler_placed_it():
+    """exp's outputs feed nothing: the scheduler frees each at its end and reuses the bytes for the
+    next micro-batch, so a replay that held them would run out of the 4 tensors' room and deadlock."""
+    g = A.Graph("dead_ends")
+    F.exp(F.relu(g.input("x", (64,))))
+    hw = toy_hw(2, sram_bytes=4 * 256)
+    sched = A.compile(g, hw, microbatches=8, max_in_flight=1)
+    result = simulate(sched, hw)
+    assert result.makespan_cycles == sched.makespan_cycles
+    assert result.peak_occupancy_bytes() == sched.peak_memory_bytes

@@ -47,10 +47,9 @@ class WorkQueueRuntime:
         self.cycles_on: list[dict[Server, int]] = [
             {(t.chip, c.resource, t.out_chip): c.cycles for c in schedule.candidates[t.candidates]} for t in tasks]
         self.done = [env.event() for _ in tasks]
-        self.deps = [t.deps for t in tasks]  # data only: the runtime has no in-flight window (`after`)
-        self.readers_left: dict[int, int] = defaultdict(int)
-        for deps in self.deps:
-            for d in deps:
+        self.readers_left: dict[int, int] = defaultdict(int)  # data readers: the runtime ignores `after`
+        for t in tasks:
+            for d in t.deps:
                 self.readers_left[d] += 1
         self.members: dict[int, list[Task]] = defaultdict(list)
         for t in tasks:
@@ -115,7 +114,7 @@ class WorkQueueRuntime:
 
     def release(self, t: Task):
         """Wait for the task's inputs, then hand it to its chip's queue or its collective."""
-        yield self.env.all_of([self.done[d] for d in self.deps[t.id]])
+        yield self.env.all_of([self.done[d] for d in t.deps])
         yield from self.hold_leaves(t)
         self.ready_at[t.id] = int(self.env.now)
         queued = self.enqueue[TASK_KINDS[t.kind].holds](t)
@@ -181,7 +180,7 @@ class WorkQueueRuntime:
         """Every member starts once all members' inputs are ready and their outputs have space."""
         members = self.members[group]
         collective = self.schedule.candidates[members[0].candidates][0]
-        yield self.env.all_of([self.done[d] for m in members for d in self.deps[m.id]])
+        yield self.env.all_of([self.done[d] for m in members for d in m.deps])
         for m in members:
             yield from self.output_space(m, collective.resource)
         start = int(self.env.now)
@@ -200,14 +199,20 @@ class WorkQueueRuntime:
         self.done[t.id].succeed()
         self.release_inputs(t)
 
+    def release_output(self, task_id: int) -> None:
+        """Give back a task's output once nothing will read it; a step result stays to the end."""
+        if task_id in self.placed and not self.tasks[task_id].keep:
+            self.memories.give(self.placed[task_id], self.tasks[task_id].out_bytes)
+
     def release_inputs(self, t: Task) -> None:
-        """Give back dependences' outputs after their last reader (step results stay, as scheduled),
-        and per-input leaves after theirs (parameters and optimizer state stay for the step)."""
-        tasks = self.tasks
-        for d in self.deps[t.id]:
+        """Give back outputs after their last reader (an output nobody reads once written), and
+        per-input leaves after theirs (parameters and optimizer state stay for the step)."""
+        if not self.readers_left[t.id]:
+            self.release_output(t.id)
+        for d in t.deps:
             self.readers_left[d] -= 1
-            if self.readers_left[d] == 0 and d in self.placed and not tasks[d].keep:
-                self.memories.give(self.placed[d], tasks[d].out_bytes)
+            if not self.readers_left[d]:
+                self.release_output(d)
         for key in self.leaves_of[t.id]:
             self.leaf_readers_left[key] -= 1
             if self.leaf_readers_left[key] == 0 and key[1] != PER_STEP:

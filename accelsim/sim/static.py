@@ -151,15 +151,18 @@ class StaticReplay:
         finished = self.turns.finished.get(t.id)
         if finished is not None:
             finished.succeed()
-        self.release_inputs(t)
-
-    def release_inputs(self, t: Task) -> None:
-        """Give back each dependence's output once its last reader has run."""
+        if not self.readers_left[t.id]:
+            self.release_output(t.id)  # nobody reads it: free once written, as the scheduler placed it
         for d in t.deps:
             self.readers_left[d] -= 1
-            if self.readers_left[d] == 0 and d in self.out_tensor:
-                x = self.out_tensor[d]
-                self.memories.give((x.chip, x.memory), x.size_bytes)
+            if not self.readers_left[d]:
+                self.release_output(d)
+
+    def release_output(self, task_id: int) -> None:
+        """Give back a task's output once nothing will read it; a step result stays to the end."""
+        x = self.out_tensor.get(task_id)
+        if x is not None and not self.tasks[task_id].keep:
+            self.memories.give((x.chip, x.memory), x.size_bytes)
 
 
 def replay(schedule: Schedule, hw: HwSpec, port_contention: bool = True) -> Result:
