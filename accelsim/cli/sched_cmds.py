@@ -63,9 +63,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate_and_plot(schedule, hw, args: argparse.Namespace, graph: Graph | None, console: Console) -> dict:
-    """Simulate (static and, with --dynamic, the work-queue runtime too) and write the plots."""
-    from accelsim.api import simulate
+def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console) -> dict:
+    """Simulate (static and, with --dynamic, the work-queue runtime too) and write the plots. The
+    callers have validated the schedule (compile, or api.resolve), so the engine runs it directly."""
+    from accelsim.sim import simulate
     from accelsim.viz import plot_memory, plot_timeline, plot_utilization, write_perfetto
 
     modes = ["static"] + (["dynamic"] if args.dynamic else [])
@@ -74,7 +75,7 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, graph: Graph | No
     report = {}
     for mode in modes:
         start = time.perf_counter()
-        result = simulate(schedule, hw, mode=mode, graph=graph)
+        result = simulate(schedule, hw, mode=mode)
         seconds = time.perf_counter() - start
         suffix = "" if mode == "static" else "_dynamic"
         try:
@@ -122,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         table.add_row(mem, f"peak {peak / 2**20:.3f} MiB of {cap / 2**20:.4g} MiB")
     console.print(table)
     if not args.no_sim:
-        s["simulation"] = _simulate_and_plot(schedule, hw, args, graph, console)
+        s["simulation"] = _simulate_and_plot(schedule, hw, args, console)
     if args.check:
         s["check"] = _check(schedule, graph, hw, args.backend, console)
     write_json(args.json, s)
@@ -163,21 +164,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from accelsim.api import resolve
-    from accelsim.schedule.io import load_schedule
+    from accelsim.schedule.io import read_schedule
 
     given_hw = load_hw(args.hw) if args.hw is not None else None
-    schedule = load_schedule(args.schedule)
+    schedule = read_schedule(args.schedule)  # parsed once; its messages name the file
     hw = given_hw or load_hw(schedule.hw_name)
     if hw.name != schedule.hw_name:
         raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
-    load_schedule(args.schedule, hw=hw)  # refuses a file compiled for other hardware of the same name
-    try:  # validates the schedule against the hardware and the graph rebuilt from its source
-        hw, graph = resolve(schedule, hw)
+    try:  # validated once: itself, against the hardware (its hash too) and against its rebuilt graph
+        resolve(schedule, hw)
     except AccelsimError as e:
-        raise AccelsimError(str(e) if str(args.schedule) in str(e) else f"{args.schedule}: {e}") from None
+        raise AccelsimError(f"{args.schedule}: {e}") from None
     console = Console(width=120, highlight=False)
     console.print(f"{args.schedule}: {schedule.graph_name} on {hw.name}, {len(schedule.tasks)} tasks")
-    write_json(args.json, _simulate_and_plot(schedule, hw, args, graph, console))
+    write_json(args.json, _simulate_and_plot(schedule, hw, args, console))
     return 0
 
 
