@@ -75,44 +75,39 @@ def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int], int]:
     return {(r, s): (r * p + s) % n_chips for r in range(d) for s in range(p)}
 
 
+@dataclass(frozen=True)
+class NodeCosts:
+    """A node on one chip: where it may run and its cycles there, the energy on the fastest unit, and
+    the bytes it streams through its unit's memory port (the same on every unit)."""
+
+    options: tuple[Option, ...]
+    energy_pj: float | None
+    port_bytes: int
+
+
 class CostTable:
     """Candidate resources and costs of graph nodes and accumulations per chip, computed once each."""
 
     def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
         self.graph, self.hw, self.chips = graph, hw, chips
-        self._node: dict[tuple[int, int], tuple[Option, ...]] = {}
-        self._energy: dict[tuple[int, int], float] = {}
-        self._bytes: dict[int, int] = {}
+        self._node: dict[tuple[int, int], NodeCosts] = {}
         self._add: dict[tuple[tuple[int, ...], str, int], tuple[Option, ...]] = {}
         self.has_energy = False
 
-    def node_options(self, node_id: int, chip: int) -> tuple[Option, ...]:
+    def node(self, node_id: int, chip: int) -> NodeCosts:
         key = (node_id, chip)
         if key not in self._node:
             node = self.graph.nodes[node_id]
             costs = [node_cost(self.hw, self.graph, node, u, self.chips[chip])
                      for u in capable_units(self.hw, self.graph, node, self.chips[chip])]
             units = {u.name: u for u in self.chips[chip].units}
-            self._node[key] = tuple((c.unit, 1 if units[c.unit].gang else units[c.unit].count, c.cycles)
-                                    for c in costs)
             # energy of the cheapest unit: what the step costs if each node runs where it is fastest
             best = min(costs, key=lambda c: c.cycles)
-            self._energy[key] = best.energy_pj or 0.0
             self.has_energy |= best.energy_pj is not None
+            self._node[key] = NodeCosts(
+                options=tuple((c.unit, 1 if units[c.unit].gang else units[c.unit].count, c.cycles) for c in costs),
+                energy_pj=best.energy_pj, port_bytes=costs[0].bytes_read + costs[0].bytes_written)
         return self._node[key]
-
-    def node_energy(self, node_id: int, chip: int) -> float:
-        self.node_options(node_id, chip)
-        return self._energy[(node_id, chip)]
-
-    def node_bytes(self, node_id: int) -> int:
-        """Bytes a node streams through its unit's memory port (the same on every unit)."""
-        if node_id not in self._bytes:
-            node = self.graph.nodes[node_id]
-            c = node_cost(self.hw, self.graph, node, capable_units(self.hw, self.graph, node, self.chips[0])[0],
-                          self.chips[0])
-            self._bytes[node_id] = c.bytes_read + c.bytes_written
-        return self._bytes[node_id]
 
     def add_options(self, shape: tuple[int, ...], dtype: str, chip: int) -> tuple[Option, ...]:
         key = (shape, dtype, chip)
@@ -138,7 +133,7 @@ class Planner:
         self.link_bytes_per_cycle = ic.bytes_per_cycle(hw.clock_hz) if ic else 0.0
         self.link_latency = ic.link_latency_cycles if ic else 0
         self.compute = [n for n in graph.nodes if not n.is_leaf]
-        serial = {n.id: min(c for _, _, c in self.costs.node_options(n.id, 0)) for n in self.compute}
+        serial = {n.id: min(c for _, _, c in self.costs.node(n.id, 0).options) for n in self.compute}
         self.stage = partition_stages(graph, serial, options.pipeline_stages)
         self.grad_nodes = graph.gradient_nodes()
         self.results = set(graph.outputs.values())
@@ -187,12 +182,11 @@ class Planner:
                 reads.append((i, mb if src.op == "input" else PER_STEP))
                 continue
             deps.append(self.on_chip(self.producer[(i, self.source_mb(src, mb), replica)], chip))
+        costs = self.costs.node(n.id, chip)
         t = self.new(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
                      stage=self.stage[n.id], chip=chip, out_chip=chip, deps=sorted(set(deps)),
-                     options=self.costs.node_options(n.id, chip), out_bytes=self.nbytes(n),
-                     port_bytes=self.costs.node_bytes(n.id), reads=reads,
-                     keep=n.id in self.results and n.phase != "backward",
-                     energy_pj=self.costs.node_energy(n.id, chip))
+                     options=costs.options, out_bytes=self.nbytes(n), port_bytes=costs.port_bytes, reads=reads,
+                     keep=n.id in self.results and n.phase != "backward", energy_pj=costs.energy_pj or 0.0)
         self.producer[(n.id, mb, replica)] = t.id
         return t
 
