@@ -23,7 +23,7 @@ def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None) -
         raise AccelsimError(f"expected a Schedule (from A.compile or A.load_schedule), got {type(schedule).__name__}")
     if graph is not None and not isinstance(graph, Graph):
         raise AccelsimError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
-    hw = (hw if isinstance(hw, HwSpec) else load_hw(hw)) if hw is not None else load_hw(schedule.hw_name)
+    hw = load_hw(hw if hw is not None else schedule.hw_name)  # an HwSpec comes back as it is
     if graph is None:
         if schedule.source is None:
             raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "
@@ -47,7 +47,7 @@ def simulate(schedule: Schedule, hw: HwLike = None, mode: str = "static", graph:
     if not isinstance(port_contention, bool):
         raise AccelsimError(f"port_contention must be True or False, got {port_contention!r}")
     hw, _ = resolve(schedule, hw, graph)
-    return run(schedule, hw, mode=mode, port_contention=bool(port_contention))
+    return run(schedule, hw, mode=mode, port_contention=port_contention)
 
 
 def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None, hw: HwLike = None):

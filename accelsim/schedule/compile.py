@@ -54,11 +54,6 @@ def _auto_window(graph: Graph, hw: HwSpec, options: Options) -> int:
     return max(1, min(fits, default=options.microbatches))
 
 
-def _hardware(hw: HwSpec | str | Path | dict[str, Any]) -> HwSpec:
-    """The obvious forms of a hardware argument: an HwSpec, a bundled name, a path, a parsed dict."""
-    return hw if isinstance(hw, HwSpec) else load_hw(hw)
-
-
 def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches: int = 1,  # noqa: A001
             data_parallel: int = 1, pipeline_stages: int = 1, max_in_flight: int | None = None,
             validate: bool = True, limits: Limits | None = None) -> Schedule:
@@ -70,7 +65,7 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
-    hw = _hardware(hw)
+    hw = load_hw(hw)  # an HwSpec as it is; a bundled name, a path or a parsed dict validated
     check_step_options(microbatches, data_parallel, pipeline_stages, max_in_flight)
     if not isinstance(validate, bool):
         raise AccelsimError(f"validate must be True or False, got {validate!r}")

@@ -40,8 +40,9 @@ def validate_dag_problem(problem: Any) -> None:
     _parse(problem)
 
 
-def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int]], list[tuple[int, int, int]]]:
-    """(units, tasks as (id, kind, duration), deps as (task index, task index, delay)); cycles refused."""
+def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int]], list[tuple[int, int, int]], list[int]]:
+    """(units, tasks as (id, kind, duration), deps as (task index, task index, delay), a topological
+    order of the task indices); cycles refused."""
     if not isinstance(problem, dict):
         raise ScheduleError(f"schedule_dag: the problem must be a dict with units, tasks and deps, got "
                             f"{type(problem).__name__}")
@@ -95,32 +96,18 @@ def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int]], li
         delay = _int(d[2], 0, MAX_DURATION, f"deps[{j}] delay") if len(d) == 3 else 0
         key = (index[a], index[b])
         edges[key] = max(edges.get(key, 0), delay)
-    _check_acyclic(parsed, edges)
-    return dict(units), parsed, [(a, b, w) for (a, b), w in edges.items()]
-
-
-def _check_acyclic(tasks: list[tuple[str, str, int]], edges: dict[tuple[int, int], int]) -> None:
-    waiting = [0] * len(tasks)
-    succ: list[list[int]] = [[] for _ in tasks]
-    for a, b in edges:
-        waiting[b] += 1
-        succ[a].append(b)
-    ready = [i for i, w in enumerate(waiting) if w == 0]
-    seen = 0
-    while ready:
-        i = ready.pop()
-        seen += 1
-        for s in succ[i]:
-            waiting[s] -= 1
-            if not waiting[s]:
-                ready.append(s)
-    if seen != len(tasks):
-        stuck = [tasks[i][0] for i, w in enumerate(waiting) if w][:5]
+    edge_list = [(a, b, w) for (a, b), w in edges.items()]
+    order = _topological(len(parsed), edge_list)
+    if len(order) != len(parsed):
+        placed = set(order)
+        stuck = [parsed[i][0] for i in range(len(parsed)) if i not in placed][:5]
         raise ScheduleError(f"schedule_dag: the deps form a cycle (through tasks {stuck!r:.120})")
+    return dict(units), parsed, edge_list, order
 
 
 def _topological(n: int, edges: list[tuple[int, int, int]]) -> list[int]:
-    """Kahn's order, ties by the problem's task order, so the result is deterministic."""
+    """Kahn's order, ties by the problem's task order, so the result is deterministic; shorter than
+    `n` when the edges form a cycle."""
     waiting = [0] * n
     succ: list[list[int]] = [[] for _ in range(n)]
     for a, b, _ in edges:
@@ -183,7 +170,7 @@ def schedule_dag(problem: dict, priority: str | None = None) -> dict:
     compile does). Returns {"makespan": int, "tasks": {id: {"start": int, "unit": kind, "instance": int}}}."""
     if priority is not None and priority not in PRIORITIES:
         raise ScheduleError(f"schedule_dag: priority must be one of {PRIORITIES} or None, got {priority!r:.40}")
-    units, tasks, edges = _parse(problem)
+    units, tasks, edges, order = _parse(problem)
     kinds = list(units)
     name = {k: f"u{i}" for i, k in enumerate(kinds)}  # unit names the hardware schema accepts
     hw = parse_hw({"name": "dag", "clock_hz": 1e9, "chips": [{"units": [
@@ -191,7 +178,6 @@ def schedule_dag(problem: dict, priority: str | None = None) -> dict:
          "reads": ["mem"], "writes": ["mem"]} for k in kinds],
         "memories": [{"name": "mem", "kind": "sram", "capacity_bytes": 1024, "bandwidth_bytes_per_cycle": 1}]}]},
         "<schedule_dag>")
-    order = _topological(len(tasks), edges)
     position = {old: new for new, old in enumerate(order)}
     specs = []
     for new, old in enumerate(order):
@@ -217,6 +203,7 @@ def schedule_dag(problem: dict, priority: str | None = None) -> dict:
         runs += [r for i in seeds for r in justified(plan, hw, runs[i], FB_ROUNDS)]
     timed = min(runs, key=_makespan)  # the first on a tie: deterministic
     kind_of = {v: k for k, v in name.items()}
-    return {"makespan": max(x.end for x in timed),
-            "tasks": {tasks[old][0]: {"start": timed[position[old]].start, "unit": kind_of[timed[position[old]].resource],
-                                      "instance": timed[position[old]].instance} for old in range(len(tasks))}}
+    placed = [timed[position[old]] for old in range(len(tasks))]
+    return {"makespan": _makespan(timed),
+            "tasks": {tid: {"start": x.start, "unit": kind_of[x.resource], "instance": x.instance}
+                      for (tid, _, _), x in zip(tasks, placed)}}

@@ -70,10 +70,6 @@ TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
 )}
 
 
-def kind_of(name: str) -> TaskKindDef:
-    return TASK_KINDS[name]
-
-
 def busy_kinds() -> tuple[str, ...]:
     """Kinds whose time counts as a unit's busy time."""
     return tuple(k.name for k in TASK_KINDS.values() if k.holds == "unit")
