@@ -11,11 +11,12 @@ from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, Limits, check_step_options, check_step_size
 from accelsim.schedule.bounds import lower_bounds
 from accelsim.schedule.expand import Plan, expand
-from accelsim.schedule.list_sched import PRIORITIES, MemoryPlanner, Timed, list_schedule
+from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.schedule.memory import Block
 from accelsim.schedule.plan import (Candidate, MemoryUse, Options, Schedule, Source, Task, Tensor, graph_hash,
                                     hw_hash, peak_bytes)
 from accelsim.schedule.ports import unit_ports
+from accelsim.schedule.search import time_plan
 from accelsim.schedule.validate import validate_schedule
 
 
@@ -78,9 +79,7 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
         window = min(window, microbatches)
     options = options.model_copy(update={"max_in_flight": window})
     plan = expand(graph, hw, options, window)
-    # both priorities, the shorter schedule (the first on a tie): which wins depends on the design
-    runs = [list_schedule(plan, hw, priority) for priority in PRIORITIES]
-    timed, mem = min(runs, key=lambda run: max((x.end for x in run[0]), default=0))
+    timed, mem = time_plan(plan, hw)
     schedule = _schedule(graph, hw, options, plan, timed, mem)
     if validate:
         validate_schedule(schedule, graph, hw, plan=plan)
