@@ -27,3 +27,7 @@ class MappingError(AccelsimError):
 
 class ScheduleError(AccelsimError):
     """A schedule cannot be built (bad options, memory does not fit) or fails validation."""
+
+
+class MemoryFitError(ScheduleError):
+    """A step's tensors do not fit the hardware's memories (compile retries with fewer in flight)."""

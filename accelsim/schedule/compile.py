@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelsim.errors import AccelsimError
+from accelsim.errors import AccelsimError, MemoryFitError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
@@ -55,6 +55,25 @@ def _auto_window(graph: Graph, hw: HwSpec, options: Options) -> int:
     return max(1, min(fits, default=options.microbatches))
 
 
+def _fit(graph: Graph, hw: HwSpec, options: Options,
+         window: int | None) -> tuple[Options, Plan, list[Timed], MemoryPlanner]:
+    """Expand and time the step with `window` micro-batches in flight; when its tensors do not fit,
+    halve the window (fewer micro-batches' activations alive at once) down to one before giving up:
+    a step that fits with few micro-batches in flight must still fit with more micro-batches."""
+    while True:
+        options = options.model_copy(update={"max_in_flight": window})
+        plan = expand(graph, hw, options, window)
+        try:
+            return (options, plan, *time_plan(plan, hw))
+        except MemoryFitError:
+            if window is None or window <= 1:
+                if window is None and options.microbatches > 1:
+                    window = options.microbatches // 2
+                    continue
+                raise
+            window //= 2
+
+
 def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches: int = 1,  # noqa: A001
             data_parallel: int = 1, pipeline_stages: int = 1, max_in_flight: int | None = None,
             validate: bool = True, limits: Limits | None = None) -> Schedule:
@@ -77,9 +96,7 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)
-    options = options.model_copy(update={"max_in_flight": window})
-    plan = expand(graph, hw, options, window)
-    timed, mem = time_plan(plan, hw)
+    options, plan, timed, mem = _fit(graph, hw, options, window)
     schedule = _schedule(graph, hw, options, plan, timed, mem)
     if validate:
         validate_schedule(schedule, graph, hw, plan=plan)

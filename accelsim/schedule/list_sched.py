@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.errors import ScheduleError
+from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
 from accelsim.schedule.levels import memory_order, spill_cycles
@@ -113,7 +113,7 @@ class MemoryPlanner:
             return self._keep(key, spill[0], spill[0].allocate(key, size, start)), spill[1]
         caps = ", ".join(f"{memory_label(*a.name)} {a.capacity_bytes} B (live at {start}: {a.live_bytes_at(start)} B)"
                          for _, a in row)
-        raise ScheduleError(f"no memory can hold {what} ({size} bytes) from cycle {start}: {caps}; "
+        raise MemoryFitError(f"no memory can hold {what} ({size} bytes) from cycle {start}: {caps}; "
                             "use a hardware description with more memory, fewer micro-batches, or more stages")
 
     def _keep(self, key: tuple, arena: Arena, block: Block) -> int:
