@@ -47,7 +47,9 @@ def training_step(rng: np.random.Generator, forward: int, microbatches: int, p_d
     """A training step: per micro-batch m a forward chain f0..f{F-1} alternating mxu (matmul) / vpu
     (elementwise), the backward chain in reverse on the same kinds, and for each matmul a weight-gradient
     task; each weight gradient is summed over micro-batches by a chain of M-1 vpu accumulations, then one
-    vpu update per parameter. 1-3 instances per kind, delays 0-10 cycles on some dependencies.
+    vpu update per parameter. 1-3 instances per kind, delays 0-10 cycles on some dependencies. Tasks carry
+    their micro-batch as compile's expansion labels them (an accumulation that of the gradient it adds; the
+    updates none: they belong to the whole step).
     """
     units = {"mxu": int(rng.integers(1, 4)), "vpu": int(rng.integers(1, 3))}
     kinds = ["mxu" if i % 2 == 0 else "vpu" for i in range(forward)]
@@ -55,8 +57,9 @@ def training_step(rng: np.random.Generator, forward: int, microbatches: int, p_d
     params = [i for i, k in enumerate(kinds) if k == "mxu"]
     tasks, deps = [], []
 
-    def add(tid: str, kind: str, duration: int, preds: list[str]) -> str:
-        tasks.append({"id": tid, "kind": kind, "duration": duration})
+    def add(tid: str, kind: str, duration: int, preds: list[str], microbatch: int | None) -> str:
+        tasks.append({"id": tid, "kind": kind, "duration": duration}
+                     | ({"microbatch": microbatch} if microbatch is not None else {}))
         deps.extend([a, tid, _delay(rng, p_delay)] for a in preds)
         return tid
 
@@ -64,18 +67,18 @@ def training_step(rng: np.random.Generator, forward: int, microbatches: int, p_d
     for m in range(microbatches):
         prev: list[str] = []
         for i, kind in enumerate(kinds):
-            prev = [add(f"f{i}_m{m}", kind, fwd_cycles[i], prev)]
+            prev = [add(f"f{i}_m{m}", kind, fwd_cycles[i], prev, m)]
         for i in reversed(range(forward)):
             incoming = prev
             # backward costs about twice the forward: one product for the input, one for the weight
-            prev = [add(f"b{i}_m{m}", kinds[i], fwd_cycles[i], incoming)]
+            prev = [add(f"b{i}_m{m}", kinds[i], fwd_cycles[i], incoming, m)]
             if kinds[i] == "mxu":
-                grad_of[(i, m)] = add(f"w{i}_m{m}", "mxu", fwd_cycles[i], incoming + [f"f{i}_m{m}"])
+                grad_of[(i, m)] = add(f"w{i}_m{m}", "mxu", fwd_cycles[i], incoming + [f"f{i}_m{m}"], m)
     for i in params:
         last = grad_of[(i, 0)]
         for m in range(1, microbatches):
-            last = add(f"acc{i}_m{m}", "vpu", int(rng.integers(2, 7)), [last, grad_of[(i, m)]])
-        add(f"upd{i}", "vpu", int(rng.integers(3, 11)), [last])
+            last = add(f"acc{i}_m{m}", "vpu", int(rng.integers(2, 7)), [last, grad_of[(i, m)]], m)
+        add(f"upd{i}", "vpu", int(rng.integers(3, 11)), [last], None)
     return {"units": units, "tasks": tasks, "deps": deps}
 
 

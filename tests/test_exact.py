@@ -118,3 +118,13 @@ def test_without_ortools_the_exact_mode_says_how_to_install_it(monkeypatch):
         monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules makes the import fail
     with pytest.raises(ScheduleError, match=r"needs OR-Tools: pip install accelsim\[exact\]"):
         solve_dag_exact(_two_tasks(1))
+
+
+def test_without_ortools_compile_exact_says_how_to_install_it(monkeypatch):
+    import accelsim as A
+
+    for name in ("ortools", "ortools.sat", "ortools.sat.python", "ortools.sat.python.cp_model"):
+        monkeypatch.setitem(sys.modules, name, None)
+    graph = A.training_graph(A.models.build("mlp", batch=2, sizes=(16, 8, 4)))
+    with pytest.raises(ScheduleError, match=r"needs OR-Tools: pip install accelsim\[exact\]"):
+        A.compile(graph, "groq_like", exact=True)

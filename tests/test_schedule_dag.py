@@ -1,17 +1,25 @@
-"""schedule_dag: the list scheduler on abstract DAGs (problem dict -> schedule dict)."""
+"""schedule_dag: the list scheduler on abstract DAGs (problem dict -> schedule dict), its priority rules
+and the search (improve.py) it shares with compile."""
+import importlib.util
 import json
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelsim.errors import ScheduleError
-from accelsim.schedule import schedule_dag
+import accelsim as A
+from accelsim.errors import MemoryFitError, ScheduleError
+from accelsim.schedule import improve, schedule_dag
+from accelsim.schedule.priorities import PRIORITIES
 
 
-def problem(units, tasks, deps=()):
-    return {"units": units, "tasks": [{"id": i, "kind": k, "duration": d} for i, k, d in tasks],
+def problem(units, tasks, deps=(), microbatches=None):
+    return {"units": units, "tasks": [{"id": i, "kind": k, "duration": d}
+                                      | ({"microbatch": microbatches[j]} if microbatches and microbatches[j] >= 0
+                                         else {})
+                                      for j, (i, k, d) in enumerate(tasks)],
             "deps": [list(d) for d in deps]}
 
 
@@ -33,7 +41,32 @@ def test_the_rank_rule_is_plain_heft_and_none_keeps_the_best_rule():
                 [("a", "c", 2), ("b", "d")])
     best = schedule_dag(p)["makespan"]
     assert best == 13  # a, b back to back on mxu; c waits 2 after a; d after b
-    assert best <= min(schedule_dag(p, rule)["makespan"] for rule in ("rank", "microbatch"))
+    assert best <= min(schedule_dag(p, rule)["makespan"] for rule in PRIORITIES)
+
+
+def test_rank_without_own_cost_runs_the_short_task_that_feeds_more_work_first():
+    """The issue's case: `long` (10 cycles, feeds nothing) outranks `short` (2 cycles, feeds an 8-cycle
+    update on another unit) by upward rank, so the update waits; without its own cost `short` goes first."""
+    p = problem({"u": 1, "v": 1}, [("long", "u", 10), ("short", "u", 2), ("upd", "v", 8)], [("short", "upd")])
+    assert schedule_dag(p, "rank")["makespan"] == 10 + 2 + 8
+    assert schedule_dag(p, "tail")["makespan"] == schedule_dag(p)["makespan"] == 12
+
+
+def test_staggered_micro_batches_do_not_queue_on_the_shared_unit_together():
+    """Two micro-batches of a (mxu 10, vpu 10) chain and a per-micro-batch mxu gradient of 10: under the
+    rank both forwards run first and the vpu waits; staggered, micro-batch 1 follows micro-batch 0."""
+    tasks = [(f"{n}{m}", k, 10) for m in range(2) for n, k in (("f", "mxu"), ("g", "vpu"), ("w", "mxu"))]
+    deps = [(f"f{m}", f"g{m}") for m in range(2)] + [(f"g{m}", f"w{m}") for m in range(2)]
+    labels = [m for m in range(2) for _ in range(3)]
+    p = problem({"mxu": 1, "vpu": 1}, tasks, deps, labels)
+    assert schedule_dag(p, "stagger")["makespan"] <= schedule_dag(p, "rank")["makespan"]
+    assert schedule_dag(p)["makespan"] == 40  # the mxu's work: f0 f1 w0 w1 back to back
+
+
+def test_an_unknown_rule_is_refused_naming_the_rules():
+    p = problem({"u": 1}, [("a", "u", 1)])
+    with pytest.raises(ScheduleError, match="stagger"):
+        schedule_dag(p, "fastest")
 
 
 @pytest.mark.parametrize("bad, words", [
@@ -58,6 +91,9 @@ def test_the_rank_rule_is_plain_heft_and_none_keeps_the_best_rule():
     ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1}, {"id": "b", "kind": "u", "duration": 1}],
       "deps": [["a", "b"], ["b", "a"]]}, "cycle"),
     ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1}], "extra": 1}, "unknown key"),
+    ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1, "microbatch": -1}]}, "microbatch"),
+    ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1, "microbatch": 1.5}]}, "microbatch"),
+    ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1, "stage": 0}]}, "tasks[0]"),
     ({"units": {f"k{i}": 1 for i in range(300)}, "tasks": [{"id": "a", "kind": "k0", "duration": 1}]}, "unit kinds"),
     ({"units": {f"k{i}": 4096 for i in range(5)}, "tasks": [{"id": "a", "kind": "k0", "duration": 1}]}, "instances"),
     ({"units": {"u": 1}, "tasks": [{"id": "a", "kind": "u", "duration": 1}]}, None),

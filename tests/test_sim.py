@@ -102,7 +102,8 @@ def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
     sched = A.compile(g, bespoke, microbatches=4)
     static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic")
     assert dynamic.makespan_cycles > 1.1 * static.makespan_cycles
-    assert max(u for _, u in dynamic.occupancy["chip0:dram"]) > 0 == max(u for _, u in static.occupancy["chip0:dram"])
+    # both write the step's results to DRAM (levels.first_memory); only the work queue spills activations too
+    assert max(u for _, u in dynamic.occupancy["chip0:dram"]) > max(u for _, u in static.occupancy["chip0:dram"])
     # on the CPU's shared DRAM the rank-first list schedule interleaves micro-batches as the work
     # queue does, and compile keeps it: the two tie
     cpu = A.load_hw("multicore_cpu")

@@ -41,6 +41,16 @@ def finite_float(text: str) -> float:
     return value
 
 
+def exact_seconds_arg(text: str) -> float:
+    """--exact's budget: seconds above 0, finite, at most a day (exact_step.MAX_EXACT_SECONDS)."""
+    from accelsim.schedule.exact_step import MAX_EXACT_SECONDS
+
+    value = finite_float(text)
+    if not 0 < value <= MAX_EXACT_SECONDS:
+        raise argparse.ArgumentTypeError(f"expected seconds above 0 and at most {MAX_EXACT_SECONDS:g}, got {text!r}")
+    return value
+
+
 def path_arg(text: str) -> str:
     """A file or directory name: not empty (an empty name would silently mean 'the default')."""
     if not text.strip():

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, add_optimizer_args, check_file_target,
-                                 format_si, forward_model, limits_from, path_arg, positive_int, write_json,
-                                 write_problem)
+                                 exact_seconds_arg, format_si, forward_model, limits_from, path_arg, positive_int,
+                                 write_json, write_problem)
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
@@ -20,6 +20,9 @@ from accelsim.limits import check_eval_size, check_step_size
 from accelsim.passes import inference_graph
 from accelsim.report import run_summary
 from accelsim.schedule import compile as compile_schedule
+from accelsim.schedule.exact import MAX_EXACT_TASKS
+from accelsim.schedule.exact_step import DEFAULT_EXACT_SECONDS
+from accelsim.schedule.plan import Schedule
 from accelsim.training import training_graph
 
 DEFAULT_HW = "groq_like"
@@ -47,8 +50,19 @@ def _compile(args: argparse.Namespace, checking: bool = False):
         load_backend(args.backend)
     start = time.perf_counter()
     schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
-                                pipeline_stages=args.pipeline_stages, limits=limits)
+                                pipeline_stages=args.pipeline_stages, limits=limits,
+                                exact=False if args.exact is None else args.exact)
     return hw, graph, schedule, time.perf_counter() - start
+
+
+def exact_line(schedule: Schedule) -> str | None:
+    """What the exact mode proved, in one line ("exact: optimal (proved) ..."); None without it."""
+    e = schedule.exact
+    if e is None:
+        return None
+    what = "optimal (proved)" if e.status == "optimal" else f"within {100 * e.gap:.2f}% of optimal"
+    return (f"exact: {what}, makespan {schedule.makespan_cycles} cycles (bound {e.bound_cycles}; list schedule "
+            f"{e.list_makespan_cycles}; CP-SAT budget {e.time_limit_s:g} s)")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -60,6 +74,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     save_schedule(schedule, out)
     print(f"wrote {out}: {len(schedule.tasks)} tasks, makespan {schedule.makespan_cycles} cycles, "
           f"makespan/bound {schedule.bound_ratio:.3f} (compiled and validated in {seconds:.2f} s)")
+    if schedule.exact is not None:
+        print(exact_line(schedule))
     return 0
 
 
@@ -110,6 +126,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"  bound       {s['bound_cycles']} cycles (critical path {s['critical_path_cycles']}, "
                   f"busiest resource {s['resource_bound_unit']} {s['resource_bound_cycles']}); "
                   f"makespan/bound {s['bound_ratio']:.3f}")
+    if schedule.exact is not None:
+        console.print(f"  {exact_line(schedule)}")
+        s["exact"] = schedule.exact.model_dump(mode="json")
     if s["allreduce_cycles"] or s["transfer_cycles"]:
         console.print(f"  communication: all-reduce {s['allreduce_cycles']} cycles, transfers "
                       f"{s['transfer_cycles']} cycles (summed over tasks)")
@@ -190,6 +209,11 @@ def _add_step_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--microbatches", type=positive_int, default=1, help="inputs in flight (pipeline parallelism)")
     p.add_argument("--data-parallel", type=positive_int, default=1, help="replicas (data parallelism)")
     p.add_argument("--pipeline-stages", type=positive_int, default=1, help="graph partitions on separate chips")
+    p.add_argument("--exact", nargs="?", const=DEFAULT_EXACT_SECONDS, type=exact_seconds_arg, metavar="SECONDS",
+                   help=f"also solve the step with OR-Tools CP-SAT (pip install accelsim[exact]) seeded with the "
+                        f"list schedule, for SECONDS of CP-SAT's deterministic time (default "
+                        f"{DEFAULT_EXACT_SECONDS:g}; reproducible, often 2-7x that in wall time); prints the "
+                        f"proved bound and gap. Steps above {MAX_EXACT_TASKS:,} tasks are refused")
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:

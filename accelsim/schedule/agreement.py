@@ -16,10 +16,9 @@ from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, check_step_size
 from accelsim.ops.registry import numel
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.levels import chip_list, memory_of, preferred_memory, spill_cycles
-from accelsim.schedule.memory import aligned
+from accelsim.schedule.levels import aligned, chip_list, memory_of, read_cycles, write_cycles
 from accelsim.schedule.plan import Schedule, graph_hash, hw_hash, memory_label
-from accelsim.schedule.ports import MILLI, port_capacities, port_rate
+from accelsim.schedule.ports import MILLI, port_capacities, port_rate, unit_ports
 from accelsim.schedule.validate import Names
 
 
@@ -108,24 +107,33 @@ def _check_hardware(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
     return problems
 
 
-def _spill(schedule: Schedule, hw: HwSpec) -> dict[int, int]:
-    """Extra cycles each task pays for writing its output outside its preferred memory."""
+def _costs(schedule: Schedule, hw: HwSpec) -> tuple[dict[int, int], dict[int, int]]:
+    """Per task, from where its tensors were placed: the cycles of reading inputs outside its unit's port
+    memory (levels.read_cycles) and of writing its output outside its unit's memory (levels.write_cycles;
+    a collective's members all pay their worst)."""
     chips = chip_list(hw)
     tasks = schedule.tasks
-    extra: dict[int, int] = defaultdict(int)
+    ports = unit_ports(chips)
+    where: dict[tuple, tuple[str, int]] = {}
     for x in schedule.tensors:
-        if x.task < 0:
-            continue
-        t = tasks[x.task]
-        chip = chips[x.chip]
-        if x.memory != preferred_memory(chip, t.resource):
-            mem = memory_of(chip, x.memory)
-            extra[t.id] = spill_cycles(mem, t.out_bytes, hw.clock_hz)
+        key = ("out", x.task) if x.task >= 0 else ("leaf", x.node, x.microbatch, x.replica, x.chip)
+        where[key] = (x.memory, x.size_bytes)
+    read: dict[int, int] = defaultdict(int)
+    write: dict[int, int] = defaultdict(int)
+    for t in tasks:
+        port = ports.get((t.chip, t.resource))
+        if port is not None and t.chip < len(chips):
+            keys = [("out", d) for d in set(t.deps)] + [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
+            found = [where[k] for k in keys if k in where and memory_of(chips[t.chip], where[k][0]) is not None]
+            read[t.id] = read_cycles(chips[t.chip], port[1], found, hw.clock_hz)
+        x = where.get(("out", t.id))
+        if x is not None and t.out_chip < len(chips) and memory_of(chips[t.out_chip], x[0]) is not None:
+            write[t.id] = write_cycles(chips[t.out_chip], t.resource, x[0], t.out_bytes, hw.clock_hz)
     for members in _groups(schedule).values():
-        worst = max(extra[t] for t in members)
+        worst = max(write[t] for t in members)
         for t in members:
-            extra[t] = worst
-    return extra
+            write[t] = worst
+    return read, write
 
 
 def _groups(schedule: Schedule) -> dict[int, list[int]]:
@@ -137,15 +145,18 @@ def _groups(schedule: Schedule) -> dict[int, list[int]]:
 
 
 def _check_durations(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
-    """A task lasts its candidate's cycles, plus the spill cost when its output left the preferred memory."""
-    extra = _spill(schedule, hw)
+    """A task lasts the longer of its candidate's cycles and the streaming of inputs that live outside
+    its unit's memory, plus the cost of writing its output outside that memory."""
+    read, write = _costs(schedule, hw)
     problems = []
     for t in schedule.tasks:
         cycles = next(c.cycles for c in schedule.candidates[t.candidates] if c.resource == t.resource)
-        want = cycles + extra[t.id]
+        want = max(cycles, read[t.id]) + write[t.id]
         if t.end - t.start != want:
+            why = (f" (reading its inputs from slower memory takes {read[t.id]})" if read[t.id] > cycles else "") + \
+                  (f" plus {write[t.id]} to write its output outside its unit's memory" if write[t.id] else "")
             problems.append(f"{names.task(t)} lasts {t.end - t.start} cycles, but on {t.resource!r} it takes "
-                            f"{cycles}" + (f" plus {extra[t.id]} to spill its output" if extra[t.id] else ""))
+                            f"{cycles}{why}")
     return problems
 
 

@@ -10,6 +10,7 @@ from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, Limits, check_step_options, check_step_size
 from accelsim.schedule.bounds import lower_bounds
+from accelsim.schedule.exact_step import check_exact_step, exact_seconds, solve_step
 from accelsim.schedule.expand import Plan, expand
 from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.schedule.memory import Block
@@ -76,12 +77,16 @@ def _fit(graph: Graph, hw: HwSpec, options: Options,
 
 def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches: int = 1,  # noqa: A001
             data_parallel: int = 1, pipeline_stages: int = 1, max_in_flight: int | None = None,
-            validate: bool = True, limits: Limits | None = None) -> Schedule:
+            validate: bool = True, limits: Limits | None = None, exact: bool | float = False) -> Schedule:
     """List-schedule one step of `graph` (training or inference) on `hw`.
 
     `max_in_flight` micro-batches of a replica may be active at once; by default as many as fit
     the fastest memory, judged from a one-micro-batch schedule (parallelism needs memory). The
-    step's size is estimated first and refused above `limits` (accelsim.limits.DEFAULT_LIMITS)."""
+    step's size is estimated first and refused above `limits` (accelsim.limits.DEFAULT_LIMITS).
+    `exact`: True (DEFAULT_EXACT_SECONDS) or a number of seconds also runs CP-SAT on the step (needs
+    accelsim[exact]), seeded with the list schedule; the schedule is never longer, and `schedule.exact`
+    records the proved lower bound and gap (schedule/exact_step.py). Steps above MAX_EXACT_TASKS are
+    refused."""
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
@@ -89,15 +94,23 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     check_step_options(microbatches, data_parallel, pipeline_stages, max_in_flight)
     if not isinstance(validate, bool):
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
+    exact_s = exact_seconds(exact)
     microbatches, data_parallel, pipeline_stages = int(microbatches), int(data_parallel), int(pipeline_stages)
     max_in_flight = None if max_in_flight is None else int(max_in_flight)
     check_step_size(graph, microbatches, data_parallel, pipeline_stages, limits or DEFAULT_LIMITS)
     options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages)
+    if exact_s is not None:
+        check_exact_step(graph, hw, options)  # before the list schedule: refusing late wastes its time
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)
     options, plan, timed, mem = _fit(graph, hw, options, window)
+    report = None
+    if exact_s is not None:
+        timed, mem, report = solve_step(plan, hw, (timed, mem), exact_s)
     schedule = _schedule(graph, hw, options, plan, timed, mem)
+    if report is not None:
+        schedule = schedule.model_copy(update={"exact": report})
     if validate:
         validate_schedule(schedule, graph, hw, plan=plan)
     return schedule

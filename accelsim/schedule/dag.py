@@ -1,10 +1,10 @@
 """The list scheduler on an abstract task DAG (problem dict -> schedule dict), so its core can be
-tested and benchmarked against exact optima on its own. It is compile's code path (ListScheduler and
-its priority rules), fed tasks that touch no memory, on a machine of one unit kind per task kind."""
+tested and benchmarked against exact optima on its own. It is compile's code path (the search of
+improve.py over ListScheduler runs), fed tasks that touch no memory, on a machine of one unit kind per
+task kind."""
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
 from numbers import Integral
 from typing import Any
 
@@ -12,7 +12,10 @@ from accelsim.errors import ScheduleError
 from accelsim.hw.load import parse_hw
 from accelsim.limits import DEFAULT_LIMITS
 from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.list_sched import PRIORITIES, Timed, list_schedule
+from accelsim.schedule.improve import improve, makespan_of
+from accelsim.schedule.list_sched import list_schedule
+from accelsim.schedule.plan import PER_STEP
+from accelsim.schedule.priorities import PRIORITIES
 
 MAX_DURATION = 10**12
 """Largest duration or delay in cycles: an hour at a few hundred GHz, far past any step."""
@@ -20,13 +23,8 @@ MAX_UNITS_PER_KIND = 4096
 MAX_KINDS = 256
 MAX_INSTANCES = 16384
 """As the hardware schema's limits per chip: units per kind, unit kinds, and instances in all."""
-MAX_TRIES = 128
-TRY_BUDGET_TASKS = 20_000
-FB_ROUNDS = 4
-FB_STARTS = 8
-"""Forward-backward improvement: FB_ROUNDS passes from each of the FB_STARTS shortest schedules."""
-"""Iterated list scheduling: at most MAX_TRIES perturbed runs and MAX_TRIES x tasks <= TRY_BUDGET_TASKS."""
-"""As the hardware schema's unit count."""
+MAX_MICROBATCH = DEFAULT_LIMITS.max_tasks
+"""A micro-batch label names at most one micro-batch per task."""
 
 
 def _int(value: Any, lo: int, hi: int, where: str) -> int:
@@ -40,9 +38,10 @@ def validate_dag_problem(problem: Any) -> None:
     _parse(problem)
 
 
-def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int]], list[tuple[int, int, int]], list[int]]:
-    """(units, tasks as (id, kind, duration), deps as (task index, task index, delay), a topological
-    order of the task indices); cycles refused."""
+def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int, int]], list[tuple[int, int, int]],
+                                  list[int]]:
+    """(units, tasks as (id, kind, duration, micro-batch or PER_STEP), deps as (task index, task index,
+    delay), a topological order of the task indices); cycles refused."""
     if not isinstance(problem, dict):
         raise ScheduleError(f"schedule_dag: the problem must be a dict with units, tasks and deps, got "
                             f"{type(problem).__name__}")
@@ -67,9 +66,10 @@ def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int]], li
         raise ScheduleError(f"schedule_dag: {len(tasks):,} tasks, above the limit of {DEFAULT_LIMITS.max_tasks:,}")
     parsed, index = [], {}
     for i, t in enumerate(tasks):
-        if not isinstance(t, dict) or set(t) != {"id", "kind", "duration"}:
-            raise ScheduleError(f"schedule_dag: tasks[{i}] must be a dict with exactly id, kind and duration, "
-                                f"got {t!r:.80}")
+        if not isinstance(t, dict) or not {"id", "kind", "duration"} <= set(t) <= {"id", "kind", "duration",
+                                                                                    "microbatch"}:
+            raise ScheduleError(f"schedule_dag: tasks[{i}] must be a dict with id, kind and duration (and "
+                                f"optionally microbatch), got {t!r:.80}")
         tid, kind = t["id"], t["kind"]
         if not isinstance(tid, str) or not tid:
             raise ScheduleError(f"schedule_dag: tasks[{i}].id must be a non-empty string, got {tid!r:.80}")
@@ -79,7 +79,9 @@ def _parse(problem: Any) -> tuple[dict[str, int], list[tuple[str, str, int]], li
             raise ScheduleError(f"schedule_dag: tasks[{i}] ({tid!r:.40}) has kind {kind!r:.40}, which is not in "
                                 f"units ({', '.join(map(repr, units))})"[:300])
         index[tid] = i
-        parsed.append((tid, kind, _int(t["duration"], 1, MAX_DURATION, f"tasks[{i}].duration")))
+        microbatch = (_int(t["microbatch"], 0, MAX_MICROBATCH, f"tasks[{i}].microbatch") if "microbatch" in t
+                      else PER_STEP)
+        parsed.append((tid, kind, _int(t["duration"], 1, MAX_DURATION, f"tasks[{i}].duration"), microbatch))
     if not isinstance(deps, list) or len(deps) > 20 * DEFAULT_LIMITS.max_tasks:
         raise ScheduleError(f"schedule_dag: deps must be a list of [a, b] or [a, b, delay] of at most "
                             f"{20 * DEFAULT_LIMITS.max_tasks:,} entries, got {type(deps).__name__}")
@@ -126,48 +128,14 @@ def _topological(n: int, edges: list[tuple[int, int, int]]) -> list[int]:
     return order
 
 
-def _makespan(run: list[Timed]) -> int:
-    return max(x.end for x in run)
-
-
-def reversed_plan(plan: Plan) -> Plan:
-    """The same tasks with every dependence reversed (delays kept), ids mirrored so they stay a
-    topological order: a schedule of it read backwards in time is a schedule of the original."""
-    n = len(plan.tasks)
-    specs = [replace(t, id=n - 1 - t.id, deps=[], lag={}, after=[]) for t in reversed(plan.tasks)]
-    for t in plan.tasks:
-        for d in t.deps:
-            r = specs[n - 1 - d]
-            r.deps.append(n - 1 - t.id)
-            if t.lag.get(d):
-                r.lag[n - 1 - t.id] = t.lag[d]
-    for r in specs:
-        r.deps.sort()
-    return replace(plan, tasks=specs)
-
-
-def justified(plan: Plan, hw, start: list[Timed], rounds: int) -> list[list[Timed]]:
-    """Forward-backward improvement (justification): schedule the reversed DAG taking the tasks that
-    finish last first, read it backwards, then schedule forwards again taking the earliest starts
-    first; each pass shifts work towards one end and often closes idle gaps a single pass leaves."""
-    n = len(plan.tasks)
-    back = reversed_plan(plan)
-    out, current = [], start
-    for _ in range(rounds):
-        finish = [-current[i].end for i in range(n)]
-        rev = list_schedule(back, hw, "rank", order=[finish[n - 1 - j] for j in range(n)])[0]
-        horizon = _makespan(rev)
-        starts = [horizon - rev[n - 1 - i].end for i in range(n)]
-        current = list_schedule(plan, hw, "rank", order=[float(x) for x in starts])[0]
-        out.append(current)
-    return out
-
-
 def schedule_dag(problem: dict, priority: str | None = None) -> dict:
     """List-schedule an abstract DAG. `problem`: {"units": {kind: count}, "tasks": [{"id": str, "kind":
-    str, "duration": int}], "deps": [[a, b, delay], ...]} with start(b) >= end(a) + delay (delay optional,
-    default 0). `priority`: one of PRIORITIES, or None for every rule, keeping the shortest schedule (as
-    compile does). Returns {"makespan": int, "tasks": {id: {"start": int, "unit": kind, "instance": int}}}."""
+    str, "duration": int, "microbatch": int (optional)}], "deps": [[a, b, delay], ...]} with start(b) >=
+    end(a) + delay (delay optional, default 0). A task's micro-batch only steers the micro-batch rules
+    (priorities.py); a task without one belongs to the whole step, as a training step's update does.
+    `priority`: one of PRIORITIES for that rule alone, or None for compile's search (improve.py: every
+    rule, then improvement passes), keeping the shortest schedule.
+    Returns {"makespan": int, "tasks": {id: {"start": int, "unit": kind, "instance": int}}}."""
     if priority is not None and priority not in PRIORITIES:
         raise ScheduleError(f"schedule_dag: priority must be one of {PRIORITIES} or None, got {priority!r:.40}")
     units, tasks, edges, order = _parse(problem)
@@ -181,10 +149,10 @@ def schedule_dag(problem: dict, priority: str | None = None) -> dict:
     position = {old: new for new, old in enumerate(order)}
     specs = []
     for new, old in enumerate(order):
-        _, kind, duration = tasks[old]
-        specs.append(TaskSpec(id=new, kind="node", node=0, op="dag", phase="forward", microbatch=0, replica=0,
-                              stage=0, chip=0, out_chip=0, deps=[], options=((name[kind], units[kind], duration),),
-                              out_bytes=0))
+        _, kind, duration, microbatch = tasks[old]
+        specs.append(TaskSpec(id=new, kind="node", node=0, op="dag", phase="forward", microbatch=microbatch,
+                              replica=0, stage=0, chip=0, out_chip=0, deps=[],
+                              options=((name[kind], units[kind], duration),), out_bytes=0))
     for a, b, delay in sorted(edges):
         spec = specs[position[b]]
         spec.deps.append(position[a])
@@ -193,17 +161,9 @@ def schedule_dag(problem: dict, priority: str | None = None) -> dict:
     for spec in specs:
         spec.deps.sort()
     plan = Plan(specs, [hw.chips[0]], [0], {(0, 0): 0}, {}, ["dag"])
-    rules = [priority] if priority is not None else list(PRIORITIES)
-    runs = [list_schedule(plan, hw, rule)[0] for rule in rules]
-    if priority is None:  # iterated list scheduling under a work budget: small problems get more tries
-        tries = min(MAX_TRIES, TRY_BUDGET_TASKS // len(specs))
-        runs += [list_schedule(plan, hw, "rank", perturb=seed)[0] for seed in range(tries)]
-        starts = min(FB_STARTS, TRY_BUDGET_TASKS // (2 * FB_ROUNDS * len(specs)))
-        seeds = sorted(range(len(runs)), key=lambda i: (_makespan(runs[i]), i))[:starts]
-        runs += [r for i in seeds for r in justified(plan, hw, runs[i], FB_ROUNDS)]
-    timed = min(runs, key=_makespan)  # the first on a tie: deterministic
+    timed = (improve(plan, hw) if priority is None else list_schedule(plan, hw, priority))[0]
     kind_of = {v: k for k, v in name.items()}
     placed = [timed[position[old]] for old in range(len(tasks))]
-    return {"makespan": _makespan(timed),
+    return {"makespan": makespan_of(timed),
             "tasks": {tid: {"start": x.start, "unit": kind_of[x.resource], "instance": x.instance}
-                      for (tid, _, _), x in zip(tasks, placed)}}
+                      for (tid, *_), x in zip(tasks, placed)}}

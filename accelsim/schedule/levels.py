@@ -6,6 +6,8 @@ import math
 
 from accelsim.hw.spec import Chip, HwSpec, Memory
 
+ALIGN_BYTES = 64
+"""Every tensor's placed size is a multiple of this (and at least this)."""
 LEVEL = {"sram": 0, "cache": 1, "hbm": 2, "dram": 3}
 """Fastest first: a tensor goes to the lowest level with room."""
 
@@ -36,3 +38,42 @@ def spill_cycles(mem: Memory, nbytes: int, clock_hz: float) -> int:
 
 def memory_of(chip: Chip, name: str) -> Memory | None:
     return next((m for m in chip.memories if m.name == name), None)
+
+
+def is_result(keep: bool, phase: str) -> bool:
+    """A step result: an output kept to the step's end that is not a parameter or optimizer update."""
+    return keep and phase != "update"
+
+
+def first_memory(chip: Chip, resource: str, result: bool) -> str:
+    """Where an output is placed first: a step result in the chip's backing memory (its last level:
+    results leave the fast memories, as an accelerator streams them out, instead of filling them a
+    micro-batch at a time), anything else in the memory its unit writes."""
+    return memory_order(chip)[-1].name if result else preferred_memory(chip, resource)
+
+
+def write_cycles(chip: Chip, resource: str, memory: str, nbytes: int, clock_hz: float) -> int:
+    """Extra cycles of writing an output of `nbytes` to `memory`: none in its unit's own memory, else
+    its transfer time there."""
+    if memory == preferred_memory(chip, resource):
+        return 0
+    return spill_cycles(memory_of(chip, memory), nbytes, clock_hz)
+
+
+def read_cycles(chip: Chip, port: str | None, inputs: list[tuple[str, int]], clock_hz: float) -> int:
+    """Cycles a unit whose operands stream through memory `port` needs for inputs that live in other
+    memories ((memory, bytes) each): every other memory streams its share at its own bandwidth, in
+    parallel, so the slowest stream counts. A task lasts max(its cycles, this) plus its write cost:
+    a weight or a spilled activation read back from DRAM costs DRAM's bandwidth."""
+    if port is None:
+        return 0
+    per: dict[str, int] = {}
+    for memory, nbytes in inputs:
+        if memory != port:
+            per[memory] = per.get(memory, 0) + nbytes
+    return max((spill_cycles(memory_of(chip, m), b, clock_hz) for m, b in per.items()), default=0)
+
+
+def aligned(size_bytes: int) -> int:
+    """The bytes a tensor of `size_bytes` occupies in memory."""
+    return max(ALIGN_BYTES, -(-size_bytes // ALIGN_BYTES) * ALIGN_BYTES)

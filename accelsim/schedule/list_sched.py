@@ -19,14 +19,13 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-
 from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.levels import memory_order, spill_cycles
-from accelsim.schedule.memory import OPEN, Arena, Block
+from accelsim.schedule.levels import first_memory, is_result, memory_order, read_cycles, write_cycles
+from accelsim.schedule.memory import ALIGN_BYTES, OPEN, Arena, Block, pack
 from accelsim.schedule.plan import PER_STEP, memory_label
+from accelsim.schedule.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
 
 
@@ -61,60 +60,54 @@ class Timed:
     end: int
 
 
-def upward_ranks(tasks: list[TaskSpec]) -> list[int]:
-    """rank[t] = min cost of t + max over successors s of (lag t->s + rank[s]) (ids are a topological
-    order): the longest remaining path from t's start to the end of the step."""
-    rank = [min(c for _, _, c in t.options) for t in tasks]
-    best_succ = [0] * len(tasks)
-    for t in reversed(tasks):
-        rank[t.id] += best_succ[t.id]
-        for d in t.preds:
-            best_succ[d] = max(best_succ[d], rank[t.id] + t.lag.get(d, 0))
-    return rank
-
-
 class MemoryPlanner:
     """Arenas for every memory of every chip, in the order a producer tries them."""
 
-    def __init__(self, hw: HwSpec, plan: Plan) -> None:
+    def __init__(self, hw: HwSpec, plan: Plan, capacities: dict[tuple[int, str], int] | None = None) -> None:
+        """`capacities`: bytes the scheduler may fill per (chip, memory), below the real capacity when
+        a first try's tensors did not pack into it (see list_schedule)."""
         self.hw = hw
+        self.chips = plan.chips
         self.arenas: dict[tuple[int, str], Arena] = {}
         self.order: list[list[tuple[Memory, Arena]]] = []
         for c, chip in enumerate(plan.chips):
             row = []
             for mem in memory_order(chip):
-                arena = Arena((c, mem.name), int(mem.capacity_bytes))
+                arena = Arena((c, mem.name), int(mem.capacity_bytes), (capacities or {}).get((c, mem.name)))
                 self.arenas[arena.name] = arena
                 row.append((mem, arena))
             self.order.append(row)
         self.home: dict[tuple, Block] = {}
         self.where: dict[tuple, tuple[int, str]] = {}
 
-    def place(self, key: tuple, chip: int, preferred: str | None, size: int, start: int, cycles: int,
+    def place(self, key: tuple, chip: int, resource: str | None, result: bool, size: int, start: int,
               what: str) -> tuple[int, int]:
-        """Allocate `key` for a task of `cycles` wanting to start at `start`. Returns (start, extra):
-        either a later start when the preferred memory has room, or the extra cycles of writing to
-        a lower level now, whichever finishes first."""
+        """Allocate `key` for a task on `resource` (None: a leaf, loaded before the step) wanting to start
+        at `start`. Returns (start, extra): the first-choice memory (levels.first_memory) now, or later
+        when it has room then, or another memory with room now, whichever finishes first; `extra` is the
+        write cost of the memory chosen (levels.write_cycles)."""
         row = self.order[chip]
-        ranked = sorted(row, key=lambda ma: (ma[0].name != preferred, row.index(ma)))
-        _, first = ranked[0]
+        spec = self.chips[chip]
+        target = None if resource is None else first_memory(spec, resource, result)
+        ranked = sorted(row, key=lambda ma: (ma[0].name != target, row.index(ma)))
+
+        def cost(mem: Memory) -> int:
+            return 0 if resource is None else write_cycles(spec, resource, mem.name, size, self.hw.clock_hz)
+
+        mem0, first = ranked[0]
         block = first.allocate(key, size, start)
         if block is not None:
-            return self._keep(key, first, block), 0
-        spill = None
-        for mem, arena in ranked[1:]:
-            if arena.fits(size, start):
-                spill = (arena, spill_cycles(mem, size, self.hw.clock_hz))
-                break
-        wait = first.earliest_fit(size, start, horizon=start + spill[1] if spill else None)
-        if wait is not None and (spill is None or wait <= start + spill[1]):
-            return self._keep(key, first, first.allocate(key, size, wait)), 0
+            return self._keep(key, first, block), cost(mem0)
+        spill = next(((arena, cost(mem)) for mem, arena in ranked[1:] if arena.fits(size, start)), None)
+        wait = first.earliest_fit(size, start, horizon=start + spill[1] - cost(mem0) if spill else None)
+        if wait is not None and (spill is None or wait + cost(mem0) <= start + spill[1]):
+            return self._keep(key, first, first.allocate(key, size, wait)), cost(mem0)
         if spill is not None:
             return self._keep(key, spill[0], spill[0].allocate(key, size, start)), spill[1]
         caps = ", ".join(f"{memory_label(*a.name)} {a.capacity_bytes} B (live at {start}: {a.live_bytes_at(start)} B)"
                          for _, a in row)
         raise MemoryFitError(f"no memory can hold {what} ({size} bytes) from cycle {start}: {caps}; "
-                            "use a hardware description with more memory, fewer micro-batches, or more stages")
+                             "use a hardware description with more memory, fewer micro-batches, or more stages")
 
     def _keep(self, key: tuple, arena: Arena, block: Block) -> int:
         self.home[key], self.where[key] = block, arena.name
@@ -123,8 +116,22 @@ class MemoryPlanner:
     def free(self, key: tuple, end: int) -> None:
         self.arenas[self.where[key]].close(self.home[key], end)
 
+    def pack(self, makespan: int) -> dict[tuple[int, str], int]:
+        """Close what is still open at the end of the step and give every block its offset. Returns
+        the memories whose blocks did not pack into their capacity, with the bytes they needed."""
+        over = {}
+        for name, arena in self.arenas.items():
+            for block in arena.blocks:
+                if block.end == OPEN:
+                    block.end = makespan
+            top = pack(arena.blocks, arena.capacity_bytes)
+            if top > arena.capacity_bytes:
+                over[name] = top
+        return over
 
-PRIORITIES = ("microbatch", "rank")
+
+PACK_TRIES = 4
+"""Schedules of one plan tried with less room where the first one's tensors did not pack into a memory."""
 
 
 
@@ -134,8 +141,8 @@ class ListScheduler:
     memory planner, the port profiles, and per task the readers still to come."""
 
     def __init__(self, plan: Plan, hw: HwSpec, priority: str, perturb: int | None = None,
-                 order: list[float] | None = None) -> None:
-        if priority not in PRIORITIES:
+                 order: list[float] | None = None, capacities: dict[tuple[int, str], int] | None = None) -> None:
+        if priority not in RULES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
         self.plan, self.hw = plan, hw
         self.tasks = tasks = plan.tasks
@@ -154,21 +161,17 @@ class ListScheduler:
                 self.leaf_readers[(*r, t.replica, t.chip)].append(t.id)
         self.lines: dict[tuple[int, str, int], Timeline] = defaultdict(Timeline)
         self.timed: list[Timed | None] = [None] * len(tasks)
-        self.mem = MemoryPlanner(hw, plan)
+        self.mem = MemoryPlanner(hw, plan, capacities)
+        self.overflow: dict[tuple[int, str], int] = {}
         self.preferred = {(c, u.name): u.writes[0] for c, chip in enumerate(plan.chips) for u in chip.units}
         self.port_of = unit_ports(plan.chips)  # links and all-reduces have no memory port
         self.profiles = {p: PortProfile(cap) for p, cap in port_capacities(hw, plan.chips).items()}
         self.pending_readers = [len(r) for r in self.readers]
         self.leaf_left = {k: len(v) for k, v in self.leaf_readers.items()}
-        if perturb is not None:  # iterated list scheduling: the same rule on ranks scaled at random
-            scale = np.random.default_rng(perturb).uniform(0.8, 1.2, len(tasks))
-            rank = [float(r * f) for r, f in zip(rank, scale)]
         if order is not None:  # an explicit priority per task, lowest first (forward-backward improvement)
-            self.prio = [(0, order[t.id], t.id) for t in tasks]
-        elif priority == "microbatch":
-            self.prio = [(t.microbatch if t.microbatch != PER_STEP else len(tasks), -rank[t.id], t.id) for t in tasks]
-        else:
-            self.prio = [(0, -rank[t.id], t.id) for t in tasks]
+            self.prio: list[tuple] = [(0, order[t.id], t.id) for t in tasks]
+        else:  # a rule of priorities.py; `perturb` seeds iterated list scheduling
+            self.prio = priority_keys(RULES[priority], tasks, rank, perturb)
         self.groups: dict[int, list[TaskSpec]] = defaultdict(list)
         for t in tasks:
             if t.group >= 0:
@@ -197,13 +200,24 @@ class ListScheduler:
             key = ("leaf", node, mb, t.replica, t.chip)
             if key not in self.mem.home:  # params/constants live the whole step; inputs from first use
                 at = 0 if mb == PER_STEP else start
-                self.mem.place(key, t.chip, None, plan.leaf_bytes[node], at, 0,
+                self.mem.place(key, t.chip, None, False, plan.leaf_bytes[node], at,
                                f"leaf %{node} {plan.node_names[node]!r} (mb {mb}, replica {t.replica})")
         if not t.out_bytes:
             return start, 0
-        return self.mem.place(("out", t.id), t.out_chip, self.preferred.get((t.out_chip, resource)), t.out_bytes,
-                              start, cycles, f"the output of {t.kind} {t.op} %{t.node} {plan.node_names[t.node]!r} "
+        return self.mem.place(("out", t.id), t.out_chip, resource, is_result(t.keep, t.phase), t.out_bytes, start,
+                              f"the output of {t.kind} {t.op} %{t.node} {plan.node_names[t.node]!r} "
                               f"(mb {t.microbatch}, replica {t.replica})")
+
+    def read_cycles(self, t: TaskSpec, resource: str) -> int:
+        """Cycles to stream the task's inputs already placed outside its unit's port memory."""
+        port = self.port_of.get((t.chip, resource))
+        if port is None:
+            return 0
+        mem = self.mem
+        inputs = [(mem.where[k][1], mem.home[k].size_bytes)
+                  for k in [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
+                  if k in mem.where]
+        return read_cycles(self.plan.chips[t.chip], port[1], inputs, self.hw.clock_hz)
 
     def port(self, t: TaskSpec, resource: str, cycles: int) -> tuple[PortProfile | None, int]:
         """The port profile a task on `resource` streams through, and the rate it holds for `cycles`."""
@@ -258,20 +272,23 @@ class ListScheduler:
             self.book(x, resource, 0, start, start + cycles + extra)
 
     def schedule_one(self, t: TaskSpec) -> None:
-        """Earliest finish over every candidate resource instance, then placement of its output."""
+        """Earliest finish over every candidate resource instance (reading the inputs where they are
+        placed), then placement of its leaves and output, and the start and length these allow."""
         data_ready = max((self.timed[d].end + t.lag.get(d, 0) for d in t.preds), default=0)
         best = None
         for resource, instances, cycles in t.options:
+            length = max(cycles, self.read_cycles(t, resource))
             for i in range(instances):
-                start = self.fit(t, resource, i, data_ready, cycles)
-                cand = (start + cycles, start, resource, i, cycles)
+                start = self.fit(t, resource, i, data_ready, length)
+                cand = (start + length, start, resource, i, cycles, length)
                 if best is None or cand[:2] < best[:2]:
                     best = cand
-        _, start, resource, instance, cycles = best
-        placed_at, extra = self.place(t, resource, start, cycles)
-        if (placed_at, extra) != (start, 0):
-            start = self.fit(t, resource, instance, placed_at, cycles + extra)
-        self.book(t, resource, instance, start, start + cycles + extra)
+        _, start, resource, instance, cycles, length = best
+        placed_at, extra = self.place(t, resource, start, length)
+        total = max(cycles, self.read_cycles(t, resource)) + extra  # a leaf placed just now may be far
+        if (placed_at, total) != (start, length):
+            start = self.fit(t, resource, instance, placed_at, total)
+        self.book(t, resource, instance, start, start + total)
 
     def run(self) -> tuple[list[Timed], MemoryPlanner]:
         ready = [self.prio[t.id] for t in self.tasks if self.waiting[t.id] == 0]
@@ -297,9 +314,7 @@ class ListScheduler:
         if any(x is None for x in self.timed):
             raise ScheduleError("internal: some tasks were never ready (a cycle in the task graph)")
         makespan = max((x.end for x in self.timed), default=0)
-        for block in (b for a in self.mem.arenas.values() for b in a.blocks):
-            if block.end == OPEN:
-                block.end = makespan
+        self.overflow = self.mem.pack(makespan)
         return self.timed, self.mem
 
 
@@ -308,4 +323,18 @@ def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch", perturb:
     """Time every task of `plan` and place every tensor (see the module docstring). `perturb`: a seed
     for iterated list scheduling: each task's rank is scaled by a factor in [0.8, 1.2) drawn from it.
     `order`: an explicit priority per task (lowest first) instead of a rule."""
-    return ListScheduler(plan, hw, priority, perturb, order).run()
+    capacities: dict[tuple[int, str], int] = {}
+    for attempt in range(PACK_TRIES):
+        scheduler = ListScheduler(plan, hw, priority, perturb, order, capacities)
+        timed, mem = scheduler.run()
+        if not scheduler.overflow:
+            return timed, mem
+        for name, top in scheduler.overflow.items():  # leave the room packing lost, twice over, then more
+            arena = mem.arenas[name]
+            room = arena.usable_bytes - (top - arena.capacity_bytes) * 2 ** (attempt + 1)
+            capacities[name] = max(0, room // ALIGN_BYTES * ALIGN_BYTES)
+    worst = max(scheduler.overflow, key=lambda k: scheduler.overflow[k] / mem.arenas[k].capacity_bytes)
+    raise MemoryFitError(f"the tensors of the step fit {memory_label(*worst)} in total at every moment but do not "
+                         f"pack into its {mem.arenas[worst].capacity_bytes} bytes without overlapping after "
+                         f"{PACK_TRIES} tries (they need {scheduler.overflow[worst]} bytes of address space); use "
+                         "fewer micro-batches in flight or a hardware description with more memory")

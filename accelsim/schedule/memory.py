@@ -1,14 +1,24 @@
-"""Static memory placement: blocks in a memory's address space over time intervals (first fit)."""
+"""Static memory placement in two steps, as compiler memory planners do: while scheduling, an Arena
+tracks how many bytes of a memory are live over time (so a tensor waits or spills only when the
+memory is really full); once every tensor's lifetime is known, `pack` assigns address offsets.
+
+Placing addresses online instead fragments: a tensor whose last reader is not scheduled yet must
+avoid every address used at any later time, so a few long-lived blocks scattered through the
+address space left no 2.4 MB gap in a 220 MiB memory only 60% full (resnet50 training on groq_like).
+"""
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-ALIGN_BYTES = 64
+from accelsim.schedule.levels import ALIGN_BYTES, aligned  # noqa: F401  (ALIGN_BYTES: the planner's unit)
+
 OPEN = math.inf  # the end of a tensor whose last reader is not scheduled yet
+UNPLACED = -1  # the offset of a block before `pack`
 
 
 @dataclass
@@ -22,85 +32,146 @@ class Block:
 
 
 class Arena:
-    """One memory instance. A block conflicts with another when their time intervals and address
-    ranges both overlap; an open end conflicts with everything after its start. Closed blocks are
-    kept sorted by end, so a query at time t only looks at blocks still alive after t; their address
-    ranges sit in numpy arrays in the same order, so first fit is a vectorized scan (a graph keeps
-    hundreds of tensors alive at once, and the planner asks thousands of times)."""
+    """One memory instance while scheduling: live bytes over time, a step function (`level[i]` bytes
+    over [at[i], at[i + 1]); the last level holds forever). A block opened at `start` with its end
+    unknown holds its bytes from `start` on, so it fits only where every later level has room; closing
+    it gives the bytes back from its end on. Adjacent equal levels are merged, so the lists stay as
+    long as the number of distinct changes near the schedule's front, where most queries land."""
 
-    def __init__(self, name: tuple[int, str], capacity_bytes: int) -> None:
-        """`name`: (chip, memory)."""
+    def __init__(self, name: tuple[int, str], capacity_bytes: int, usable_bytes: int | None = None) -> None:
+        """`name`: (chip, memory). `usable_bytes`: what the scheduler may fill, when less than the
+        capacity is left for the room packing loses to fragmentation."""
         self.name = name
         self.capacity_bytes = capacity_bytes
+        self.usable_bytes = capacity_bytes if usable_bytes is None else min(usable_bytes, capacity_bytes)
         self.blocks: list[Block] = []
-        self._open: dict[int, Block] = {}
-        self._closed_ends: list[tuple[float, int]] = []
-        self._closed: list[Block] = []
-        self._closed_lo = np.zeros(0, np.int64)
-        self._closed_hi = np.zeros(0, np.int64)
-        self._open_seqs: list[int] = []  # open blocks' address ranges, in these arrays' order
-        self._open_lo = np.zeros(0, np.int64)
-        self._open_hi = np.zeros(0, np.int64)
+        self.at: list[int] = [0]
+        self.level: list[int] = [0]
 
-    def _offset(self, size: int, start: int) -> int | None:
-        """The lowest offset where `size` bytes overlap no block alive after `start`: sorted by low
-        address, the first block that starts at least `size` above every earlier block's end."""
-        i = bisect.bisect_right(self._closed_ends, (start, math.inf))
-        lo = np.concatenate((self._open_lo, self._closed_lo[i:]))
-        hi = np.concatenate((self._open_hi, self._closed_hi[i:]))
-        offset = 0
-        if lo.size:
-            order = np.argsort(lo, kind="stable")
-            reach = np.maximum.accumulate(hi[order])
-            before = np.concatenate(([0], reach[:-1]))
-            gaps = np.flatnonzero(lo[order] >= before + size)
-            offset = int(before[gaps[0]]) if gaps.size else int(reach[-1])
-        return offset if offset + size <= self.capacity_bytes else None
+    def _index(self, t: float) -> int:
+        return bisect.bisect_right(self.at, t) - 1
+
+    def _peak_from(self, t: float) -> int:
+        return max(self.level[self._index(t):])
 
     def fits(self, size_bytes: int, start: int) -> bool:
-        return self._offset(aligned(size_bytes), start) is not None
+        return self._peak_from(start) + aligned(size_bytes) <= self.usable_bytes
 
     def earliest_fit(self, size_bytes: int, start: int, horizon: float | None = None) -> int | None:
-        """The first time >= start at which the tensor fits (a known free time), or None."""
-        size = aligned(size_bytes)
-        i = bisect.bisect_right(self._closed_ends, (start, math.inf))
-        for t in sorted({int(end) for end, _ in self._closed_ends[i:]}):
-            if horizon is not None and t > horizon:
-                return None
-            if self._offset(size, t) is not None:
-                return t
-        return None
+        """The first time >= start from which the tensor fits for good (a known free time), or None
+        (none at all, or none by `horizon`)."""
+        room = self.usable_bytes - aligned(size_bytes)
+        i0 = self._index(start)
+        best = None
+        peak = -1
+        for i in range(len(self.level) - 1, i0 - 1, -1):  # suffix maxima, from the end
+            peak = max(peak, self.level[i])
+            if peak > room:
+                break
+            best = i
+        if best is None:
+            return None
+        t = max(start, self.at[best])
+        return None if horizon is not None and t > horizon else t
 
     def allocate(self, key: tuple, size_bytes: int, start: int) -> Block | None:
-        """The lowest aligned offset free from `start` on, or None if the tensor does not fit."""
+        """Hold the tensor's bytes from `start` on, or None if the memory has no room for them."""
         size = aligned(size_bytes)
-        offset = self._offset(size, start)
-        if offset is None:
+        if self._peak_from(start) + size > self.usable_bytes:
             return None
-        block = Block(key, offset, size, start, OPEN, seq=len(self.blocks))
+        self._add(start, size)
+        block = Block(key, UNPLACED, size, start, OPEN, seq=len(self.blocks))
         self.blocks.append(block)
-        self._open[block.seq] = block
-        self._open_seqs.append(block.seq)
-        self._open_lo = np.append(self._open_lo, offset)
-        self._open_hi = np.append(self._open_hi, offset + size)
         return block
 
     def close(self, block: Block, end: int) -> None:
-        """The block's last reader is scheduled: it is free from `end` on."""
-        del self._open[block.seq]
-        j = self._open_seqs.index(block.seq)
-        del self._open_seqs[j]
-        self._open_lo, self._open_hi = np.delete(self._open_lo, j), np.delete(self._open_hi, j)
+        """The block's last reader is scheduled: its bytes are free from `end` on."""
         block.end = end
-        i = bisect.bisect_right(self._closed_ends, (end, block.seq))
-        self._closed_ends.insert(i, (end, block.seq))
-        self._closed.insert(i, block)
-        self._closed_lo = np.insert(self._closed_lo, i, block.offset)
-        self._closed_hi = np.insert(self._closed_hi, i, block.offset + block.size_bytes)
+        self._add(end, -block.size_bytes)
+
+    def _add(self, t: int, delta: int) -> None:
+        i = self._index(t)
+        if self.at[i] != t:
+            i += 1
+            self.at.insert(i, t)
+            self.level.insert(i, self.level[i - 1])
+        level = self.level
+        for k in range(i, len(level)):
+            level[k] += delta
+        if i > 0 and level[i] == level[i - 1]:
+            del self.at[i], level[i]
 
     def live_bytes_at(self, t: int) -> int:
-        return sum(b.size_bytes for b in self.blocks if b.start <= t < b.end)
+        return self.level[self._index(t)]
 
 
-def aligned(size_bytes: int) -> int:
-    return max(ALIGN_BYTES, -(-size_bytes // ALIGN_BYTES) * ALIGN_BYTES)
+def pack(blocks: list[Block], capacity_bytes: int) -> int:
+    """Assign every block an offset so that blocks live at the same time never share an address;
+    returns the highest address used (success iff it is <= capacity_bytes).
+
+    Blocks are taken in order of start time, each into the smallest gap between the blocks then live
+    that holds it (best fit; lowest address on a tie); if that overflows, again largest block first
+    (TFLite's greedy-by-size), each into the lowest gap among the blocks it overlaps in time, and the
+    tighter packing is kept. Lifetimes are half-open [start, end), as the validator reads them."""
+    if not blocks:
+        return 0
+    top, offsets = _by_start(blocks)
+    if top > capacity_bytes:
+        top2, offsets2 = _by_size(blocks)
+        if top2 < top:
+            top, offsets = top2, offsets2
+    for b, off in zip(blocks, offsets):
+        b.offset = off
+    return top
+
+
+def _by_start(blocks: list[Block]) -> tuple[int, list[int]]:
+    order = sorted(range(len(blocks)), key=lambda k: (blocks[k].start, -blocks[k].size_bytes, k))
+    offsets = [0] * len(blocks)
+    live: list[tuple[int, int, int]] = []  # (offset, size, k), sorted by offset
+    ends: list[tuple[float, int, int]] = []  # heap of (end, offset, k)
+    top = 0
+    for k in order:
+        b = blocks[k]
+        while ends and ends[0][0] <= b.start:
+            _, off, j = heapq.heappop(ends)
+            del live[bisect.bisect_left(live, (off, blocks[j].size_bytes, j))]
+        best, best_gap, prev = None, math.inf, 0
+        for off, size, _ in live:
+            gap = off - prev
+            if b.size_bytes <= gap < best_gap:
+                best, best_gap = prev, gap
+            prev = max(prev, off + size)
+        offset = best if best is not None else prev
+        offsets[k] = offset
+        top = max(top, offset + b.size_bytes)
+        bisect.insort(live, (offset, b.size_bytes, k))
+        heapq.heappush(ends, (b.end, offset, k))
+    return top, offsets
+
+
+def _by_size(blocks: list[Block]) -> tuple[int, list[int]]:
+    n = len(blocks)
+    order = sorted(range(n), key=lambda k: (-blocks[k].size_bytes, blocks[k].start, k))
+    start = np.array([b.start for b in blocks], dtype=np.float64)
+    end = np.array([b.end for b in blocks], dtype=np.float64)
+    lo = np.zeros(n, np.int64)
+    hi = np.zeros(n, np.int64)
+    done = np.zeros(n, bool)
+    offsets = [0] * n
+    top = 0
+    for k in order:
+        b = blocks[k]
+        near = np.flatnonzero(done & (start < b.end) & (end > b.start))
+        offset = 0
+        if near.size:
+            idx = near[np.argsort(lo[near], kind="stable")]
+            reach = np.maximum.accumulate(hi[idx])
+            before = np.concatenate(([0], reach[:-1]))
+            gaps = np.flatnonzero(lo[idx] >= before + b.size_bytes)
+            offset = int(before[gaps[0]]) if gaps.size else int(reach[-1])
+        lo[k], hi[k], done[k] = offset, offset + b.size_bytes, True
+        offsets[k] = offset
+        top = max(top, offset + b.size_bytes)
+    return top, offsets
+

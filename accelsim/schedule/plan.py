@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
@@ -134,6 +134,20 @@ class Source(Data):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
+class ExactReport(Data):
+    """What the exact mode (compile(..., exact=...)) proved about this schedule. `bound_cycles`: no
+    schedule of the step is shorter (CP-SAT's bound on a relaxation without memory and port limits,
+    or the schedule's own bounds where larger); `gap` = (makespan - bound) / makespan, 0 when
+    `status` is "optimal". `list_makespan_cycles`: the list schedule it was seeded with.
+    `time_limit_s`: CP-SAT's budget in its deterministic seconds (so the schedule is reproducible)."""
+
+    status: Literal["optimal", "feasible"]
+    bound_cycles: int = Field(ge=0)
+    gap: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    list_makespan_cycles: int = Field(ge=0)
+    time_limit_s: float = Field(gt=0.0, allow_inf_nan=False)
+
+
 class Schedule(Data):
     version: int = FORMAT_VERSION
     graph_name: str
@@ -152,6 +166,15 @@ class Schedule(Data):
     bounds: Bounds
     energy_pj: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)  # None: no energy figures in the hw
     source: Source | None = None
+    exact: ExactReport | None = None  # None: list-scheduled only
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_exact(self, handler) -> dict[str, Any]:
+        """Leave `exact` out when it is None, so schedules compiled without it keep their bytes."""
+        data = handler(self)
+        if self.exact is None:
+            data.pop("exact", None)
+        return data
 
     @property
     def bound_ratio(self) -> float:

@@ -16,7 +16,7 @@ from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.memory import aligned
+from accelsim.schedule.levels import aligned
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Schedule, Task, Tensor, memory_label, peak_bytes
 
 MAX_PROBLEMS = 20
@@ -324,4 +324,38 @@ def check_totals(schedule: Schedule) -> list[str]:
     if schedule.training != updates:
         problems.append(f"training is {schedule.training} but the schedule {'has' if updates else 'has no'} "
                         "optimizer-update tasks")
+    return problems + check_exact(schedule)
+
+
+GAP_TOLERANCE = 1e-9
+"""The recorded gap is a float division of two integers: equal to the recomputed one up to rounding."""
+
+
+def check_exact(schedule: Schedule) -> list[str]:
+    """The exact mode's report (if any) agrees with the schedule: its bound is a lower bound (at most the
+    makespan, at least the schedule's own bounds), its gap and status follow from the two, and the kept
+    schedule is no longer than the list schedule it was seeded with."""
+    e = schedule.exact
+    if e is None:
+        return []
+    problems = []
+    makespan = schedule.makespan_cycles
+    if e.bound_cycles > makespan:
+        problems.append(f"exact.bound_cycles {e.bound_cycles} is above makespan_cycles {makespan}: a lower "
+                        "bound cannot exceed a schedule that reaches it")
+    if e.bound_cycles < schedule.bounds.bound_cycles:
+        problems.append(f"exact.bound_cycles {e.bound_cycles} is below bounds.bound_cycles "
+                        f"{schedule.bounds.bound_cycles}: the exact mode keeps the larger of the two")
+    gap = 0.0 if makespan == 0 else (makespan - e.bound_cycles) / makespan
+    if not abs(e.gap - gap) <= GAP_TOLERANCE:
+        problems.append(f"exact.gap is {e.gap} but (makespan_cycles - exact.bound_cycles) / makespan_cycles "
+                        f"is {gap}")
+    proved = e.bound_cycles == makespan
+    if (e.status == "optimal") != proved:
+        problems.append(f"exact.status is {e.status!r} but the bound {e.bound_cycles} "
+                        f"{'equals' if proved else 'is below'} the makespan {makespan} (expected "
+                        f"{'optimal' if proved else 'feasible'!r})")
+    if e.list_makespan_cycles < makespan:
+        problems.append(f"exact.list_makespan_cycles {e.list_makespan_cycles} is below makespan_cycles {makespan}: "
+                        "the exact mode keeps the list schedule unless it finds a shorter one")
     return problems

@@ -16,7 +16,8 @@ import simpy
 
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.levels import chip_list, memory_of, memory_order, preferred_memory, spill_cycles
+from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, read_cycles,
+                                      write_cycles)
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, Port, port_rate, unit_ports
 from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
@@ -68,7 +69,6 @@ class WorkQueueRuntime:
         self.spans: list[Span | None] = [None] * len(tasks)
         self.waiting: dict[int, str] = {t.id: "its inputs" for t in tasks}
         self.moved: dict[ChannelKey, int] = defaultdict(int)
-        self.preferred: dict[tuple[int, str], str] = {}
         self.enqueue = {"unit": self.queue, "link": self.queue, "collective": self.start_collective}
 
     def run(self) -> Result:
@@ -86,12 +86,6 @@ class WorkQueueRuntime:
         if self.waiting:
             raise deadlock(self.schedule, self.waiting)
         return result("dynamic", self.schedule, self.hw, self.spans, self.memories, self.moved, events)
-
-    def preferred_memory(self, chip: int, resource: str) -> str:
-        key = (chip, resource)
-        if key not in self.preferred:
-            self.preferred[key] = preferred_memory(self.chips[chip], resource)
-        return self.preferred[key]
 
     def target(self, chip: int, nbytes: int, first: str | None = None) -> Port:
         """`first` (the unit's own memory) if it has room now, else the first memory in the chip's
@@ -135,19 +129,28 @@ class WorkQueueRuntime:
     def output_space(self, t: Task, resource: str):
         if not t.out_bytes:
             return
-        mem = self.target(t.out_chip, t.out_bytes, self.preferred_memory(t.out_chip, resource))
+        first = first_memory(self.chips[t.out_chip], resource, is_result(t.keep, t.phase))
+        mem = self.target(t.out_chip, t.out_bytes, first)
         self.waiting[t.id] = f"{t.out_bytes} B of space in {memory_label(*mem)}"
         yield from self.memories.take(mem, t.out_bytes)
         self.placed[t.id] = mem
 
     def spill_of(self, t: Task, resource: str) -> int:
         """Writing the output to a memory other than the unit's own costs its transfer time there,
-        as the scheduler charges a spill."""
+        as the scheduler charges it (levels.write_cycles)."""
         where = self.placed.get(t.id)
-        if where is None or where[1] == self.preferred_memory(t.out_chip, resource):
+        if where is None:
             return 0
-        memory = memory_of(self.chips[t.out_chip], where[1])
-        return spill_cycles(memory, t.out_bytes, self.hw.clock_hz)
+        return write_cycles(self.chips[t.out_chip], resource, where[1], t.out_bytes, self.hw.clock_hz)
+
+    def read_of(self, t: Task, port: Port | None) -> int:
+        """Streaming inputs that live outside the unit's port memory, as the scheduler charges it
+        (levels.read_cycles): where each dependence's output and each leaf was put."""
+        if port is None:
+            return 0
+        inputs = [(self.placed[d][1], aligned(self.tasks[d].out_bytes)) for d in set(t.deps) if d in self.placed]
+        inputs += [(self.leaf_home[k].value[1], self.leaf_bytes[k]) for k in self.leaves_of[t.id]]
+        return read_cycles(self.chips[t.chip], port[1], inputs, self.hw.clock_hz)
 
     def worker(self, server: Server, instance: int):
         """One unit instance or link: takes the first queued task it can run, forever."""
@@ -162,7 +165,7 @@ class WorkQueueRuntime:
             t_unit = int(env.now)
             yield from self.output_space(t, resource)
             t_space = int(env.now)
-            cycles = cycles_on[t.id][server] + self.spill_of(t, resource)
+            cycles = max(cycles_on[t.id][server], self.read_of(t, port_key)) + self.spill_of(t, resource)
             rate = 0
             if port is not None and t.bytes_moved:
                 rate = port_rate(t.bytes_moved, cycles, port.capacity)

@@ -1,0 +1,58 @@
+"""Throughput against micro-batches: adding micro-batches must never make a step slower per sample.
+
+For each case, every M compiles and throughput(M) >= 0.97 x the best throughput at any smaller M
+("ok" in the last column). Cases: bespoke_superres inference and training at M = 1, 2, 4, ..., 256,
+and resnet50 training on groq_like at M = 1, 2, 3, 4, 8, 16.
+Run: python experiments/microbatch_sweep.py [--max-m 64] [--case superres-infer]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import accelsim as A
+from accelsim.passes import inference_graph
+
+TOLERANCE = 0.97
+CASES = {
+    "superres-infer": ("superres", "bespoke_superres", False, [2 ** k for k in range(9)]),
+    "superres-train": ("superres", "bespoke_superres", True, [2 ** k for k in range(9)]),
+    "resnet50-train": ("resnet50", "groq_like", True, [1, 2, 3, 4, 8, 16]),
+}
+
+
+def sweep(model: str, hw: str, training: bool, ms: list[int]) -> list[dict]:
+    """One row per M: throughput, makespan/bound, window, and whether it keeps up with smaller M."""
+    fwd = A.models.build(model)
+    graph = A.training_graph(fwd) if training else inference_graph(fwd)
+    rows, best = [], 0.0
+    for m in ms:
+        t0 = time.process_time()
+        s = A.compile(graph, hw, microbatches=m)
+        seconds = time.process_time() - t0
+        throughput = s.samples_per_step * s.clock_hz / s.makespan_cycles
+        rows.append({"m": m, "throughput": throughput, "ratio": s.bound_ratio, "window": s.options.max_in_flight,
+                     "ok": throughput >= TOLERANCE * best, "seconds": seconds})
+        best = max(best, throughput)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=sorted(CASES), action="append")
+    parser.add_argument("--max-m", type=int, default=256)
+    args = parser.parse_args()
+    failures = 0
+    for name in args.case or list(CASES):
+        model, hw, training, ms = CASES[name]
+        print(f"\n{name} on {hw}")
+        print(f"{'M':>4s} {'samples/s':>11s} {'makespan/bound':>15s} {'in flight':>9s} {'compile s':>9s}  keeps up")
+        for r in sweep(model, hw, training, [m for m in ms if m <= args.max_m]):
+            failures += not r["ok"]
+            print(f"{r['m']:4d} {r['throughput']:11.1f} {r['ratio']:15.3f} {str(r['window']):>9s} "
+                  f"{r['seconds']:9.2f}  {'ok' if r['ok'] else 'SLOWER'}", flush=True)
+    print(f"\n{failures} point(s) slower than {TOLERANCE} x the best at a smaller M")
+
+
+if __name__ == "__main__":
+    main()
