@@ -25,9 +25,9 @@ def _step(model: str = "mlp", **options) -> A.Graph:
 
 
 def test_exact_proves_a_tiny_step_optimal_and_never_lengthens_the_list_schedule():
-    graph = _step()
-    listed = A.compile(graph, "groq_like", microbatches=4)
-    exact = A.compile(graph, "groq_like", microbatches=4, exact=5)
+    graph, step = _step(), {"microbatches": 2, "data_parallel": 2}
+    listed = A.compile(graph, "groq_like_x4", **step)
+    exact = A.compile(graph, "groq_like_x4", **step, exact=5)
     report = exact.exact
     assert report.status == "optimal" and report.gap == 0.0
     assert report.bound_cycles == exact.makespan_cycles <= listed.makespan_cycles == report.list_makespan_cycles

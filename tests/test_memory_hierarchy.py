@@ -18,12 +18,13 @@ from accelsim.sim.engine import simulate
 HW = Path(__file__).resolve().parent.parent / "hwconfigs"
 
 
-def small_ub_tpu(capacity: str = "64 KiB") -> A.HwSpec:
+def small_ub_tpu(capacity: str = "64 KiB", mxus: int = 1) -> A.HwSpec:
     """tpu_v1_like with a Unified Buffer too small for the MLP's first weight (78,400 bytes) and a
     weight DRAM slow enough (2 GB/s) that streaming it outlasts the matmul."""
     spec = yaml.safe_load((HW / "tpu_v1_like.yaml").read_text())
     spec["chips"][0]["memories"][0]["capacity_bytes"] = capacity
     spec["chips"][0]["memories"][1]["bandwidth_bytes_per_s"] = "2 GB/s"
+    spec["chips"][0]["units"][0]["count"] = mxus
     return A.load_hw(spec)
 
 
@@ -144,3 +145,31 @@ def test_throughput_never_drops_as_micro_batches_grow_on_bespoke_superres(traini
         throughput = s.samples_per_step / s.makespan_cycles
         assert throughput >= 0.97 * best, f"M={m}"
         best = max(best, throughput)
+
+
+def test_dram_reads_are_booked_on_the_dram_port_and_metered_by_the_simulator():
+    """The weight streams through weight_dram's port: the validator checks that port's bandwidth over
+    time with it, and both replays count its bytes there."""
+    hw = small_ub_tpu()
+    s = A.compile(inference_graph(A.models.build("mlp", batch=1)), hw)
+    w1 = max((x for x in s.tensors if x.task < 0 and x.microbatch == PER_STEP), key=lambda x: x.size_bytes)
+    for mode in ("static", "dynamic"):
+        dram = [c for c in simulate(s, hw, mode).channels if c.memory == "weight_dram"]
+        assert dram and dram[0].bytes_moved >= w1.size_bytes
+
+
+def test_two_readers_of_dram_weights_may_not_overlap_beyond_its_bandwidth():
+    """Two replicas on one chip with two matrix units read the same weight from DRAM, each at the full
+    DRAM bandwidth: they must take turns on the port, and a schedule that overlaps them is refused."""
+    hw = small_ub_tpu(mxus=2)
+    graph = inference_graph(A.models.build("mlp", batch=1))
+    s = A.compile(graph, hw, data_parallel=2)
+    w1 = max((x for x in s.tensors if x.task < 0 and x.microbatch == PER_STEP), key=lambda x: x.size_bytes)
+    readers = sorted((t for t in s.tasks if (w1.node, PER_STEP) in t.reads), key=lambda t: t.start)
+    assert len(readers) == 2 and readers[0].end <= readers[1].start  # the port, not the unit, orders them
+    tasks = list(s.tasks)
+    first, second = readers
+    tasks[second.id] = second.model_copy(update={"start": first.start, "end": first.start + second.end - second.start,
+                                                 "instance": second.instance})
+    with pytest.raises(A.ScheduleError, match="weight_dram"):
+        validate_schedule(s.model_copy(update={"tasks": tuple(tasks)}), graph, hw)

@@ -16,9 +16,10 @@ from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, check_step_size
 from accelsim.ops.registry import numel
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.levels import aligned, chip_list, memory_of, read_cycles, write_cycles
+from accelsim.schedule.levels import aligned, chip_list, read_cycles, write_cycles
 from accelsim.schedule.plan import Schedule, graph_hash, hw_hash, memory_label
 from accelsim.schedule.ports import MILLI, port_capacities, port_rate, unit_ports
+from accelsim.schedule.traffic import placed_io, task_loads
 from accelsim.schedule.validate import Names
 
 
@@ -108,27 +109,20 @@ def _check_hardware(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
 
 
 def _costs(schedule: Schedule, hw: HwSpec) -> tuple[dict[int, int], dict[int, int]]:
-    """Per task, from where its tensors were placed: the cycles of reading inputs outside its unit's port
-    memory (levels.read_cycles) and of writing its output outside its unit's memory (levels.write_cycles;
-    a collective's members all pay their worst)."""
+    """Per task: the cycles of reading inputs outside its unit's port memory (levels.read_cycles) and
+    of writing its output outside its unit's memory (levels.write_cycles; a collective's members all
+    pay their worst)."""
     chips = chip_list(hw)
-    tasks = schedule.tasks
     ports = unit_ports(chips)
-    where: dict[tuple, tuple[str, int]] = {}
-    for x in schedule.tensors:
-        key = ("out", x.task) if x.task >= 0 else ("leaf", x.node, x.microbatch, x.replica, x.chip)
-        where[key] = (x.memory, x.size_bytes)
+    inputs, outputs = placed_io(schedule, hw)
     read: dict[int, int] = defaultdict(int)
     write: dict[int, int] = defaultdict(int)
-    for t in tasks:
+    for t in schedule.tasks:
         port = ports.get((t.chip, t.resource))
-        if port is not None and t.chip < len(chips):
-            keys = [("out", d) for d in set(t.deps)] + [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
-            found = [where[k] for k in keys if k in where and memory_of(chips[t.chip], where[k][0]) is not None]
-            read[t.id] = read_cycles(chips[t.chip], port[1], found, hw.clock_hz)
-        x = where.get(("out", t.id))
-        if x is not None and t.out_chip < len(chips) and memory_of(chips[t.out_chip], x[0]) is not None:
-            write[t.id] = write_cycles(chips[t.out_chip], t.resource, x[0], t.out_bytes, hw.clock_hz)
+        if port is not None:
+            read[t.id] = read_cycles(chips[t.chip], port[1], inputs[t.id], hw.clock_hz)
+        if outputs[t.id] is not None:
+            write[t.id] = write_cycles(chips[t.out_chip], t.resource, outputs[t.id][0], t.out_bytes, hw.clock_hz)
     for members in _groups(schedule).values():
         worst = max(write[t] for t in members)
         for t in members:
@@ -161,14 +155,15 @@ def _check_durations(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
 
 
 def _check_ports(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
-    """At no time do the tasks streaming through a memory port hold more bandwidth than it has
-    (each holds its bytes over its duration, as the simulator meters it)."""
+    """At no time do the tasks streaming through a memory port hold more bandwidth than it has: each
+    holds its loads (levels.port_loads: its operands through its port, inputs from other memories,
+    an output written outside its unit's memory) over its duration, as the simulator meters them."""
     capacity = port_capacities(hw, chip_list(hw))
     events: dict[tuple[int, str], list[tuple[int, int, int]]] = defaultdict(list)  # (time, +-rate, task id)
-    for t in schedule.tasks:
-        key = (t.chip, t.port)
-        if key in capacity:
-            rate = port_rate(t.bytes_moved, t.end - t.start, capacity[key])
+    for t, loads in zip(schedule.tasks, task_loads(schedule, hw)):
+        for memory, nbytes in loads.items():
+            key = (t.chip, memory)
+            rate = port_rate(nbytes, t.end - t.start, capacity[key])
             if rate:
                 events[key] += [(t.start, rate, t.id), (t.end, -rate, t.id)]
     problems = []

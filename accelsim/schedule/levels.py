@@ -60,18 +60,42 @@ def write_cycles(chip: Chip, resource: str, memory: str, nbytes: int, clock_hz: 
     return spill_cycles(memory_of(chip, memory), nbytes, clock_hz)
 
 
+def elsewhere(port: str | None, inputs: list[tuple[str, int]]) -> dict[str, int]:
+    """Bytes of a unit task's inputs ((memory, bytes) each) per memory other than its port `port`
+    (None: a link or a collective, which streams nothing through a memory port)."""
+    per: dict[str, int] = {}
+    if port is not None:
+        for memory, nbytes in inputs:
+            if memory != port:
+                per[memory] = per.get(memory, 0) + nbytes
+    return per
+
+
 def read_cycles(chip: Chip, port: str | None, inputs: list[tuple[str, int]], clock_hz: float) -> int:
     """Cycles a unit whose operands stream through memory `port` needs for inputs that live in other
     memories ((memory, bytes) each): every other memory streams its share at its own bandwidth, in
     parallel, so the slowest stream counts. A task lasts max(its cycles, this) plus its write cost:
     a weight or a spilled activation read back from DRAM costs DRAM's bandwidth."""
-    if port is None:
-        return 0
-    per: dict[str, int] = {}
-    for memory, nbytes in inputs:
-        if memory != port:
-            per[memory] = per.get(memory, 0) + nbytes
+    per = elsewhere(port, inputs)
     return max((spill_cycles(memory_of(chip, m), b, clock_hz) for m, b in per.items()), default=0)
+
+
+def port_loads(port: str | None, bytes_moved: int, inputs: list[tuple[str, int]],
+               output: tuple[str, int] | None, own: str | None) -> dict[str, int]:
+    """Bytes a unit task moves through each memory port of its chip over its duration: its operands
+    through its port (`bytes_moved`, the cost model's traffic), plus the inputs that live in other
+    memories through theirs, plus its output (memory, bytes) when written outside its unit's own
+    memory `own`. The scheduler books, the validator checks and the simulator meters these loads,
+    each at bytes / duration (ports.port_rate), so DRAM traffic of weights and spills contends for
+    DRAM's bandwidth. A link or a collective (port None) loads no memory port."""
+    if port is None:
+        return {}
+    loads = elsewhere(port, inputs)
+    if output is not None and output[0] != own:
+        loads[output[0]] = loads.get(output[0], 0) + output[1]
+    if bytes_moved:
+        loads[port] = loads.get(port, 0) + bytes_moved
+    return {m: b for m, b in sorted(loads.items()) if b}
 
 
 def aligned(size_bytes: int) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.levels import first_memory, is_result, memory_order, read_cycles, write_cycles
+from accelsim.schedule.levels import first_memory, is_result, memory_order, port_loads, read_cycles, write_cycles
 from accelsim.schedule.memory import ALIGN_BYTES, OPEN, Arena, Block, pack
 from accelsim.schedule.plan import PER_STEP, memory_label
 from accelsim.schedule.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
@@ -208,37 +208,44 @@ class ListScheduler:
                               f"the output of {t.kind} {t.op} %{t.node} {plan.node_names[t.node]!r} "
                               f"(mb {t.microbatch}, replica {t.replica})")
 
+    def inputs(self, t: TaskSpec) -> list[tuple[str, int]]:
+        """(memory, bytes) of the task's inputs placed so far: its dependences' outputs and its leaves."""
+        mem = self.mem
+        keys = [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
+        return [(mem.where[k][1], mem.home[k].size_bytes) for k in keys if k in mem.where]
+
     def read_cycles(self, t: TaskSpec, resource: str) -> int:
         """Cycles to stream the task's inputs already placed outside its unit's port memory."""
         port = self.port_of.get((t.chip, resource))
         if port is None:
             return 0
-        mem = self.mem
-        inputs = [(mem.where[k][1], mem.home[k].size_bytes)
-                  for k in [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
-                  if k in mem.where]
-        return read_cycles(self.plan.chips[t.chip], port[1], inputs, self.hw.clock_hz)
+        return read_cycles(self.plan.chips[t.chip], port[1], self.inputs(t), self.hw.clock_hz)
 
-    def port(self, t: TaskSpec, resource: str, cycles: int) -> tuple[PortProfile | None, int]:
-        """The port profile a task on `resource` streams through, and the rate it holds for `cycles`."""
-        name = self.port_of.get((t.chip, resource))
-        if name is None or not t.port_bytes:
-            return None, 0
-        return self.profiles[name], port_rate(t.port_bytes, cycles, self.profiles[name].capacity)
+    def loads(self, t: TaskSpec, resource: str, cycles: int) -> list[tuple[PortProfile, int]]:
+        """The port profiles the task streams through on `resource` and the rate it holds on each for
+        `cycles` (levels.port_loads: its port, inputs in other memories, an output written elsewhere)."""
+        port = self.port_of.get((t.chip, resource))
+        if port is None:
+            return []
+        where = self.mem.where.get(("out", t.id))
+        output = (where[1], t.out_bytes) if where is not None else None
+        loads = port_loads(port[1], t.port_bytes, self.inputs(t), output, self.preferred.get((t.chip, resource)))
+        profiles = [self.profiles[(t.chip, m)] for m in loads]
+        return [(p, port_rate(b, cycles, p.capacity)) for p, b in zip(profiles, loads.values())]
 
     def line(self, t: TaskSpec, resource: str, instance: int) -> Timeline:
         """A unit instance on the task's chip, or the link from its chip to its out_chip."""
         return self.lines[(t.chip, resource if resource != "link" else f"link>{t.out_chip}", instance)]
 
     def fit(self, t: TaskSpec, resource: str, instance: int, ready_at: int, cycles: int) -> int:
-        """The first start >= ready_at at which the unit instance is idle and the port has room for
-        `cycles`: each of the two answers is a valid start for its own resource and never earlier
-        than its question, so alternating them climbs to the first time both accept."""
+        """The first start >= ready_at at which the unit instance is idle and every port the task
+        streams through has room for `cycles`: each answer is a valid start for its own resource and
+        never earlier than its question, so alternating them climbs to the first time all accept."""
         line = self.line(t, resource, instance)
-        profile, rate = self.port(t, resource, cycles)
+        loads = self.loads(t, resource, cycles)
         start = line.earliest(ready_at, cycles)
-        while profile is not None:
-            later = profile.earliest(start, cycles, rate)
+        while loads:
+            later = max(profile.earliest(start, cycles, rate) for profile, rate in loads)
             if later == start:
                 break
             start = line.earliest(later, cycles)
@@ -247,8 +254,7 @@ class ListScheduler:
     def book(self, t: TaskSpec, resource: str, instance: int, start: int, end: int) -> None:
         self.timed[t.id] = Timed(resource, instance, start, end)
         self.line(t, resource, instance).book(start, end)
-        profile, rate = self.port(t, resource, end - start)  # the rate over the final duration, as replayed
-        if profile is not None:
+        for profile, rate in self.loads(t, resource, end - start):  # rates over the final duration, as replayed
             profile.book(start, end, rate)
 
     def group_start(self, group: list[TaskSpec], resource: str, ready_at: int, cycles: int) -> int:
@@ -286,8 +292,7 @@ class ListScheduler:
         _, start, resource, instance, cycles, length = best
         placed_at, extra = self.place(t, resource, start, length)
         total = max(cycles, self.read_cycles(t, resource)) + extra  # a leaf placed just now may be far
-        if (placed_at, total) != (start, length):
-            start = self.fit(t, resource, instance, placed_at, total)
+        start = self.fit(t, resource, instance, placed_at, total)  # now with its output's stream too
         self.book(t, resource, instance, start, start + total)
 
     def run(self) -> tuple[list[Timed], MemoryPlanner]:

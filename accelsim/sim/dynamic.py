@@ -16,8 +16,8 @@ import simpy
 
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, read_cycles,
-                                      write_cycles)
+from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, port_loads,
+                                      read_cycles, write_cycles)
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, Port, port_rate, unit_ports
 from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
@@ -143,40 +143,50 @@ class WorkQueueRuntime:
             return 0
         return write_cycles(self.chips[t.out_chip], resource, where[1], t.out_bytes, self.hw.clock_hz)
 
-    def read_of(self, t: Task, port: Port | None) -> int:
-        """Streaming inputs that live outside the unit's port memory, as the scheduler charges it
-        (levels.read_cycles): where each dependence's output and each leaf was put."""
-        if port is None:
-            return 0
+    def inputs_of(self, t: Task) -> list[tuple[str, int]]:
+        """(memory, bytes) of where each of the task's dependences' outputs and leaves was put."""
         inputs = [(self.placed[d][1], aligned(self.tasks[d].out_bytes)) for d in set(t.deps) if d in self.placed]
-        inputs += [(self.leaf_home[k].value[1], self.leaf_bytes[k]) for k in self.leaves_of[t.id]]
-        return read_cycles(self.chips[t.chip], port[1], inputs, self.hw.clock_hz)
+        return inputs + [(self.leaf_home[k].value[1], self.leaf_bytes[k]) for k in self.leaves_of[t.id]]
 
     def worker(self, server: Server, instance: int):
-        """One unit instance or link: takes the first queued task it can run, forever."""
+        """One unit instance or link: takes the first queued task it can run, forever. A unit task lasts
+        and loads the memory ports as the scheduler charges them (levels.read_cycles, write_cycles,
+        port_loads) for where its tensors were put."""
         env, waiting = self.env, self.waiting
         chip, resource, out_chip = server
         port_key = self.unit_port.get((chip, resource))
-        port = self.ports[port_key] if port_key is not None else None
-        channel = (chip, out_chip, port_key[1] if port_key is not None else "")
+        own = next((u.writes[0] for u in self.chips[chip].units if u.name == resource), None)
         cycles_on = self.cycles_on
         while True:
             t = yield self.queues[chip].get(lambda t: server in cycles_on[t.id])
             t_unit = int(env.now)
             yield from self.output_space(t, resource)
             t_space = int(env.now)
-            cycles = max(cycles_on[t.id][server], self.read_of(t, port_key)) + self.spill_of(t, resource)
-            rate = 0
-            if port is not None and t.bytes_moved:
-                rate = port_rate(t.bytes_moved, cycles, port.capacity)
-                waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(*port_key)}"
-                yield port.get(rate)
+            loads = {}
+            cycles = cycles_on[t.id][server]
+            if port_key is not None:
+                inputs = self.inputs_of(t)
+                cycles = max(cycles, read_cycles(self.chips[chip], port_key[1], inputs, self.hw.clock_hz))
+                output = (self.placed[t.id][1], t.out_bytes) if t.id in self.placed else None
+                loads = port_loads(port_key[1], t.bytes_moved, inputs, output, own)
+            cycles += self.spill_of(t, resource)
+            held = []
+            for memory, nbytes in loads.items():
+                port = self.ports[(chip, memory)]
+                rate = port_rate(nbytes, cycles, port.capacity)
+                if rate:
+                    waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(chip, memory)}"
+                    yield port.get(rate)
+                    held.append((port, rate))
             t_port = int(env.now)
             waiting.pop(t.id, None)
             yield env.timeout(cycles)
-            if rate:
+            for port, rate in held:
                 port.put(rate)
-            self.moved[channel] += t.bytes_moved
+            for memory, nbytes in loads.items():
+                self.moved[(chip, out_chip, memory)] += nbytes
+            if port_key is None:
+                self.moved[(chip, out_chip, "")] += t.bytes_moved  # a link's bytes
             self.finish(t, resource, instance, t_port, t_unit, t_space)
 
     def collective(self, group: int):

@@ -14,6 +14,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, Task, Tensor, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, port_rate
+from accelsim.schedule.traffic import task_loads
 from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
 from accelsim.sim.trace import Result, Span
 
@@ -59,6 +60,7 @@ class StaticReplay:
         self.tasks = schedule.tasks
         self.memories = Memories(env, schedule)
         self.ports = memory_ports(env, hw)
+        self.loads = task_loads(schedule, hw)
         self.done = [env.event() for _ in self.tasks]
         self.out_tensor = {x.task: x for x in schedule.tensors if x.task >= 0}
         self.readers_left: dict[int, int] = defaultdict(int)
@@ -129,19 +131,23 @@ class StaticReplay:
                             f"{self.memories.capacity[mem]} B in use)"
             yield from self.memories.take(mem, x.size_bytes)
         t_space = env.now
-        port = self.ports.get((t.chip, t.port)) if t.port else None
-        rate = 0
-        if self.port_contention and port is not None and t.bytes_moved and duration:
-            rate = port_rate(t.bytes_moved, duration, port.capacity)
-            waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(t.chip, t.port)}"
-            yield port.get(rate)
+        held_rates = []
+        for memory, nbytes in self.loads[t.id].items():  # its port, and other memories it reads or writes
+            port = self.ports[(t.chip, memory)]
+            rate = port_rate(nbytes, duration, port.capacity)
+            if self.port_contention and rate:
+                waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(t.chip, memory)}"
+                yield port.get(rate)
+                held_rates.append((port, rate))
         t_port = env.now
         del waiting[t.id]
         yield env.timeout(duration)
-        if rate:
+        for port, rate in held_rates:
             port.put(rate)
-        if t.bytes_moved and self.holds[t.id] != "collective":
-            self.moved[(t.chip, t.out_chip, t.port)] += t.bytes_moved
+        for memory, nbytes in self.loads[t.id].items():
+            self.moved[(t.chip, t.out_chip, memory)] += nbytes
+        if t.bytes_moved and not self.loads[t.id] and self.holds[t.id] != "collective":
+            self.moved[(t.chip, t.out_chip, t.port)] += t.bytes_moved  # a link's bytes
         stalls = (("data", t_data - planned), ("unit", t_unit - max(t_data, planned)),
                   ("buffer_space", t_space - max(t_unit, planned)), ("memory_port", t_port - max(t_space, planned)))
         self.spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip,

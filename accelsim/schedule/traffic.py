@@ -1,0 +1,48 @@
+"""What each task of a schedule reads and writes where, from the tensors' placement: the facts the
+validator checks durations and port bandwidth with and the simulator's static replay meters ports
+with (the scheduler derives the same from its own placement, levels.port_loads)."""
+from __future__ import annotations
+
+from accelsim.hw.spec import HwSpec
+from accelsim.schedule.levels import chip_list, memory_of, port_loads
+from accelsim.schedule.plan import Schedule
+from accelsim.schedule.ports import unit_ports
+
+Placed = tuple[str, int]
+"""(memory name, bytes)."""
+
+
+def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[Placed | None]]:
+    """Per task: its inputs (its dependences' outputs and its leaves, each at its placed memory and
+    size; tensors in memories its chip lacks are left out for the validator to report) and its
+    output as (memory, out_bytes), or None."""
+    chips = chip_list(hw)
+    where: dict[tuple, Placed] = {}
+    for x in schedule.tensors:
+        key = ("out", x.task) if x.task >= 0 else ("leaf", x.node, x.microbatch, x.replica, x.chip)
+        where[key] = (x.memory, x.size_bytes)
+    inputs: list[list[Placed]] = []
+    outputs: list[Placed | None] = []
+    for t in schedule.tasks:
+        chip = chips[t.chip] if t.chip < len(chips) else None
+        keys = [("out", d) for d in set(t.deps)] + [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
+        inputs.append([where[k] for k in keys
+                       if k in where and chip is not None and memory_of(chip, where[k][0]) is not None])
+        x = where.get(("out", t.id))
+        known = x is not None and t.out_chip < len(chips) and memory_of(chips[t.out_chip], x[0]) is not None
+        outputs.append((x[0], t.out_bytes) if known else None)
+    return inputs, outputs
+
+
+def task_loads(schedule: Schedule, hw: HwSpec) -> list[dict[str, int]]:
+    """Per task, the bytes it moves through each memory port of its chip (levels.port_loads)."""
+    chips = chip_list(hw)
+    ports = unit_ports(chips)
+    own = {(c, u.name): u.writes[0] for c, chip in enumerate(chips) for u in chip.units}
+    inputs, outputs = placed_io(schedule, hw)
+    loads = []
+    for t in schedule.tasks:
+        port = ports.get((t.chip, t.resource))
+        loads.append({} if port is None else
+                     port_loads(port[1], t.bytes_moved, inputs[t.id], outputs[t.id], own[(t.chip, t.resource)]))
+    return loads
