@@ -215,18 +215,20 @@ def test_makespan_never_beats_the_bound(name):
     assert sched.makespan_cycles >= sched.bounds.bound_cycles >= sched.bounds.critical_path_cycles
 
 
-def test_compile_keeps_the_shorter_of_the_micro_batch_first_and_rank_first_schedules():
+def test_compile_is_never_longer_than_the_micro_batch_first_or_rank_first_schedule():
+    """Which rule wins depends on the design; compile's search starts from every rule and keeps the
+    shortest schedule it finds, so it is never longer than either and here strictly shorter than one."""
     from accelsim.schedule.expand import expand
-    from accelsim.schedule.list_sched import PRIORITIES, list_schedule
+    from accelsim.schedule.list_sched import list_schedule
     from accelsim.schedule.plan import Options
 
     cases = [("multicore_cpu", "transformer_block", "rank"), ("bespoke_superres", "superres", "microbatch")]
     for hw_name, model, winner in cases:
         hw, graph = A.load_hw(hw_name), inference_graph(A.models.build(model))
         plan = expand(graph, hw, Options(microbatches=4), 4)
-        makespans = {p: max(x.end for x in list_schedule(plan, hw, p)[0]) for p in PRIORITIES}
+        makespans = {p: max(x.end for x in list_schedule(plan, hw, p)[0]) for p in ("microbatch", "rank")}
         assert min(makespans, key=makespans.get) == winner and len(set(makespans.values())) == 2
-        assert A.compile(graph, hw, microbatches=4, max_in_flight=4).makespan_cycles == min(makespans.values())
+        assert A.compile(graph, hw, microbatches=4, max_in_flight=4).makespan_cycles <= min(makespans.values())
 
 
 def _independent_tasks(cycles: list[int], instances: int):

@@ -1,20 +1,80 @@
-"""Lower bounds on a step's makespan: the critical path and the busiest resource's total work."""
+"""Lower bounds on a step's makespan: the critical path and the busiest resource's total work, both
+counting the slow-memory traffic no placement can avoid (schedule/levels.py prices it)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
-from accelsim.hw.spec import HwSpec
+from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.list_sched import upward_ranks
-from accelsim.schedule.levels import aligned, memory_order, spill_cycles
+from accelsim.schedule.levels import aligned, memory_order, preferred_memory, spill_cycles
 from accelsim.schedule.plan import PER_STEP, Bounds, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, port_capacities, unit_ports
+from accelsim.schedule.priorities import longest_paths
 
 
-def _unit_work(tasks: list[TaskSpec], extra: dict[tuple[int, str], int]) -> dict[tuple[int, str], int]:
+@dataclass(frozen=True)
+class Forced:
+    """What tensors too large for a chip's fast memory force: each task's least duration over its
+    options, and the bytes every schedule moves through each slow memory's port."""
+
+    durations: list[int]
+    slow_bytes: dict[tuple[int, str], int]
+
+
+def _two_levels(plan: Plan) -> list[tuple[Memory, Memory] | None]:
+    """Per chip its (fast, slow) memories when it has exactly two; the bounds below reason about one
+    backing memory (several slow memories stream in parallel, so their costs do not add)."""
+    out = []
+    for chip in plan.chips:
+        levels = memory_order(chip)
+        out.append((levels[0], levels[1]) if len(levels) == 2 else None)
+    return out
+
+
+def _forced(plan: Plan, hw: HwSpec) -> Forced:
+    """A tensor larger than its chip's fast memory lives in the slow one in every schedule: its
+    producer pays writing it there unless its unit writes that memory (levels.write_cycles), and a
+    reader whose port is the fast memory lasts at least the time to stream it (levels.read_cycles).
+    Those bytes pass the slow memory's port (levels.port_loads)."""
+    pairs = _two_levels(plan)
+    port_of = unit_ports(plan.chips)
+    clock = hw.clock_hz
+
+    def too_big(chip: int, nbytes: int) -> bool:
+        pair = pairs[chip]
+        return pair is not None and aligned(nbytes) > pair[0].capacity_bytes
+
+    durations: list[int] = []
+    slow_bytes: dict[tuple[int, str], int] = defaultdict(int)
+    for t in plan.tasks:
+        pair, out_pair = pairs[t.chip], pairs[t.out_chip]
+        reads = sum(aligned(plan.tasks[d].out_bytes) for d in set(t.deps) if too_big(t.chip, plan.tasks[d].out_bytes))
+        reads += sum(aligned(plan.leaf_bytes[n]) for n, _ in set(t.reads) if too_big(t.chip, plan.leaf_bytes[n]))
+        writes = t.out_bytes if t.out_bytes and too_big(t.out_chip, t.out_bytes) else 0
+        least, loads = None, set()
+        for resource, _, cycles in t.options:
+            port = port_of.get((t.chip, resource))
+            length, load = cycles, 0
+            if port is not None and pair is not None and reads and port[1] != pair[1].name:
+                length = max(cycles, spill_cycles(pair[1], reads, clock))
+                load += reads
+            if writes and preferred_memory(plan.chips[t.out_chip], resource) != out_pair[1].name:
+                length += spill_cycles(out_pair[1], writes, clock)
+                load += writes if port is not None else 0
+            least = length if least is None else min(least, length)
+            loads.add(load)
+        durations.append(least)
+        if len(loads) == 1 and (load := loads.pop()):  # every option moves these bytes through the slow port
+            slow_bytes[(t.chip, pair[1].name)] += load
+    return Forced(durations, dict(slow_bytes))
+
+
+def _unit_work(tasks: list[TaskSpec], durations: list[int],
+               extra: dict[tuple[int, str], int]) -> dict[tuple[int, str], int]:
     """Cycles per instance, rounded up, of the tasks that can run only on one resource kind (a
-    collective once), plus `extra` cycles those tasks cannot avoid. Integer arithmetic: six 7-cycle
-    tasks on 6 instances need exactly 7 cycles."""
+    collective once), each at its least duration, plus `extra` cycles those tasks cannot avoid.
+    Integer arithmetic: six 7-cycle tasks on 6 instances need exactly 7 cycles."""
     total: dict[tuple[int, str], int] = defaultdict(int, extra)
     instances: dict[tuple[int, str], int] = {}
     seen_groups = set()
@@ -25,17 +85,18 @@ def _unit_work(tasks: list[TaskSpec], extra: dict[tuple[int, str], int]) -> dict
             if (t.group, t.chip) in seen_groups:
                 continue
             seen_groups.add((t.group, t.chip))
-        resource, n, cycles = t.options[0]
+        resource, n, _ = t.options[0]
         key = (t.chip, resource_label(resource, t.chip, t.out_chip))
-        total[key] += cycles
+        total[key] += durations[t.id]
         instances[key] = n
-    return {key: -(-cycles // instances[key]) for key, cycles in total.items()}
+    return {key: -(-cycles // instances.get(key, 1)) for key, cycles in total.items()}
 
 
-def _port_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
+def _port_work(plan: Plan, hw: HwSpec, forced: Forced) -> dict[tuple[int, str], int]:
     """Cycles each port is fully busy at least, from the tasks whose every option streams through it.
     A task holds min(bytes / cycles, capacity) for its cycles, so it uses at least
-    min(bytes, capacity x its cheapest cycles) of the port's capacity x makespan."""
+    min(bytes, capacity x its cheapest cycles) of the port's capacity x makespan; bytes forced
+    through a slow memory's port stream at most at its bandwidth, so they count whole."""
     capacity = port_capacities(hw, plan.chips)
     port_of = unit_ports(plan.chips)
     milli: dict[tuple[int, str], int] = defaultdict(int)
@@ -46,6 +107,8 @@ def _port_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
         (port,) = ports
         cheapest = min(c for _, _, c in t.options)
         milli[port] += min(t.port_bytes * MILLI, capacity[port] * cheapest)
+    for port, nbytes in forced.slow_bytes.items():
+        milli[port] += nbytes * MILLI
     return {p: -(-m // capacity[p]) for p, m in milli.items() if capacity[p]}
 
 
@@ -56,15 +119,15 @@ def _leaf_read_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
     capacity of m0) of them sit in m1, and a task whose unit streams from m0 then lasts max(c, r),
     r = the cycles of reading them from m1 (levels.read_cycles). For each unit kind, the cheapest way to
     put E bytes in m1 costs at least the fractional-knapsack relaxation over the leaves, each at the
-    extra cycles it adds to that kind's single-resource readers (max(c, x) - c is convex and 0 at 0,
-    so a leaf's extra summed over leaves never exceeds the extra of their sum)."""
+    extra cycles it adds to that kind's single-resource readers: max(c, x) is convex, so a leaf adds
+    at least max(c, x) - c on top of whatever else the task streams. Leaves too large for m0 are
+    already in each reader's least duration (_forced): they count towards E but not as items."""
     port_of = unit_ports(plan.chips)
     extra: dict[tuple[int, str], int] = {}
-    for c, chip in enumerate(plan.chips):
-        levels = memory_order(chip)
-        if len(levels) != 2:
-            continue  # several slow memories stream in parallel: the per-leaf sum would overcount
-        fast, slow = levels
+    for c, pair in enumerate(_two_levels(plan)):
+        if pair is None:
+            continue
+        fast, slow = pair
         size: dict[tuple[int, int], int] = {}
         cost: dict[str, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
         for t in plan.tasks:
@@ -77,14 +140,16 @@ def _leaf_read_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
             for item in leaves:
                 read = spill_cycles(slow, size[item], hw.clock_hz)
                 cost[resource][item] += max(cycles, read) - cycles
-        excess = sum(size.values()) - int(fast.capacity_bytes)
-        if excess <= 0:
+        need_all = sum(size.values()) - int(fast.capacity_bytes)
+        small = {i: b for i, b in size.items() if b <= fast.capacity_bytes}
+        need_all -= sum(size.values()) - sum(small.values())
+        if need_all <= 0:
             continue
         for resource, per_item in cost.items():
-            need, total = excess, 0.0
-            for item in sorted(size, key=lambda i: (per_item.get(i, 0) / size[i], i)):
-                take = min(need, size[item])
-                total += per_item.get(item, 0) * take / size[item]
+            need, total = need_all, 0.0
+            for item in sorted(small, key=lambda i: (per_item.get(i, 0) / small[i], i)):
+                take = min(need, small[item])
+                total += per_item.get(item, 0) * take / small[item]
                 need -= take
                 if need <= 0:
                     break
@@ -94,15 +159,16 @@ def _leaf_read_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
 
 
 def lower_bounds(plan: Plan, hw: HwSpec) -> Bounds:
-    """Critical path: the longest dependence chain at each task's cheapest cost. Resource bound: for
+    """Critical path: the longest dependence chain at each task's least duration. Resource bound: for
     each resource kind on each chip, the work of the tasks that can run only there divided by its
     instances (a collective counts once), and for each memory port the bandwidth its tasks need.
     No schedule can finish before either."""
-    cp = max(upward_ranks(plan.tasks), default=0)
-    work = _unit_work(plan.tasks, _leaf_read_work(plan, hw))
+    forced = _forced(plan, hw)
+    cp = int(max(longest_paths(plan.tasks, forced.durations), default=0))
+    work = _unit_work(plan.tasks, forced.durations, _leaf_read_work(plan, hw))
     (chip, resource), res = max(work.items(), key=lambda kv: (kv[1], kv[0]), default=((0, "-"), 0))
     name = f"chip{chip}:{resource}"
-    for port, cycles in sorted(_port_work(plan, hw).items()):
+    for port, cycles in sorted(_port_work(plan, hw, forced).items()):
         if cycles > res:  # a unit keeps the label on a tie
             res, name = cycles, memory_label(*port)
     return Bounds(critical_path_cycles=cp, resource_cycles=res, resource=name, bound_cycles=max(cp, res))

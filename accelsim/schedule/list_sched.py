@@ -1,9 +1,8 @@
 """Static list scheduling of an expanded step (Plan -> timed tasks and placed tensors).
 
-Priority is either the micro-batch (earlier ones first, so a pipeline fills in order), then the upward
-rank (the longest remaining path to the end of the step, by cost); or the rank alone, which lets
-micro-batches interleave (it wins where a shared memory port, not the pipeline, limits the step).
-`compile` runs both and keeps the shorter schedule.
+Ready tasks are taken in the order of a priority rule (priorities.py: the upward rank, micro-batch
+first, and others) or of an explicit order; `compile` searches over rules and orders (improve.py) and
+keeps the shortest schedule.
 Each ready task goes to the candidate resource instance on which it finishes earliest, filling
 idle gaps (insertion), at a time its memory port has the bandwidth for it (ports.py). A task whose
 output does not fit in its unit's memory either waits until enough of it is freed or spills to the
@@ -326,7 +325,8 @@ class ListScheduler:
 def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch", perturb: int | None = None,
                   order: list[float] | None = None) -> tuple[list[Timed], MemoryPlanner]:
     """Time every task of `plan` and place every tensor (see the module docstring). `perturb`: a seed
-    for iterated list scheduling: each task's rank is scaled by a factor in [0.8, 1.2) drawn from it.
+    for iterated list scheduling: each task's score under the rule is scaled by a factor in [0.8, 1.2)
+    drawn from it.
     `order`: an explicit priority per task (lowest first) instead of a rule."""
     capacities: dict[tuple[int, str], int] = {}
     for attempt in range(PACK_TRIES):
