@@ -61,15 +61,16 @@ def test_arena_admits_a_tensor_exactly_when_every_later_moment_has_room():
     assert arena.live_bytes_at(15) == 1024 and arena.live_bytes_at(25) == 512
 
 
-def test_resnet50_training_on_groq_like_fits_with_four_micro_batches():
+def test_resnet50_training_on_groq_like_fits_with_four_micro_batches_and_keeps_up_with_three():
     """Online first fit refused it ("no memory can hold ... 2359296 bytes" with 95 MB free): a block
     whose end is unknown had to avoid every address used later. Counting live bytes while
-    scheduling and packing offsets afterwards fits (the default window, three in flight, from what one micro-batch needs)."""
+    scheduling and packing offsets afterwards fits it; and the window, no longer fixed by an estimate
+    that counted the parameters once per micro-batch, lets four run no slower per sample than three."""
     graph = A.training_graph(A.models.build("resnet50"))
-    s = A.compile(graph, "groq_like", microbatches=4)
-    assert s.options.max_in_flight >= 3
-    one = A.compile(graph, "groq_like", microbatches=1)
-    assert s.samples_per_step / s.makespan_cycles > 1.5 * one.samples_per_step / one.makespan_cycles
+    three = A.compile(graph, "groq_like", microbatches=3)
+    four = A.compile(graph, "groq_like", microbatches=4)
+    assert four.options.max_in_flight == 4
+    assert four.samples_per_step / four.makespan_cycles >= 0.97 * three.samples_per_step / three.makespan_cycles
 
 
 def test_a_window_that_does_not_fit_falls_back_to_fewer_in_flight():

@@ -3,7 +3,7 @@ counting the slow-memory traffic no placement can avoid (schedule/levels.py pric
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
@@ -158,13 +158,21 @@ def _leaf_read_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
     return extra
 
 
+def _data_only(tasks: list[TaskSpec]) -> list[TaskSpec]:
+    """The tasks without their ordering-only edges: the in-flight window is the compiler's own choice,
+    so a bound on the step must hold whatever the window (with a window of 3 of 4 micro-batches, the
+    chain through the window made a wave-bound schedule look optimal)."""
+    return [replace(t, after=[], lag={d: w for d, w in t.lag.items() if d in t.deps}) if t.after else t
+            for t in tasks]
+
+
 def lower_bounds(plan: Plan, hw: HwSpec) -> Bounds:
-    """Critical path: the longest dependence chain at each task's least duration. Resource bound: for
+    """Critical path: the longest chain of data dependences at each task's least duration. Resource bound: for
     each resource kind on each chip, the work of the tasks that can run only there divided by its
     instances (a collective counts once), and for each memory port the bandwidth its tasks need.
     No schedule can finish before either."""
     forced = _forced(plan, hw)
-    cp = int(max(longest_paths(plan.tasks, forced.durations), default=0))
+    cp = int(max(longest_paths(_data_only(plan.tasks), forced.durations), default=0))
     work = _unit_work(plan.tasks, forced.durations, _leaf_read_work(plan, hw))
     (chip, resource), res = max(work.items(), key=lambda kv: (kv[1], kv[0]), default=((0, "-"), 0))
     name = f"chip{chip}:{resource}"

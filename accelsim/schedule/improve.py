@@ -21,6 +21,9 @@ Run = tuple[list[Timed], MemoryPlanner]
 
 ALWAYS = ("microbatch", "rank")
 """Rules run whatever the budget: the search never returns worse than these two alone did."""
+RESCUE = ("stagger", "tail", "bottleneck")
+"""On a plan too large for every rule: the rules tried, in order, while an ALWAYS rule's tensors did not
+fit and fewer than two rules' did."""
 
 
 @dataclass(frozen=True)
@@ -152,11 +155,15 @@ def improve(plan: Plan, hw: HwSpec, budget: Budget = BUDGET) -> Run:
        incumbent when no longer, so the search drifts across plateaus of equal makespan.
     """
     search = _Search(plan, hw, budget)
-    # comparing the rules' orders costs a few sorts: on a plan too large for a third run, skip it
-    rules = distinct_rules(plan) if search.affordable(len(ALWAYS) + 1) else list(ALWAYS)
+    # comparing the rules' orders costs a few sorts: on a plan too large for a third run, skip it; there
+    # the other rules run only to rescue a step whose tensors did not fit under an ALWAYS rule (the rank
+    # rules start every micro-batch's forward pass before any backward frees memory; RESCUE staggers them)
+    large = not search.affordable(len(ALWAYS) + 1)
+    rules = list(ALWAYS) + [r for r in RESCUE if r not in ALWAYS] if large else distinct_rules(plan)
     found: list[tuple[int, int, Run]] = []
     for i, name in enumerate(rules):
-        if name in ALWAYS or search.affordable():
+        rescue = large and search.error is not None and len(found) < len(ALWAYS)
+        if name in ALWAYS or search.affordable() or rescue:
             run = search.run(plan, name)
             if run is not None:
                 found.append((makespan_of(run[0]), i, run))
