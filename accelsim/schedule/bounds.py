@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.levels import aligned, memory_order, preferred_memory, spill_cycles
+from accelsim.schedule.levels import aligned, is_result, memory_order, preferred_memory, spill_cycles
 from accelsim.schedule.plan import PER_STEP, Bounds, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, port_capacities, unit_ports
 from accelsim.schedule.priorities import longest_paths
@@ -36,7 +36,9 @@ def _forced(plan: Plan, hw: HwSpec) -> Forced:
     """A tensor larger than its chip's fast memory lives in the slow one in every schedule: its
     producer pays writing it there unless its unit writes that memory (levels.write_cycles), and a
     reader whose port is the fast memory lasts at least the time to stream it (levels.read_cycles).
-    Those bytes pass the slow memory's port (levels.port_loads)."""
+    A step result is always written to the chip's backing memory (levels.first_memory; the scheduler
+    waits for room there rather than place it elsewhere). Those bytes pass that memory's port
+    (levels.port_loads)."""
     pairs = _two_levels(plan)
     port_of = unit_ports(plan.chips)
     clock = hw.clock_hz
@@ -52,21 +54,29 @@ def _forced(plan: Plan, hw: HwSpec) -> Forced:
         reads = sum(aligned(plan.tasks[d].out_bytes) for d in set(t.deps) if too_big(t.chip, plan.tasks[d].out_bytes))
         reads += sum(aligned(plan.leaf_bytes[n]) for n, _ in set(t.reads) if too_big(t.chip, plan.leaf_bytes[n]))
         writes = t.out_bytes if t.out_bytes and too_big(t.out_chip, t.out_bytes) else 0
-        least, loads = None, set()
+        out_chip = plan.chips[t.out_chip]
+        result = is_result(t.keep, t.phase) and t.out_bytes and len(out_chip.memories) > 1
+        backing = memory_order(out_chip)[-1]
+        least, loads = None, []
         for resource, _, cycles in t.options:
             port = port_of.get((t.chip, resource))
-            length, load = cycles, 0
+            length, load = cycles, {}
             if port is not None and pair is not None and reads and port[1] != pair[1].name:
                 length = max(cycles, spill_cycles(pair[1], reads, clock))
-                load += reads
-            if writes and preferred_memory(plan.chips[t.out_chip], resource) != out_pair[1].name:
-                length += spill_cycles(out_pair[1], writes, clock)
-                load += writes if port is not None else 0
+                load[(t.chip, pair[1].name)] = reads
+            own = preferred_memory(out_chip, resource)
+            target = backing if result else (out_pair[1] if writes else None)
+            if target is not None and own != target.name:  # results always go to the backing memory
+                length += spill_cycles(target, t.out_bytes, clock)
+                if port is not None:
+                    key = (t.out_chip, target.name)
+                    load[key] = load.get(key, 0) + t.out_bytes
             least = length if least is None else min(least, length)
-            loads.add(load)
+            loads.append(load)
         durations.append(least)
-        if len(loads) == 1 and (load := loads.pop()):  # every option moves these bytes through the slow port
-            slow_bytes[(t.chip, pair[1].name)] += load
+        if all(load == loads[0] for load in loads):  # every option moves these bytes through those ports
+            for key, nbytes in loads[0].items():
+                slow_bytes[key] += nbytes
     return Forced(durations, dict(slow_bytes))
 
 

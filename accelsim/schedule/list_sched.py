@@ -89,6 +89,8 @@ class MemoryPlanner:
         spec = self.chips[chip]
         target = None if resource is None else first_memory(spec, resource, result)
         ranked = sorted(row, key=lambda ma: (ma[0].name != target, row.index(ma)))
+        if result:
+            ranked = ranked[:1]  # a result goes to the backing memory, waiting for room there if need be
 
         def cost(mem: Memory) -> int:
             return 0 if resource is None else write_cycles(spec, resource, mem.name, size, self.hw.clock_hz)
