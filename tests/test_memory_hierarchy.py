@@ -174,3 +174,15 @@ def test_two_readers_of_dram_weights_may_not_overlap_beyond_its_bandwidth():
                                                  "instance": second.instance})
     with pytest.raises(A.ScheduleError, match="weight_dram"):
         validate_schedule(s.model_copy(update={"tasks": tuple(tasks)}), graph, hw)
+
+
+def test_a_backing_memory_too_small_for_the_results_leaves_them_in_sram():
+    """Results go to the backing memory only when they fit it: a 1 KiB DRAM must not make a step that
+    fits on chip fail, and the bound (which counts results' writes to the backing memory) still holds."""
+    spec = yaml.safe_load((HW / "bespoke_superres.yaml").read_text())
+    spec["chips"][0]["memories"][1]["capacity_bytes"] = 1024
+    for graph in (inference_graph(A.models.build("superres")), A.training_graph(A.models.build("superres"))):
+        s = A.compile(graph, spec, microbatches=2)
+        assert s.makespan_cycles >= s.bounds.bound_cycles
+        assert all(x.memory == "sram" for x in s.tensors if x.task >= 0 and s.tasks[x.task].keep
+                   and x.size_bytes > 1024)

@@ -36,8 +36,8 @@ def _forced(plan: Plan, hw: HwSpec) -> Forced:
     """A tensor larger than its chip's fast memory lives in the slow one in every schedule: its
     producer pays writing it there unless its unit writes that memory (levels.write_cycles), and a
     reader whose port is the fast memory lasts at least the time to stream it (levels.read_cycles).
-    A step result is always written to the chip's backing memory (levels.first_memory; the scheduler
-    waits for room there rather than place it elsewhere). Those bytes pass that memory's port
+    A step result that fits the chip's backing memory is always written there (levels.first_memory; the
+    scheduler waits for room there rather than place it elsewhere). Those bytes pass that memory's port
     (levels.port_loads)."""
     pairs = _two_levels(plan)
     port_of = unit_ports(plan.chips)
@@ -55,8 +55,9 @@ def _forced(plan: Plan, hw: HwSpec) -> Forced:
         reads += sum(aligned(plan.leaf_bytes[n]) for n, _ in set(t.reads) if too_big(t.chip, plan.leaf_bytes[n]))
         writes = t.out_bytes if t.out_bytes and too_big(t.out_chip, t.out_bytes) else 0
         out_chip = plan.chips[t.out_chip]
-        result = is_result(t.keep, t.phase) and t.out_bytes and len(out_chip.memories) > 1
         backing = memory_order(out_chip)[-1]
+        result = (is_result(t.keep, t.phase) and t.out_bytes and len(out_chip.memories) > 1
+                  and aligned(t.out_bytes) <= backing.capacity_bytes)
         least, loads = None, []
         for resource, _, cycles in t.options:
             port = port_of.get((t.chip, resource))

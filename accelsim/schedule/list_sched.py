@@ -22,7 +22,7 @@ from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
 from accelsim.schedule.levels import first_memory, is_result, memory_order, port_loads, read_cycles, write_cycles
-from accelsim.schedule.memory import ALIGN_BYTES, OPEN, Arena, Block, pack
+from accelsim.schedule.memory import ALIGN_BYTES, OPEN, Arena, Block, aligned, pack
 from accelsim.schedule.plan import PER_STEP, memory_label
 from accelsim.schedule.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
@@ -89,7 +89,7 @@ class MemoryPlanner:
         spec = self.chips[chip]
         target = None if resource is None else first_memory(spec, resource, result)
         ranked = sorted(row, key=lambda ma: (ma[0].name != target, row.index(ma)))
-        if result:
+        if result and aligned(size) <= ranked[0][1].capacity_bytes:
             ranked = ranked[:1]  # a result goes to the backing memory, waiting for room there if need be
 
         def cost(mem: Memory) -> int:
