@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from accelsim.cost.systolic import gemm_cycles
+from accelsim.cost.systolic import gemm_cycles, run_cycles
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec, Memory, Unit
@@ -104,8 +104,10 @@ def _compute_cycles(unit: Unit, op: OpDef, node: Node, shapes: tuple, flops: int
     ways = unit.count if unit.gang else 1
     if unit.array is not None:
         batch, m, k, n = op.gemm(node.shape, *shapes, **node.attrs)
-        sc = gemm_cycles(m, k, n, unit.array.rows, unit.array.cols, unit.array.dataflow, batch)
-        return math.ceil(sc.folds / ways) * (sc.compute_cycles // sc.folds)
+        array = unit.array
+        sc = gemm_cycles(m, k, n, array.rows, array.cols, array.dataflow, batch, array.fold_overlap)
+        return run_cycles(math.ceil(sc.folds / ways), array.rows, array.cols, sc.temporal, array.dataflow,
+                          array.fold_overlap)
     if unit.vector is not None:  # data movement still touches every element once
         work = max(flops, numel(node.shape))
         return math.ceil(work / (unit.vector.lanes * unit.vector.ops_per_lane_per_cycle * ways))

@@ -1,7 +1,8 @@
 """Analytical timing of a GEMM on a rows x cols systolic array: (M, K, N, array, dataflow) -> SystolicCost.
 
-Mirrors SCALE-Sim v2/v3's compute model (scalesim/compute/systolic_compute_{os,ws,is}.py), checked
-against it by experiments/scalesim_compare.py and tests/test_systolic.py.
+By default mirrors SCALE-Sim v2/v3's compute model (scalesim/compute/systolic_compute_{os,ws,is}.py), checked
+against it by experiments/scalesim_compare.py and tests/test_systolic.py; `fold_overlap="stationary"`
+models a double-buffered stationary operand (TPU v1's MXU, Groq's MXM), whose folds overlap.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 DATAFLOWS = ("os", "ws", "is")
+FOLD_OVERLAPS = ("none", "stationary")  # see run_cycles
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +22,7 @@ class SystolicCost:
     folds: int  # number of array mappings (row folds x col folds x batch)
     macs: int  # M*K*N*batch
     utilization: float  # macs / (compute_cycles * rows * cols)
+    temporal: int  # T: the elements streamed through each fold (M for ws, N for is, K for os)
 
 
 def _positive(**sizes: int) -> tuple[int, ...]:
@@ -45,8 +48,8 @@ def _spatial_temporal(m: int, k: int, n: int, dataflow: str) -> tuple[int, int, 
 def fold_cycles(rows: int, cols: int, temporal: int, dataflow: str) -> int:
     """Cycles of one fold, fill and drain included, for `temporal` = T elements streamed through it.
 
-    Folds run back to back without overlap, and a partly used fold costs as much as a full one
-    (SCALE-Sim pads its demand matrices with idle requests to the full array).
+    A partly used fold costs as much as a full one (SCALE-Sim pads its demand matrices with idle
+    requests to the full array); how consecutive folds combine is run_cycles's business.
     OS: PE (r, c) gets its first operands r + c cycles late (skew) and then accumulates T products,
     so the far corner is done after (rows-1) + (cols-1) + T cycles.
     WS/IS: `rows` cycles shift the stationary operand in; stream element t then enters array row r at
@@ -59,18 +62,66 @@ def fold_cycles(rows: int, cols: int, temporal: int, dataflow: str) -> int:
     return preload_cycles + rows + cols + temporal - 2
 
 
-def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, batch: int = 1) -> SystolicCost:
-    """Cycles for `batch` independent (m x k) @ (k x n) GEMMs run back to back, fold after fold.
+def run_cycles(folds: int, rows: int, cols: int, temporal: int, dataflow: str, fold_overlap: str = "none") -> int:
+    """Cycles for `folds` folds of T = `temporal` streamed elements run one after another on one array.
 
-    SCALE-Sim reports the 0-based index of the last cycle (its total cycles), one less than the
-    count returned here.
+    "none" (SCALE-Sim): every fold pays its own preload, fill and drain: folds * fold_cycles.
+
+    "stationary" (ws and is only): the PEs hold a second, shadow copy of the stationary operand, so the
+    next fold's tile is shifted in while the current fold streams. TPU v1's MXU "holds one 64 KiB tile
+    of weights plus one for double-buffering (to hide the 256 cycles it takes to shift a tile in)", and
+    its weights "take effect with the advancing wave alongside the first data of a new block" (Jouppi
+    et al., ISCA 2017, Section 2 and Figure 4). Groq's MXM, also weight-stationary with activation
+    streams flowing past installed weights (Abts et al., ISCA 2020), gets the same model; its own
+    weight-install rate is not taken from that paper: the shift takes `rows` cycles, as in SCALE-Sim.
+
+    Let fold f's first element enter array row 0 in cycle s_f (row r in cycle s_f + r) and its tile's
+    shift start in cycle L_f; as in fold_cycles, element 0 enters `rows` cycles after the first shift
+    starts: L_0 = 0, s_0 = rows. Three constraints set the next fold's start:
+      - the shift for fold f+1 writes shadow row r from cycle L_{f+1} + r on, and fold f's tile moves
+        from shadow row r to the active registers with its wave at the end of cycle s_f + r (a register
+        swap: the shadow may be written on that same edge): L_{f+1} >= s_f (both waves move one row
+        per cycle, so row 0 binds);
+      - the new tile is complete once its `rows`-cycle shift ends, and takes effect at row r with the
+        first element of fold f+1 in cycle s_{f+1} + r: s_{f+1} >= L_{f+1} + rows; one shift path also
+        gives L_{f+1} >= L_f + rows;
+      - each array row takes one streamed element per cycle: s_{f+1} >= s_f + T.
+    By induction L_{f+1} = s_f and s_f = rows + f * max(T, rows): folds issue every max(T, rows)
+    cycles. The preload is hidden entirely when T >= rows and in part (T of its rows cycles) otherwise.
+    Because the tile switch travels with the data, fold f+1's elements follow fold f's through the
+    array without a drain in between, so the skew of rows + cols - 2 (the last element's trip down to
+    the bottom row and across to the last column) is paid once per run, after the last fold:
+        cycles = fold_cycles + (folds - 1) * max(T, rows).
+    Partial sums from consecutive row folds go to the accumulators one row per cycle in stream order,
+    as they do within a fold, so no port is shared by two folds in one cycle. A run is the folds of
+    one node: the next node's first preload is not overlapped with this node's last fold.
+    OS keeps outputs in the PEs, not a shifted-in operand, so it has no such overlap and is refused.
+    """
+    folds, rows, cols, temporal = _positive(folds=folds, rows=rows, cols=cols, temporal=temporal)
+    one = fold_cycles(rows, cols, temporal, dataflow)
+    if fold_overlap == "none":
+        return folds * one
+    if fold_overlap != "stationary":
+        raise ValueError(f"unknown fold_overlap {fold_overlap!r}; expected one of {', '.join(FOLD_OVERLAPS)}")
+    if dataflow == "os":
+        raise ValueError("fold_overlap 'stationary' needs a ws or is array (a double-buffered stationary "
+                         "operand); an os array keeps its outputs in the PEs, so use fold_overlap 'none'")
+    return one + (folds - 1) * max(temporal, rows)
+
+
+def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, batch: int = 1,
+                fold_overlap: str = "none") -> SystolicCost:
+    """Cycles for `batch` independent (m x k) @ (k x n) GEMMs run fold after fold (see run_cycles).
+
+    With the default fold_overlap "none", SCALE-Sim reports the 0-based index of the last cycle (its
+    total cycles), one less than the count returned here.
     """
     m, k, n, rows, cols, batch = _positive(m=m, k=k, n=n, rows=rows, cols=cols, batch=batch)
     spatial_rows, spatial_cols, temporal = _spatial_temporal(m, k, n, dataflow)
     folds = math.ceil(spatial_rows / rows) * math.ceil(spatial_cols / cols) * batch
-    compute_cycles = folds * fold_cycles(rows, cols, temporal, dataflow)
+    compute_cycles = run_cycles(folds, rows, cols, temporal, dataflow, fold_overlap)
     macs = m * k * n * batch
-    return SystolicCost(compute_cycles, folds, macs, macs / (compute_cycles * rows * cols))
+    return SystolicCost(compute_cycles, folds, macs, macs / (compute_cycles * rows * cols), temporal)
 
 
 def _pair(name: str, value: int | tuple[int, int]) -> tuple[int, int]:

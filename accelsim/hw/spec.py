@@ -11,7 +11,8 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler, StrictBool,
+                      StringConstraints, model_serializer, model_validator)
 
 from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
@@ -130,9 +131,31 @@ class Memory(Bandwidth):
 
 
 class SystolicArray(Spec):
+    """A rows x cols systolic array. `fold_overlap: stationary` says the PEs double-buffer the stationary
+    operand (TPU v1's MXU, Groq's MXM), so consecutive folds of a node overlap (cost/systolic.run_cycles);
+    the default `none` is SCALE-Sim's back-to-back folds."""
+
     rows: ArrayDim
     cols: ArrayDim
     dataflow: Literal["os", "ws", "is"]
+    fold_overlap: Literal["none", "stationary"] = "none"
+
+    @model_serializer(mode="wrap")
+    def _omit_default_overlap(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A dump without the default key is the dump from before the key existed, so hardware hashes
+        recorded in schedules compiled then (schedule/plan.hw_hash) still match."""
+        data = handler(self)
+        if self.fold_overlap == "none":
+            data.pop("fold_overlap", None)
+        return data
+
+    @model_validator(mode="after")
+    def _overlap_needs_a_stationary_operand(self) -> "SystolicArray":
+        if self.fold_overlap == "stationary" and self.dataflow == "os":
+            raise_problems("SystolicArray", [(("fold_overlap",), "fold_overlap 'stationary' (a double-buffered "
+                                              "stationary operand) needs dataflow 'ws' or 'is'; an 'os' array "
+                                              "keeps its outputs in the PEs: use fold_overlap 'none'", "stationary")])
+        return self
 
 
 class VectorLanes(Spec):
