@@ -55,7 +55,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         for col in ("unit", "count", "compute model", "runs", "peak ops/s", "latency", "reads -> writes"):
             units.add_column(col)
         for u in chip.units:
-            model = {"array": lambda a: f"{a.rows}x{a.cols} systolic, {a.dataflow}",
+            model = {"array": lambda a: f"{a.rows}x{a.cols} systolic, {a.dataflow}"
+                              + (f", folds overlap ({a.fold_overlap})" if a.fold_overlap != "none" else ""),
                      "vector": lambda v: f"{v.lanes} lanes x {v.ops_per_lane_per_cycle:g} ops",
                      "per_element": lambda p: f"{p.cycles_per_element:g} cycles/element",
                      "stream": lambda s: f"{s.bytes_per_cycle:g} B/cycle"}[u.compute_model](getattr(u, u.compute_model))
