@@ -204,24 +204,30 @@ def print_table(reference: dict) -> float:
     return worst
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(doc: str, default_out: Path, run_worker, print_results, script: str) -> None:
+    """The command line both SCALE-Sim scripts share: run SCALE-Sim in its own venv (this script again,
+    with --worker, under that venv's python), save its JSON, print the comparison table."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--scalesim-python", default=DEFAULT_SCALESIM_PYTHON,
                         help="python of the venv that has scalesim 3.0.0 and numpy 1.26")
-    parser.add_argument("--out", type=Path, default=REFERENCE_JSON)
+    parser.add_argument("--out", type=Path, default=default_out)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--table-only", action="store_true", help="skip SCALE-Sim; compare with --out")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.out, args.jobs)
+        run_worker(args.out, args.jobs)
         return
     if not args.table_only:
         if not Path(args.scalesim_python).exists():
             sys.exit(f"no SCALE-Sim venv at {args.scalesim_python}; create it as this file's docstring says")
-        subprocess.run([args.scalesim_python, __file__, "--worker", "--out", str(args.out),
+        subprocess.run([args.scalesim_python, script, "--worker", "--out", str(args.out),
                         "--jobs", str(args.jobs)], check=True)
-    print_table(json.loads(args.out.read_text()))
+    print_results(json.loads(args.out.read_text()))
+
+
+def main() -> None:
+    cli(__doc__, REFERENCE_JSON, worker, print_table, __file__)
 
 
 if __name__ == "__main__":
