@@ -40,8 +40,9 @@ def check_agreement(schedule: Schedule, graph: Graph | None, hw: HwSpec | None, 
     if hw is not None:
         problems += _check_hardware(schedule, hw, names)
         if not problems and consistent:
-            problems += _check_durations(schedule, hw, names)
-            problems += _check_ports(schedule, hw, names)
+            io = placed_io(schedule, hw)  # where each task's inputs and output live: both checks read it
+            problems += _check_durations(schedule, hw, names, io)
+            problems += _check_ports(schedule, hw, names, io)
     if graph is not None and hw is not None and not problems and consistent and plan is None:
         # the compiler passes its own plan: the schedule was built from it, so comparing them only
         # re-checks that conversion; a schedule from anywhere else is compared with a fresh expansion
@@ -108,13 +109,13 @@ def _check_hardware(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
     return problems
 
 
-def _costs(schedule: Schedule, hw: HwSpec) -> tuple[dict[int, int], dict[int, int]]:
+def _costs(schedule: Schedule, hw: HwSpec, io: tuple) -> tuple[dict[int, int], dict[int, int]]:
     """Per task: the cycles of reading inputs outside its unit's port memory (levels.read_cycles) and
     of writing its output outside its unit's memory (levels.write_cycles; a collective's members all
     pay their worst)."""
     chips = chip_list(hw)
     ports = unit_ports(chips)
-    inputs, outputs = placed_io(schedule, hw)
+    inputs, outputs = io
     read: dict[int, int] = defaultdict(int)
     write: dict[int, int] = defaultdict(int)
     for t in schedule.tasks:
@@ -138,10 +139,10 @@ def _groups(schedule: Schedule) -> dict[int, list[int]]:
     return out
 
 
-def _check_durations(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
+def _check_durations(schedule: Schedule, hw: HwSpec, names: Names, io: tuple) -> list[str]:
     """A task lasts the longer of its candidate's cycles and the streaming of inputs that live outside
     its unit's memory, plus the cost of writing its output outside that memory."""
-    read, write = _costs(schedule, hw)
+    read, write = _costs(schedule, hw, io)
     problems = []
     for t in schedule.tasks:
         cycles = next(c.cycles for c in schedule.candidates[t.candidates] if c.resource == t.resource)
@@ -154,13 +155,13 @@ def _check_durations(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
     return problems
 
 
-def _check_ports(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
+def _check_ports(schedule: Schedule, hw: HwSpec, names: Names, io: tuple) -> list[str]:
     """At no time do the tasks streaming through a memory port hold more bandwidth than it has: each
     holds its loads (levels.port_loads: its operands through its port, inputs from other memories,
     an output written outside its unit's memory) over its duration, as the simulator meters them."""
     capacity = port_capacities(hw, chip_list(hw))
     events: dict[tuple[int, str], list[tuple[int, int, int]]] = defaultdict(list)  # (time, +-rate, task id)
-    for t, loads in zip(schedule.tasks, task_loads(schedule, hw)):
+    for t, loads in zip(schedule.tasks, task_loads(schedule, hw, io)):
         for memory, nbytes in loads.items():
             key = (t.chip, memory)
             rate = port_rate(nbytes, t.end - t.start, capacity[key])

@@ -151,9 +151,8 @@ def _leaf_read_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
             for item in leaves:
                 read = spill_cycles(slow, size[item], hw.clock_hz)
                 cost[resource][item] += max(cycles, read) - cycles
-        need_all = sum(size.values()) - int(fast.capacity_bytes)
         small = {i: b for i, b in size.items() if b <= fast.capacity_bytes}
-        need_all -= sum(size.values()) - sum(small.values())
+        need_all = sum(small.values()) - int(fast.capacity_bytes)  # E less the leaves too large for m0
         if need_all <= 0:
             continue
         for resource, per_item in cost.items():

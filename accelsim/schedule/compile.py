@@ -12,12 +12,12 @@ from accelsim.limits import DEFAULT_LIMITS, Limits, check_step_options, check_st
 from accelsim.schedule.bounds import lower_bounds
 from accelsim.schedule.exact_step import check_exact_step, exact_seconds, solve_step
 from accelsim.schedule.expand import Plan, expand
+from accelsim.schedule.improve import makespan_of
 from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.schedule.memory import Block
 from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Options, Schedule, Source, Task, Tensor, graph_hash,
                                     hw_hash, peak_bytes)
 from accelsim.schedule.ports import unit_ports
-from accelsim.schedule.improve import makespan_of
 from accelsim.schedule.search import time_plan
 from accelsim.schedule.validate import validate_schedule
 
@@ -76,10 +76,7 @@ def _fit(graph: Graph, hw: HwSpec, options: Options, window: int | None, halve: 
         try:
             return (options, plan, *time_plan(plan, hw))
         except MemoryFitError:
-            if not halve or window is None or window <= 1:
-                if halve and window is None and options.microbatches > 1:
-                    window = options.microbatches // 2
-                    continue
+            if not halve or window is None or window <= 1:  # None: all in flight, or one micro-batch
                 raise
             window //= 2
 

@@ -20,6 +20,7 @@ from accelsim.schedule.bounds import lower_bounds
 from accelsim.schedule.exact import (MAX_EXACT_TASKS, Option, Placement, check_exact_size, import_cp_model,
                                      placement_choices, solve_tasks_exact)
 from accelsim.schedule.expand import Plan, expand
+from accelsim.schedule.improve import makespan_of
 from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.schedule.plan import COLLECTIVE, LINK, ExactReport, Options
 
@@ -132,10 +133,6 @@ def _retimed(plan: Plan, hw: HwSpec, order: list[float]) -> tuple[list[Timed], M
         return None
 
 
-def _makespan(timed: list[Timed]) -> int:
-    return max((x.end for x in timed), default=0)
-
-
 def solve_step(plan: Plan, hw: HwSpec, seed: tuple[list[Timed], MemoryPlanner],
                time_limit_s: float) -> tuple[list[Timed], MemoryPlanner, ExactReport]:
     """CP-SAT on `plan` for time_limit_s (deterministic) seconds, seeded with its list schedule `seed`.
@@ -156,12 +153,12 @@ def solve_step(plan: Plan, hw: HwSpec, seed: tuple[list[Timed], MemoryPlanner],
                 t if t.group >= 0 else replace(t, options=(t.options[solution.placements[jobs.job_of[t.id]].option],))
                 for t in plan.tasks])
             runs.append(_retimed(chosen, hw, order))
-    timed, mem = min((r for r in runs if r is not None), key=lambda r: _makespan(r[0]))  # first on a tie
-    makespan = _makespan(timed)
+    timed, mem = min((r for r in runs if r is not None), key=lambda r: makespan_of(r[0]))  # first on a tie
+    makespan = makespan_of(timed)
     bound = max(solution.lower_bound, lower_bounds(plan, hw).bound_cycles)
     if bound > makespan:
         raise ScheduleError(f"internal: the exact mode's bound {bound} exceeds the schedule's makespan {makespan}")
     report = ExactReport(status="optimal" if bound == makespan else "feasible", bound_cycles=bound,
                          gap=0.0 if makespan == 0 else (makespan - bound) / makespan,
-                         list_makespan_cycles=_makespan(seed[0]), time_limit_s=float(time_limit_s))
+                         list_makespan_cycles=makespan_of(seed[0]), time_limit_s=float(time_limit_s))
     return timed, mem, report

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.levels import first_memory, is_result, memory_order, port_loads, read_cycles, write_cycles
-from accelsim.schedule.memory import ALIGN_BYTES, OPEN, Arena, Block, aligned, pack
+from accelsim.schedule.levels import (ALIGN_BYTES, aligned, first_memory, is_result, memory_order, port_loads,
+                                      preferred_memory, read_cycles, write_cycles)
+from accelsim.schedule.memory import OPEN, Arena, Block, pack
 from accelsim.schedule.plan import PER_STEP, memory_label
 from accelsim.schedule.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
@@ -164,7 +165,6 @@ class ListScheduler:
         self.timed: list[Timed | None] = [None] * len(tasks)
         self.mem = MemoryPlanner(hw, plan, capacities)
         self.overflow: dict[tuple[int, str], int] = {}
-        self.preferred = {(c, u.name): u.writes[0] for c, chip in enumerate(plan.chips) for u in chip.units}
         self.port_of = unit_ports(plan.chips)  # links and all-reduces have no memory port
         self.profiles = {p: PortProfile(cap) for p, cap in port_capacities(hw, plan.chips).items()}
         self.pending_readers = [len(r) for r in self.readers]
@@ -192,7 +192,7 @@ class ListScheduler:
             if self.leaf_left[k] == 0 and r[1] != PER_STEP:
                 self.mem.free(("leaf",) + k, max(timed[s].end for s in self.leaf_readers[k]))
 
-    def place(self, t: TaskSpec, resource: str, start: int, cycles: int) -> tuple[int, int]:
+    def place(self, t: TaskSpec, resource: str, start: int) -> tuple[int, int]:
         """Place the tensors a task touches, first at `start`. Returns (start, extra): a later start
         if its output waits for room, or extra cycles if it spills. A later start only lengthens a
         tensor's life, so placing early stays valid."""
@@ -215,22 +215,24 @@ class ListScheduler:
         keys = [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
         return [(mem.where[k][1], mem.home[k].size_bytes) for k in keys if k in mem.where]
 
-    def read_cycles(self, t: TaskSpec, resource: str) -> int:
-        """Cycles to stream the task's inputs already placed outside its unit's port memory."""
+    def read_cycles(self, t: TaskSpec, resource: str, inputs: list[tuple[str, int]]) -> int:
+        """Cycles to stream `inputs` (self.inputs) that live outside the unit's port memory."""
         port = self.port_of.get((t.chip, resource))
         if port is None:
             return 0
-        return read_cycles(self.plan.chips[t.chip], port[1], self.inputs(t), self.hw.clock_hz)
+        return read_cycles(self.plan.chips[t.chip], port[1], inputs, self.hw.clock_hz)
 
-    def loads(self, t: TaskSpec, resource: str, cycles: int) -> list[tuple[PortProfile, int]]:
+    def loads(self, t: TaskSpec, resource: str, cycles: int,
+              inputs: list[tuple[str, int]]) -> list[tuple[PortProfile, int]]:
         """The port profiles the task streams through on `resource` and the rate it holds on each for
-        `cycles` (levels.port_loads: its port, inputs in other memories, an output written elsewhere)."""
+        `cycles` (levels.port_loads: its port, `inputs` in other memories, an output written elsewhere)."""
         port = self.port_of.get((t.chip, resource))
         if port is None:
             return []
         where = self.mem.where.get(("out", t.id))
         output = (where[1], t.out_bytes) if where is not None else None
-        loads = port_loads(port[1], t.port_bytes, self.inputs(t), output, self.preferred.get((t.chip, resource)))
+        own = preferred_memory(self.plan.chips[t.chip], resource)
+        loads = port_loads(port[1], t.port_bytes, inputs, output, own)
         profiles = [self.profiles[(t.chip, m)] for m in loads]
         return [(p, port_rate(b, cycles, p.capacity)) for p, b in zip(profiles, loads.values())]
 
@@ -238,12 +240,12 @@ class ListScheduler:
         """A unit instance on the task's chip, or the link from its chip to its out_chip."""
         return self.lines[(t.chip, resource if resource != "link" else f"link>{t.out_chip}", instance)]
 
-    def fit(self, t: TaskSpec, resource: str, instance: int, ready_at: int, cycles: int) -> int:
-        """The first start >= ready_at at which the unit instance is idle and every port the task
-        streams through has room for `cycles`: each answer is a valid start for its own resource and
+    def fit(self, t: TaskSpec, resource: str, instance: int, ready_at: int, cycles: int,
+            loads: list[tuple[PortProfile, int]]) -> int:
+        """The first start >= ready_at at which the unit instance is idle and every port in `loads` (the
+        task's, self.loads) has room for `cycles`: each answer is a valid start for its own resource and
         never earlier than its question, so alternating them climbs to the first time all accept."""
         line = self.line(t, resource, instance)
-        loads = self.loads(t, resource, cycles)
         start = line.earliest(ready_at, cycles)
         while loads:
             later = max(profile.earliest(start, cycles, rate) for profile, rate in loads)
@@ -252,10 +254,12 @@ class ListScheduler:
             start = line.earliest(later, cycles)
         return start
 
-    def book(self, t: TaskSpec, resource: str, instance: int, start: int, end: int) -> None:
+    def book(self, t: TaskSpec, resource: str, instance: int, start: int, end: int,
+             loads: list[tuple[PortProfile, int]]) -> None:
+        """`loads`: the task's rates over its final duration (self.loads), as the simulator replays them."""
         self.timed[t.id] = Timed(resource, instance, start, end)
         self.line(t, resource, instance).book(start, end)
-        for profile, rate in self.loads(t, resource, end - start):  # rates over the final duration, as replayed
+        for profile, rate in loads:
             profile.book(start, end, rate)
 
     def group_start(self, group: list[TaskSpec], resource: str, ready_at: int, cycles: int) -> int:
@@ -272,29 +276,33 @@ class ListScheduler:
         data_ready = max((self.timed[d].end + x.lag.get(d, 0) for x in group for d in x.preds), default=0)
         resource, _, cycles = group[0].options[0]
         start = self.group_start(group, resource, data_ready, cycles)
-        placed = [self.place(x, resource, start, cycles) for x in group]
+        placed = [self.place(x, resource, start) for x in group]
         extra = max(e for _, e in placed)
         start = self.group_start(group, resource, max(s for s, _ in placed), cycles + extra)
         for x in group:
-            self.book(x, resource, 0, start, start + cycles + extra)
+            self.book(x, resource, 0, start, start + cycles + extra, [])  # a collective streams through no port
 
     def schedule_one(self, t: TaskSpec) -> None:
         """Earliest finish over every candidate resource instance (reading the inputs where they are
         placed), then placement of its leaves and output, and the start and length these allow."""
         data_ready = max((self.timed[d].end + t.lag.get(d, 0) for d in t.preds), default=0)
         best = None
+        inputs = self.inputs(t)
         for resource, instances, cycles in t.options:
-            length = max(cycles, self.read_cycles(t, resource))
+            length = max(cycles, self.read_cycles(t, resource, inputs))
+            loads = self.loads(t, resource, length, inputs)  # the same on every instance
             for i in range(instances):
-                start = self.fit(t, resource, i, data_ready, length)
-                cand = (start + length, start, resource, i, cycles, length)
+                start = self.fit(t, resource, i, data_ready, length, loads)
+                cand = (start + length, start, resource, i, cycles)
                 if best is None or cand[:2] < best[:2]:
                     best = cand
-        _, start, resource, instance, cycles, length = best
-        placed_at, extra = self.place(t, resource, start, length)
-        total = max(cycles, self.read_cycles(t, resource)) + extra  # a leaf placed just now may be far
-        start = self.fit(t, resource, instance, placed_at, total)  # now with its output's stream too
-        self.book(t, resource, instance, start, start + total)
+        _, start, resource, instance, cycles = best
+        placed_at, extra = self.place(t, resource, start)
+        inputs = self.inputs(t)  # with the leaves placed just now, which may be far
+        total = max(cycles, self.read_cycles(t, resource, inputs)) + extra
+        loads = self.loads(t, resource, total, inputs)  # now with its output's stream too
+        start = self.fit(t, resource, instance, placed_at, total, loads)
+        self.book(t, resource, instance, start, start + total, loads)
 
     def run(self) -> tuple[list[Timed], MemoryPlanner]:
         ready = [self.prio[t.id] for t in self.tasks if self.waiting[t.id] == 0]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accelsim.schedule.levels import ALIGN_BYTES, aligned  # noqa: F401  (ALIGN_BYTES: the planner's unit)
+from accelsim.schedule.levels import aligned
 
 OPEN = math.inf  # the end of a tensor whose last reader is not scheduled yet
 UNPLACED = -1  # the offset of a block before `pack`

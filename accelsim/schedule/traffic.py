@@ -4,7 +4,7 @@ with (the scheduler derives the same from its own placement, levels.port_loads).
 from __future__ import annotations
 
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.levels import chip_list, memory_of, port_loads
+from accelsim.schedule.levels import chip_list, memory_of, port_loads, preferred_memory
 from accelsim.schedule.plan import Schedule
 from accelsim.schedule.ports import unit_ports
 
@@ -34,15 +34,16 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
     return inputs, outputs
 
 
-def task_loads(schedule: Schedule, hw: HwSpec) -> list[dict[str, int]]:
-    """Per task, the bytes it moves through each memory port of its chip (levels.port_loads)."""
+def task_loads(schedule: Schedule, hw: HwSpec,
+               io: tuple[list[list[Placed]], list[Placed | None]]) -> list[dict[str, int]]:
+    """Per task, the bytes it moves through each memory port of its chip (levels.port_loads), given
+    `io` = placed_io(schedule, hw)."""
     chips = chip_list(hw)
     ports = unit_ports(chips)
-    own = {(c, u.name): u.writes[0] for c, chip in enumerate(chips) for u in chip.units}
-    inputs, outputs = placed_io(schedule, hw)
+    inputs, outputs = io
     loads = []
     for t in schedule.tasks:
         port = ports.get((t.chip, t.resource))
-        loads.append({} if port is None else
-                     port_loads(port[1], t.bytes_moved, inputs[t.id], outputs[t.id], own[(t.chip, t.resource)]))
+        loads.append({} if port is None else port_loads(port[1], t.bytes_moved, inputs[t.id], outputs[t.id],
+                                                        preferred_memory(chips[t.chip], t.resource)))
     return loads

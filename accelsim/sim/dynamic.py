@@ -17,7 +17,7 @@ import simpy
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, port_loads,
-                                      read_cycles, write_cycles)
+                                      preferred_memory, read_cycles, write_cycles)
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, Port, port_rate, unit_ports
 from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
@@ -155,7 +155,7 @@ class WorkQueueRuntime:
         env, waiting = self.env, self.waiting
         chip, resource, out_chip = server
         port_key = self.unit_port.get((chip, resource))
-        own = next((u.writes[0] for u in self.chips[chip].units if u.name == resource), None)
+        own = preferred_memory(self.chips[chip], resource)
         cycles_on = self.cycles_on
         while True:
             t = yield self.queues[chip].get(lambda t: server in cycles_on[t.id])

@@ -14,7 +14,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, Task, Tensor, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, port_rate
-from accelsim.schedule.traffic import task_loads
+from accelsim.schedule.traffic import placed_io, task_loads
 from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
 from accelsim.sim.trace import Result, Span
 
@@ -60,7 +60,7 @@ class StaticReplay:
         self.tasks = schedule.tasks
         self.memories = Memories(env, schedule)
         self.ports = memory_ports(env, hw)
-        self.loads = task_loads(schedule, hw)
+        self.loads = task_loads(schedule, hw, placed_io(schedule, hw))
         self.done = [env.event() for _ in self.tasks]
         self.out_tensor = {x.task: x for x in schedule.tensors if x.task >= 0}
         self.readers_left: dict[int, int] = defaultdict(int)
