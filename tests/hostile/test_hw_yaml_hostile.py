@@ -237,16 +237,9 @@ CASES: dict[str, Bad] = {
 }
 
 
-def write_case(tmp: Path, name: str) -> Path:
+def write_case(hostile, name: str) -> Path:
     content = CASES[name].make()
-    path = tmp / FILE
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    elif isinstance(content, str):
-        path.write_text(content)
-    else:
-        path.write_text(yaml.safe_dump(content, sort_keys=False))
-    return path
+    return hostile.write(FILE, content if isinstance(content, (str, bytes)) else yaml.safe_dump(content, sort_keys=False))
 
 
 def _works_downstream(hw: A.HwSpec, hostile) -> None:
@@ -260,7 +253,7 @@ def _works_downstream(hw: A.HwSpec, hostile) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_load_hw_refuses_unphysical_or_malformed_description(name, hostile):
     case = CASES[name]
-    path = write_case(hostile.tmp, name)
+    path = write_case(hostile, name)
     if case.strict:
         hostile.refuses(lambda: A.load_hw(path), FILE, *case.words, max_seconds=case.max_seconds)
     else:
@@ -272,7 +265,7 @@ def test_load_hw_refuses_unphysical_or_malformed_description(name, hostile):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hw_validate_refuses_unphysical_or_malformed_description(name, hostile):
     case = CASES[name]
-    path = write_case(hostile.tmp, name)
+    path = write_case(hostile, name)
     if case.strict:
         hostile.cli_refuses(["hw", "validate", str(path)], FILE, *case.words, codes=(1,),
                             max_seconds=case.max_seconds)
@@ -306,7 +299,7 @@ def test_python_tag_is_never_executed(hostile):
                                   "unit_latency_10e30"])
 def test_commands_downstream_of_unphysical_hw_refuse_without_traceback(cmd, name, hostile):
     """Issue 10: `hw validate` said ok and later stages raised ZeroDivisionError / OverflowError."""
-    path = write_case(hostile.tmp, name)
+    path = write_case(hostile, name)
     hostile.cli_refuses([*cmd, str(path)], FILE, codes=(1,))
 
 

@@ -367,25 +367,18 @@ TAMPERS: dict[str, Tamper] = {
 }
 
 
-def write_tampered(base: dict, tmp: Path, name: str) -> Path:
+def write_tampered(base: dict, hostile, name: str) -> Path:
     data = copy.deepcopy(base)
     out = TAMPERS[name].edit(data)
     if out is None:
         out = data
-    path = tmp / FILE
-    if isinstance(out, bytes):
-        path.write_bytes(out)
-    elif isinstance(out, str):
-        path.write_text(out)
-    else:
-        path.write_text(json.dumps(out))
-    return path
+    return hostile.write(FILE, out if isinstance(out, (str, bytes)) else json.dumps(out))
 
 
 @pytest.mark.parametrize("name", sorted(TAMPERS))
 def test_cli_simulate_refuses_tampered_schedule(name, base_schedule, hostile):
     case = TAMPERS[name]
-    path = write_tampered(base_schedule, hostile.tmp, name)
+    path = write_tampered(base_schedule, hostile, name)
     hostile.cli_refuses(["simulate", str(path), "--out", str(hostile.tmp / "plots")], FILE, *case.words,
                         codes=(1,), max_seconds=case.max_seconds)
 
@@ -393,7 +386,7 @@ def test_cli_simulate_refuses_tampered_schedule(name, base_schedule, hostile):
 @pytest.mark.parametrize("name", sorted(TAMPERS))
 def test_api_load_or_simulate_refuses_tampered_schedule(name, base_schedule, hostile):
     case = TAMPERS[name]
-    path = write_tampered(base_schedule, hostile.tmp, name)
+    path = write_tampered(base_schedule, hostile, name)
     hw = A.load_hw(HW)
     try:
         schedule = A.load_schedule(path)
@@ -448,13 +441,13 @@ def test_api_simulate_and_check_validate_a_tampered_schedule_object(name, hostil
 
 
 def test_api_refuses_schedule_with_edited_graph_hash_given_the_graph(base_schedule, hostile):
-    path = write_tampered(base_schedule, hostile.tmp, "graph_hash_edited")
+    path = write_tampered(base_schedule, hostile, "graph_hash_edited")
     graph = A.training_graph(A.models.build("superres"), optimizer="sgd", lr=0.01)
     hostile.refuses(lambda: A.load_schedule(path, graph=graph), "graph", "hash")
 
 
 def test_api_big_garbage_is_refused_quickly(base_schedule, hostile):
-    path = write_tampered(base_schedule, hostile.tmp, "garbage_50mb_ascii")
+    path = write_tampered(base_schedule, hostile, "garbage_50mb_ascii")
     hostile.refuses(lambda: A.load_schedule(path), FILE, max_seconds=2)
 
 
