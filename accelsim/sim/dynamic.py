@@ -19,8 +19,8 @@ from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
-from accelsim.schedule.ports import MILLI, Port, port_rate, unit_ports
-from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
+from accelsim.schedule.ports import Port, unit_ports
+from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end, take_bandwidth
 from accelsim.sim.trace import Result, Span
 
 Server = tuple[int, str, int]
@@ -170,14 +170,7 @@ class WorkQueueRuntime:
                 output = (self.placed[t.id][1], t.out_bytes) if t.id in self.placed else None
                 loads = port_loads(port_key[1], t.bytes_moved, inputs, output, own)
             cycles += self.spill_of(t, resource)
-            held = []
-            for memory, nbytes in loads.items():
-                port = self.ports[(chip, memory)]
-                rate = port_rate(nbytes, cycles, port.capacity)
-                if rate:
-                    waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(chip, memory)}"
-                    yield port.get(rate)
-                    held.append((port, rate))
+            held = yield from take_bandwidth(self.ports, chip, loads, cycles, waiting, t.id)
             t_port = int(env.now)
             waiting.pop(t.id, None)
             yield env.timeout(cycles)

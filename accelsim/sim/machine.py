@@ -9,8 +9,8 @@ from accelsim import metrics
 from accelsim.errors import AccelsimError
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.levels import chip_list, memory_of
-from accelsim.schedule.plan import Schedule, Task
-from accelsim.schedule.ports import Port, port_capacities
+from accelsim.schedule.plan import Schedule, Task, memory_label
+from accelsim.schedule.ports import MILLI, Port, port_capacities, port_rate
 from accelsim.sim.trace import Channel, MemoryTrace, Result, Span
 
 ChannelKey = tuple[int, int, str]
@@ -60,6 +60,22 @@ def memory_ports(env: simpy.Environment, hw: HwSpec) -> dict[Port, simpy.Contain
     """(chip, memory) -> its port's bandwidth in integer milli-bytes per cycle (schedule/ports.py):
     exact arithmetic, so returning a share never overfills the port."""
     return {p: simpy.Container(env, capacity=cap, init=cap) for p, cap in port_capacities(hw, chip_list(hw)).items()}
+
+
+def take_bandwidth(ports: dict[Port, simpy.Container], chip: int, loads: dict[str, int], cycles: int,
+                   waiting: dict[int, str], task_id: int, contention: bool = True):
+    """Take each port's share of a task's `loads` (memory -> bytes, levels.port_loads) for `cycles`, at the
+    rate the scheduler books (ports.port_rate), waiting where a port is full; with `contention` off,
+    take none. Returns the (port, rate) pairs held, for the caller to put back when the task ends."""
+    held = []
+    for memory, nbytes in loads.items():
+        port = ports[(chip, memory)]
+        rate = port_rate(nbytes, cycles, port.capacity)
+        if contention and rate:
+            waiting[task_id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(chip, memory)}"
+            yield port.get(rate)
+            held.append((port, rate))
+    return held
 
 
 def run_to_end(env: simpy.Environment) -> int:

@@ -13,9 +13,8 @@ import simpy
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, Task, Tensor, memory_label, resource_label
-from accelsim.schedule.ports import MILLI, port_rate
 from accelsim.schedule.traffic import placed_io, task_loads
-from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end
+from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end, take_bandwidth
 from accelsim.sim.trace import Result, Span
 
 
@@ -131,14 +130,8 @@ class StaticReplay:
                             f"{self.memories.capacity[mem]} B in use)"
             yield from self.memories.take(mem, x.size_bytes)
         t_space = env.now
-        held_rates = []
-        for memory, nbytes in self.loads[t.id].items():  # its port, and other memories it reads or writes
-            port = self.ports[(t.chip, memory)]
-            rate = port_rate(nbytes, duration, port.capacity)
-            if self.port_contention and rate:
-                waiting[t.id] = f"{rate / MILLI:.1f} B/cycle of bandwidth on port {memory_label(t.chip, memory)}"
-                yield port.get(rate)
-                held_rates.append((port, rate))
+        held_rates = yield from take_bandwidth(self.ports, t.chip, self.loads[t.id], duration, waiting, t.id,
+                                               self.port_contention)  # its port, and memories it reads or writes
         t_port = env.now
         del waiting[t.id]
         yield env.timeout(duration)
