@@ -186,3 +186,19 @@ def test_a_backing_memory_too_small_for_the_results_leaves_them_in_sram():
         assert s.makespan_cycles >= s.bounds.bound_cycles
         assert all(x.memory == "sram" for x in s.tensors if x.task >= 0 and s.tasks[x.task].keep
                    and x.size_bytes > 1024)
+
+
+def test_the_slowest_dram_the_schema_allows_gives_huge_but_exact_timings():
+    """0.001 B/cycle with a 64 KiB SRAM: every spill and result costs millions of cycles. The integers
+    stay exact, the bound holds, and both replays reproduce the compiled step."""
+    spec = yaml.safe_load((HW / "bespoke_superres.yaml").read_text())
+    spec["chips"][0]["memories"][0]["capacity_bytes"] = "64 KiB"
+    dram = spec["chips"][0]["memories"][1]
+    for key in [k for k in dram if k.startswith("bandwidth")]:
+        del dram[key]
+    dram["bandwidth_bytes_per_cycle"] = 0.001
+    hw = A.load_hw(spec)
+    s = A.compile(inference_graph(A.models.build("superres")), hw, microbatches=4)
+    assert s.makespan_cycles > 10**9 and s.makespan_cycles >= s.bounds.bound_cycles
+    assert simulate(s, hw).makespan_cycles == s.makespan_cycles
+    assert simulate(s, hw, "dynamic").makespan_cycles >= s.makespan_cycles // 2
