@@ -1,7 +1,9 @@
 """Cost model: (node, unit) -> cycles, bytes, bound and utilization, from the op registry and the
 hardware description alone (one source of truth for each).
 
-cycles = unit pipeline latency + max(compute cycles, memory-traffic cycles).
+cycles = unit pipeline latency + max(compute cycles + stall cycles, memory-traffic cycles).
+Stall cycles come from an array unit's operand buffers (cost/operand_traffic.py); without them a node
+moves each operand byte once and never stalls.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.cost.systolic import gemm_cycles, run_cycles
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
@@ -33,6 +36,15 @@ class NodeCost:
     utilization: float  # flops / (cycles * the unit's peak ops per cycle); datapath busy fraction otherwise
     bound: str  # "compute" or "memory"
     energy_pj: float | None
+    stall_cycles: int = 0  # array cycles spent waiting for operand buffers (0 without operand buffers)
+    buffer_bytes: int = 0  # bytes the array moves in and out of its operand buffers (0 without them)
+
+    @property
+    def level_bytes(self) -> dict[str, int]:
+        """Bytes moved at each level of the hierarchy: the operand buffers (if any) and the unit's memory."""
+        out = {"operand_buffers": self.buffer_bytes} if self.buffer_bytes else {}
+        out["memory"] = self.bytes_read + self.bytes_written
+        return out
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -142,8 +154,15 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     bytes_read = int(op.read_elems(node.shape, *shapes, **node.attrs)) * elem
     bytes_written = int(op.written_elems(node.shape, *shapes, **node.attrs)) * elem
     compute = _compute_cycles(unit, op, node, shapes, flops, max(bytes_read, bytes_written))
+    stall = buffer_bytes = 0
+    channels_bound = False  # the operand buffers' channels, not the array, set the pace
+    if unit.operand_buffers is not None:
+        traffic = operand_traffic(hw, node, shapes, unit, compute, elem)
+        bytes_read, bytes_written = traffic.read_bytes, traffic.written_bytes
+        stall, buffer_bytes = traffic.stall_cycles, traffic.buffer_bytes
+        channels_bound = traffic.memory_bound
     memory = _memory_cycles(hw, chip, unit, bytes_read, bytes_written)
-    cycles = unit.latency_cycles + max(compute, memory, 1)
+    cycles = unit.latency_cycles + max(compute + stall, memory, 1)
     peak = peak_ops_per_cycle(unit) * (unit.count if unit.gang else 1)
     utilization = flops / (cycles * peak) if peak else compute / cycles
     energy = None
@@ -154,7 +173,7 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
             energy += nbytes * (per_byte or 0.0)
     return NodeCost(node.id, node.op, unit.name, flops, bytes_read, bytes_written, compute, memory,
                     unit.latency_cycles, cycles, min(utilization, 1.0),
-                    "compute" if compute >= memory else "memory", energy)
+                    "compute" if compute >= memory and not channels_bound else "memory", energy, stall, buffer_bytes)
 
 
 def best_cost(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None) -> NodeCost:

@@ -120,6 +120,22 @@ class Buffer(Bandwidth):
     energy_pj_per_byte: Energy | None = None
 
 
+class OperandBuffers(Bandwidth):
+    """An array unit's three operand SRAMs, as SCALE-Sim configures them (IfmapSramSzkB, FilterSramSzkB,
+    OfmapSramSzkB): the streamed/left operand ("input"), the right operand ("weight") and the results
+    ("output"). Each fills from (or drains to) the unit's memory over its own channel of the given bandwidth;
+    `double_buffered` keeps half of each as the active buffer and half for the next tile (prefetch or
+    drain), so traffic overlaps compute. `traffic` picks the model: "tile" counts how often each operand tile
+    is fetched given these capacities (cost/tile_traffic.py), "scalesim" replays SCALE-Sim 3.0.0's memory
+    system element by element (cost/scalesim_memory.py; slow on large layers, for comparisons with it)."""
+
+    input_bytes: CapacityBytes
+    weight_bytes: CapacityBytes
+    output_bytes: CapacityBytes
+    double_buffered: StrictBool = True
+    traffic: Literal["tile", "scalesim"] = "tile"
+
+
 class Memory(Bandwidth):
     """Shared storage on a chip: on-chip SRAM, a cache, or off-chip DRAM/HBM."""
 
@@ -192,6 +208,7 @@ class Unit(Spec):
     writes: list[Name] = Field(max_length=MAX_PORTS_PER_UNIT)
     input_buffer: Buffer | None = None
     output_buffer: Buffer | None = None
+    operand_buffers: OperandBuffers | None = None  # array units only: operand SRAMs and their traffic model
     energy_pj_per_op: Energy | None = None
 
     @model_validator(mode="after")
@@ -209,11 +226,24 @@ class Unit(Spec):
                 close = difflib.get_close_matches(op, runnable, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 problems.append((("ops", i), f"unit {self.name!r}: unknown op {op!r}{hint}", op))
+        if self.operand_buffers is not None and self.array is None:
+            problems.append((("operand_buffers",), f"unit {self.name!r}: operand_buffers describe a systolic "
+                             f"array's input, weight and output SRAMs; give the unit an `array` or drop them",
+                             None))
         for port in ("reads", "writes"):
             if not getattr(self, port):
                 problems.append(((port,), f"unit {self.name!r}: name the memories it {port[:-1]}s", None))
         raise_problems("Unit", problems)
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_operand_buffers(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without operand buffers the dump is the one from before the key existed, so hardware hashes in
+        schedules compiled then (schedule/plan.hw_hash) still match."""
+        data = handler(self)
+        if self.operand_buffers is None:
+            data.pop("operand_buffers", None)
+        return data
 
     @property
     def compute_model(self) -> str:
