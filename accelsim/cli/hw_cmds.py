@@ -111,7 +111,7 @@ def _single_layer(args: argparse.Namespace, hw: HwSpec) -> Graph:
 
 
 def _cost_json(c: NodeCost) -> dict:
-    return {**asdict(c), "arithmetic_intensity": c.arithmetic_intensity}
+    return {**asdict(c), "arithmetic_intensity": c.arithmetic_intensity, "level_bytes": c.level_bytes}
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -136,11 +136,13 @@ def cmd_cost(args: argparse.Namespace) -> int:
     graph = build_model(args)
     costs = graph_costs(hw, graph)
     table = Table(title=f"{graph.name} on {hw.name}")
-    for col in ("node", "op", "unit", "cycles", "bound", "util", "FLOP/B"):
-        table.add_column(col, justify="right" if col in ("cycles", "util", "FLOP/B") else "left")
+    stalls = any(c.stall_cycles for c in costs)  # only units with operand buffers stall
+    columns = ("node", "op", "unit", "cycles") + (("stalls",) if stalls else ()) + ("bound", "util", "FLOP/B")
+    for col in columns:
+        table.add_column(col, justify="right" if col in ("cycles", "stalls", "util", "FLOP/B") else "left")
     for c in costs:
-        table.add_row(f"%{c.node}", c.op, c.unit, str(c.cycles), c.bound, f"{c.utilization:.2f}",
-                      f"{c.arithmetic_intensity:.3g}")
+        table.add_row(f"%{c.node}", c.op, c.unit, str(c.cycles), *((str(c.stall_cycles),) if stalls else ()),
+                      c.bound, f"{c.utilization:.2f}", f"{c.arithmetic_intensity:.3g}")
     console = _console()
     if not args.summary:
         console.print(table)
