@@ -71,9 +71,12 @@ def run_cycles(folds: int, rows: int, cols: int, temporal: int, dataflow: str, f
     next fold's tile is shifted in while the current fold streams. TPU v1's MXU "holds one 64 KiB tile
     of weights plus one for double-buffering (to hide the 256 cycles it takes to shift a tile in)", and
     its weights "take effect with the advancing wave alongside the first data of a new block" (Jouppi
-    et al., ISCA 2017, Section 2 and Figure 4). Groq's MXM, also weight-stationary with activation
-    streams flowing past installed weights (Abts et al., ISCA 2020), gets the same model; its own
-    weight-install rate is not taken from that paper: the shift takes `rows` cycles, as in SCALE-Sim.
+    et al., ISCA 2017, Section 2 and the text on Figure 4; arXiv 1704.04760 pp. 3-4): 256 rows in 256
+    cycles, the one row per cycle that the `rows`-cycle shift below (and SCALE-Sim) assumes. Groq's MXM,
+    also weight-stationary with activation streams flowing past installed weights (Abts et al., ISCA
+    2020), each of its four planes taking one [1x320]x[320x320] int8 sub-operation per cycle (Abts et
+    al., ISCA 2022), gets the same model; no MXM install rate was found in a checked source, so its
+    shift also takes `rows` cycles.
 
     Let fold f's first element enter array row 0 in cycle s_f (row r in cycle s_f + r) and its tile's
     shift start in cycle L_f; as in fold_cycles, element 0 enters `rows` cycles after the first shift

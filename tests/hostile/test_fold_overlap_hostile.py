@@ -27,6 +27,8 @@ CASES: dict[str, tuple[dict[str, Any], tuple]] = {
     "list": ({"fold_overlap": ["stationary"]}, ("fold_overlap",)),
     "mapping": ({"fold_overlap": {"stationary": True}}, ("fold_overlap",)),
     "output_stationary": ({"fold_overlap": "stationary", "dataflow": "os"}, ("fold_overlap", "ws", "is")),
+    # the shipped file already says `fold_overlap: stationary`: switching only the dataflow keeps it
+    "os_under_the_shipped_overlap": ({"dataflow": "os"}, ("fold_overlap", "ws", "is")),
     "misspelt_key": ({"fold_overlaps": "stationary"}, ("fold_overlaps",)),
 }
 
