@@ -304,16 +304,52 @@ def roofline_cycles(case: dict) -> tuple[int, int]:
     return compute, max(compute, memory)
 
 
+def emulate(case: dict):
+    """accelsim's exact emulation of SCALE-Sim's memory system (accelsim.cost.scalesim_memory) on one case."""
+    from accelsim.cost.scalesim_memory import scalesim_conv_traffic, scalesim_gemm_traffic
+
+    bandwidth = case["bandwidth_words_per_cycle"]
+    buffers = tuple(case[f"{operand}_sram_kb"] * 1024 // case["word_size_bytes"]
+                    for operand in ("ifmap", "filter", "ofmap")) + (bandwidth,) * 3
+    if case["kind"] == "gemm":
+        return scalesim_gemm_traffic(case["m"], case["k"], case["n"], case["rows"], case["cols"], case["dataflow"],
+                                     *buffers)
+    return scalesim_conv_traffic(case["c"], case["h"], case["w"], case["o"], case["kh"], case["kw"],
+                                 case["stride"][0], case["padding"][0], case["rows"], case["cols"],
+                                 case["dataflow"], *buffers)
+
+
+def tile_model(case: dict) -> tuple[int, int]:
+    """accelsim's own tile-level model (accelsim.cost.tile_traffic) on one case: (cycles between the first
+    MAC and the last output, as SCALE-Sim's Total Cycles count them, i.e. without the fill and drain; DRAM
+    words, ifmap + filter + ofmap)."""
+    from accelsim.cost.systolic import gemm_cycles
+    from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
+
+    batch, m, k, n = accelsim_view(case)
+    compute = gemm_cycles(m, k, n, case["rows"], case["cols"], case["dataflow"], batch).compute_cycles
+    buffers = BufferConfig(*(case[f"{operand}_sram_kb"] * 1024 for operand in ("ifmap", "filter", "ofmap")),
+                           case["bandwidth_words_per_cycle"])
+    raw_input = case["c"] * case["h"] * case["w"] if case["kind"] == "conv" else None
+    t = tile_traffic(batch, m, k, n, case["rows"], case["cols"], case["dataflow"], compute,
+                     case["word_size_bytes"], buffers, raw_input)
+    words = t.input_fetch_elems + t.weight_fetch_elems + t.output_write_elems + t.output_read_elems
+    return t.total_cycles - t.fill_cycles - t.drain_cycles, words
+
+
 def print_table(reference: dict) -> tuple[float, float]:
-    """Print SCALE-Sim's cycles and traffic next to accelsim's roofline; return the median and max |relative
-    error| of the roofline against SCALE-Sim's total cycles."""
+    """Print SCALE-Sim's cycles and traffic next to accelsim's roofline and its exact emulation; return the
+    median and max |relative error| of the roofline against SCALE-Sim's total cycles."""
     print(f"SCALE-Sim {reference['scalesim_version']} (USER bandwidth) vs accelsim's unique-bytes roofline "
-          "= max(compute, unique words / bandwidth)")
+          "= max(compute, unique words / bandwidth) and its emulation of SCALE-Sim's memory (emul)")
     print("total: SCALE-Sim's Total Cycles as a count; +fill/drain: its Total Cycles (incl. prefetch); "
-          "dram/uniq: its DRAM words over the unique words")
+          "dram/uniq: its DRAM words over the unique words; dram: its DRAM words (ifmap + filter + ofmap)")
     print(f"{'case':46} {'total':>9} {'stalls':>9} {'compute':>8} {'same':>4} {'roofline':>8} {'roof/tot':>8} "
-          f"{'+fill/drain':>11} {'roof/+fd':>8} {'dram/uniq':>9}")
-    errors, errors_with_fill = [], []
+          f"{'+fill/drain':>11} {'roof/+fd':>8} {'dram/uniq':>9} {'emul':>9} {'emul/tot':>8} {'dram':>10} "
+          f"{'emul dram':>10} {'emul/dram':>9} {'tile/tot':>8} {'tile/dram':>9}")
+    errors, errors_with_fill, emul_errors, emul_dram_errors = [], [], [], []
+    tile_errors, tile_dram_errors = [], []
+    start_s = time.monotonic()
     for case in reference["cases"]:
         compute, roofline = roofline_cycles(case)
         total, with_fill = scalesim_cycle_count(case), case["scalesim_total_cycles_incl_prefetch"]
@@ -321,15 +357,30 @@ def print_table(reference: dict) -> tuple[float, float]:
         errors_with_fill.append(abs(roofline - with_fill) / with_fill)
         dram = sum(case[f"scalesim_{op}_dram_{access}"]
                    for op, access in (("ifmap", "reads"), ("filter", "reads"), ("ofmap", "writes")))
+        emul = emulate(case)
+        emul_dram = emul.ifmap_dram_words + emul.filter_dram_words + emul.ofmap_dram_words
+        emul_errors.append(abs(emul.total_cycles - total) / total)
+        emul_dram_errors.append(abs(emul_dram - dram) / dram)
+        tile_cycles, tile_dram = tile_model(case)
+        tile_errors.append(abs(tile_cycles - total) / total)
+        tile_dram_errors.append(abs(tile_dram - dram) / dram)
         same = "yes" if compute == case["scalesim_compute_cycles"] else "NO"
         print(f"{case['id']:46} {total:>9} {case['scalesim_stall_cycles']:>9} {compute:>8} {same:>4} "
               f"{roofline:>8} "
               f"{roofline / total:>8.3f} {with_fill:>11} {roofline / with_fill:>8.3f} "
-              f"{dram / unique_words(case):>9.1f}")
+              f"{dram / unique_words(case):>9.1f} {emul.total_cycles:>9} {emul.total_cycles / total:>8.3f} "
+              f"{dram:>10} {emul_dram:>10} {emul_dram / dram:>9.3f} {tile_cycles / total:>8.3f} "
+              f"{tile_dram / dram:>9.3f}")
     median, worst = statistics.median(errors), max(errors)
     print(f"roofline vs SCALE-Sim over {len(errors)} cases: |error| against total cycles median {median:.1%}, "
           f"max {worst:.1%}; against total incl. fill/drain median {statistics.median(errors_with_fill):.1%}, "
           f"max {max(errors_with_fill):.1%}")
+    print(f"emulation vs SCALE-Sim: |error| of total cycles median {statistics.median(emul_errors):.2%}, max "
+          f"{max(emul_errors):.2%}; of DRAM words median {statistics.median(emul_dram_errors):.2%}, max "
+          f"{max(emul_dram_errors):.2%} ({time.monotonic() - start_s:.1f} s for the table, emulation included)")
+    print(f"tile model vs SCALE-Sim: |error| of total cycles median {statistics.median(tile_errors):.1%}, max "
+          f"{max(tile_errors):.1%}; of DRAM words median {statistics.median(tile_dram_errors):.1%}, max "
+          f"{max(tile_dram_errors):.1%} (the model of a double-buffered design, not of SCALE-Sim's wrap-arounds)")
     return median, worst
 
 

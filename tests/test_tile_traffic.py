@@ -146,3 +146,28 @@ def test_a_gemm_with_operand_buffers_compiles_and_simulates_end_to_end():
     result = A.simulate(sched, hw, graph=g)
     assert A.check(sched, graph=g, hw=hw).passed
     assert result.makespan_cycles >= 9233
+
+
+def test_scalesim_traffic_replays_scalesim_for_the_node_and_tile_is_the_default():
+    """The same conv through `traffic: scalesim`: SCALE-Sim's stall count on top of its compute rows, its
+    DRAM words as the node's bytes (int8, so words = bytes)."""
+    from accelsim.cost.scalesim_memory import scalesim_conv_traffic
+
+    replay = _conv_cost(_hw(weight_bytes=1151, traffic="scalesim"))
+    s = scalesim_conv_traffic(8, 16, 16, 16, 3, 3, 1, 1, 8, 8, "os", BIG, 1151, BIG, 4, 4, 4)
+    assert replay.stall_cycles == s.stall_cycles
+    assert replay.bytes_read == s.ifmap_dram_words + s.filter_dram_words
+    assert replay.bytes_written == s.ofmap_dram_words
+    assert replay.cycles == replay.compute_cycles + s.stall_cycles
+    assert replay.compute_cycles == s.compute_cycles
+    assert _conv_cost(_hw(weight_bytes=1151)).cycles == 9233  # the default is the tile model
+
+
+def test_a_layer_too_large_for_the_scalesim_replay_is_a_mapping_error_naming_node_and_unit(monkeypatch):
+    import accelsim.cost.scalesim_memory as replay
+    from accelsim.errors import MappingError
+
+    monkeypatch.setattr(replay, "MAX_DEMAND_ELEMENTS", 1000)
+    replay._traffic.cache_clear()
+    with pytest.raises(MappingError, match=r"conv2d node %\d+ .* on unit 'mxu'.*traffic 'tile'"):
+        _conv_cost(_hw(traffic="scalesim", input_bytes=4096))

@@ -55,16 +55,16 @@ def _tile(hw: HwSpec, node: Node, shapes: tuple, unit: Unit, compute_cycles: int
 
 
 def _scalesim_layer(node: Node, shapes: tuple, gemm: tuple[int, int, int, int]) -> dict | None:
-    """The layer as SCALE-Sim's topology describes it, or None when it cannot (batched GEMMs, grouped or
-    dilated or batched convs, unequal strides, conv gradients)."""
+    """The layer as SCALE-Sim's topology describes it, or None when it cannot (batched GEMMs, grouped,
+    dilated or batched convs, unequal strides or paddings, conv gradients)."""
     batch, m, k, n = gemm
     if node.op == "conv2d":
         (nb, c, h, w), (o, _, kh, kw) = shapes[0], shapes[1]
         a = node.attrs
         if nb == 1 and a.get("groups", 1) == 1 and tuple(a.get("dilation", (1, 1))) == (1, 1) \
-                and a["stride"][0] == a["stride"][1]:
-            return dict(kind="conv", c=c, h=h, w=w, o=o, kh=kh, kw=kw, stride=tuple(a["stride"]),
-                        padding=tuple(a["padding"]))
+                and a["stride"][0] == a["stride"][1] and a["padding"][0] == a["padding"][1]:
+            return dict(kind="conv", c=c, h=h, w=w, o=o, kh=kh, kw=kw, stride=a["stride"][0],
+                        padding=a["padding"][0])
         return None
     if node.op == "matmul" and batch == 1:
         return dict(kind="gemm", m=m, k=k, n=n)
