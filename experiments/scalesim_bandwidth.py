@@ -29,8 +29,8 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
-from scalesim_compare import (DATAFLOWS, SUPERRES_CONVS, SUPERRES_HW, _topology_csv, cli,
-                              accelsim_view)
+from scalesim_compare import (DATAFLOWS, SUPERRES_CONVS, SUPERRES_HW, _topology_csv, accelsim_view, cli,
+                              scalesim_config)
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_JSON = REPO / "tests" / "data" / "scalesim_bandwidth.json"
@@ -170,44 +170,12 @@ def scalesim_cycle_count(case: dict) -> int:
 
 # ---------------------------------------------------------------- worker side (SCALE-Sim venv only)
 
-_CONFIG = """[general]
-run_name = run
-
-[architecture_presets]
-ArrayHeight: {rows}
-ArrayWidth: {cols}
-IfmapSramSzkB: {ifmap_sram_kb}
-FilterSramSzkB: {filter_sram_kb}
-OfmapSramSzkB: {ofmap_sram_kb}
-IfmapOffset: 0
-FilterOffset: 10000000
-OfmapOffset: 20000000
-Dataflow: {dataflow}
-Bandwidth: {bandwidth_words_per_cycle}
-ReadRequestBuffer: 32
-WriteRequestBuffer: 32
-
-[layout]
-IfmapCustomLayout: False
-IfmapSRAMBankBandwidth: {bandwidth_words_per_cycle}
-IfmapSRAMBankNum: 1
-IfmapSRAMBankPort: 2
-FilterCustomLayout: False
-FilterSRAMBankBandwidth: {bandwidth_words_per_cycle}
-FilterSRAMBankNum: 1
-FilterSRAMBankPort: 2
-
-[sparsity]
-SparsitySupport: false
-SparseRep: ellpack_block
-OptimizedMapping: false
-BlockSize: 8
-RandomNumberGeneratorSeed: 40
-
-[run_presets]
-InterfaceBandwidth: USER
-UseRamulatorTrace: False
-"""
+def _config(case: dict) -> str:
+    """USER mode: every SRAM's DRAM channel at the case's bandwidth, one bank per read SRAM (the bank count must
+    divide the bandwidth)."""
+    return scalesim_config(case["rows"], case["cols"], case["dataflow"], case["ifmap_sram_kb"], case["filter_sram_kb"],
+                           case["ofmap_sram_kb"], interface="USER", bandwidth=case["bandwidth_words_per_cycle"],
+                           bank_bandwidth=case["bandwidth_words_per_cycle"], banks=1)
 
 
 def _report_row(path: Path, columns: dict[str, str]) -> dict[str, int]:
@@ -230,7 +198,7 @@ def _run_one(case: dict) -> dict:
     start_s = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="scalesim-", dir="/tmp") as tmp:
         config, topology, layout = (os.path.join(tmp, f) for f in ("run.cfg", "topology.csv", "layout.csv"))
-        Path(config).write_text(_CONFIG.format(**case))
+        Path(config).write_text(_config(case))
         Path(topology).write_text(_topology_csv(case))
         Path(layout).write_text("Layer name,\n")  # required file; unused without custom layouts
         sim = scalesim(save_disk_space=True, verbose=False, config=config, topology=topology, layout=layout,

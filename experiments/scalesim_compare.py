@@ -94,31 +94,31 @@ def scalesim_cycle_count(case: dict) -> int:
 
 # ---------------------------------------------------------------- worker side (SCALE-Sim venv only)
 
-_CONFIG = """[general]
+_CONFIG_TEMPLATE = """[general]
 run_name = run
 
 [architecture_presets]
 ArrayHeight: {rows}
 ArrayWidth: {cols}
-IfmapSramSzkB: {sram_kb}
-FilterSramSzkB: {sram_kb}
-OfmapSramSzkB: {sram_kb}
+IfmapSramSzkB: {ifmap_sram_kb}
+FilterSramSzkB: {filter_sram_kb}
+OfmapSramSzkB: {ofmap_sram_kb}
 IfmapOffset: 0
 FilterOffset: 10000000
 OfmapOffset: 20000000
 Dataflow: {dataflow}
-Bandwidth: 10
+Bandwidth: {bandwidth}
 ReadRequestBuffer: 32
 WriteRequestBuffer: 32
 
 [layout]
 IfmapCustomLayout: False
-IfmapSRAMBankBandwidth: 10
-IfmapSRAMBankNum: 10
+IfmapSRAMBankBandwidth: {bank_bandwidth}
+IfmapSRAMBankNum: {banks}
 IfmapSRAMBankPort: 2
 FilterCustomLayout: False
-FilterSRAMBankBandwidth: 10
-FilterSRAMBankNum: 10
+FilterSRAMBankBandwidth: {bank_bandwidth}
+FilterSRAMBankNum: {banks}
 FilterSRAMBankPort: 2
 
 [sparsity]
@@ -129,9 +129,19 @@ BlockSize: 8
 RandomNumberGeneratorSeed: 40
 
 [run_presets]
-InterfaceBandwidth: CALC
+InterfaceBandwidth: {interface}
 UseRamulatorTrace: False
 """
+
+
+def scalesim_config(rows: int, cols: int, dataflow: str, ifmap_sram_kb: int, filter_sram_kb: int, ofmap_sram_kb: int,
+                    interface: str = "CALC", bandwidth: int = 10, bank_bandwidth: int = 10, banks: int = 10) -> str:
+    """SCALE-Sim's config file for one run. The defaults are its CALC bandwidth mode (it sizes DRAM bandwidth
+    so that nothing stalls); USER mode (experiments/scalesim_bandwidth.py) fixes `bandwidth` for the ofmap
+    SRAM and `bank_bandwidth` x `banks` for each read SRAM."""
+    return _CONFIG_TEMPLATE.format(rows=rows, cols=cols, dataflow=dataflow, ifmap_sram_kb=ifmap_sram_kb,
+                                   filter_sram_kb=filter_sram_kb, ofmap_sram_kb=ofmap_sram_kb, interface=interface,
+                                   bandwidth=bandwidth, bank_bandwidth=bank_bandwidth, banks=banks)
 
 
 def _topology_csv(case: dict) -> str:
@@ -149,8 +159,8 @@ def _run_one(case: dict) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="scalesim-", dir="/tmp") as tmp:
         config, topology, layout = (os.path.join(tmp, f) for f in ("run.cfg", "topology.csv", "layout.csv"))
-        Path(config).write_text(_CONFIG.format(rows=case["rows"], cols=case["cols"], dataflow=case["dataflow"],
-                                               sram_kb=SRAM_KB))
+        Path(config).write_text(scalesim_config(case["rows"], case["cols"], case["dataflow"], SRAM_KB, SRAM_KB,
+                                                SRAM_KB))
         Path(topology).write_text(_topology_csv(case))
         Path(layout).write_text("Layer name,\n")  # required file; unused without custom layouts
         sim = scalesim(save_disk_space=True, verbose=False, config=config, topology=topology, layout=layout,

@@ -44,14 +44,11 @@ def _tile(hw: HwSpec, node: Node, shapes: tuple, unit: Unit, compute_cycles: int
           gemm: tuple[int, int, int, int]) -> OperandTraffic:
     batch, m, k, n = gemm
     array = unit.array
-    buffers = _buffer_config(hw, unit)
-    ways = unit.count if unit.gang else 1
-    t = tile_traffic(batch, m, k, n, array.rows, array.cols, array.dataflow, compute_cycles, elem_bytes, buffers,
-                     _unique_left_elems(node, shapes), channels=ways)
-    channel_elems = max(t.input_fetch_elems, t.weight_fetch_elems, t.output_write_elems + t.output_read_elems)
-    traffic_cycles = math.ceil(channel_elems * elem_bytes / (buffers.channel_bytes_per_cycle * ways))
+    t = tile_traffic(batch, m, k, n, array.rows, array.cols, array.dataflow, compute_cycles, elem_bytes,
+                     _buffer_config(hw, unit), _unique_left_elems(node, shapes),
+                     channels=unit.count if unit.gang else 1)
     return OperandTraffic(t.backing_read_elems * elem_bytes, t.output_write_elems * elem_bytes, t.stall_cycles,
-                          t.buffer_access_elems * elem_bytes, traffic_cycles > compute_cycles)
+                          t.buffer_access_elems * elem_bytes, t.channel_cycles > compute_cycles)
 
 
 def _scalesim_layer(node: Node, shapes: tuple, gemm: tuple[int, int, int, int]) -> dict | None:

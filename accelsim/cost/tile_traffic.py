@@ -71,6 +71,7 @@ class TileTraffic:
     compute_cycles: int
     fill_cycles: int  # first fold's tiles, before any MAC
     drain_cycles: int  # last output tile, after the last MAC
+    channel_cycles: int  # the busiest channel's whole traffic at its bandwidth: above compute, it sets the pace
     total_cycles: int
 
     @property
@@ -133,14 +134,16 @@ def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataf
         buffer_access = batch * fr * fc * (temporal * r_used + r_used * c_used + temporal * c_used)
     bandwidth = buffers.channel_bytes_per_cycle * channels
     to_cycles = lambda elems: math.ceil(elems * elem_bytes / bandwidth)  # noqa: E731
-    fill = max(to_cycles(min(tile, act)) for tile, act in zip(first_tiles, (act_in, act_w)))
-    drain = to_cycles(min(last_out, out))
+    # what each channel (input, weight, output) moves in all, and the part of it exposed before the first
+    # MAC (the first input and weight tiles) or after the last (the last output tile)
     channel_elems = (input_fetch, weight_fetch, output_write + output_read)
+    exposed = (min(first_tiles[0], act_in), min(first_tiles[1], act_w), min(last_out, out))
+    fill, drain = max(to_cycles(exposed[0]), to_cycles(exposed[1])), to_cycles(exposed[2])
+    channel_cycles = max(to_cycles(elems) for elems in channel_elems)
     if buffers.double_buffered:
-        first = (min(first_tiles[0], act_in), min(first_tiles[1], act_w), min(last_out, out))
-        busiest = max(to_cycles(max(0, total - exposed)) for total, exposed in zip(channel_elems, first))
+        busiest = max(to_cycles(max(0, total - part)) for total, part in zip(channel_elems, exposed))
         total_cycles = fill + max(compute_cycles, busiest) + drain
     else:
-        total_cycles = compute_cycles + max(to_cycles(elems) for elems in channel_elems)
+        total_cycles = compute_cycles + channel_cycles
     return TileTraffic(input_fetch, weight_fetch, output_write, output_read, buffer_access, compute_cycles,
-                       fill, drain, total_cycles)
+                       fill, drain, channel_cycles, total_cycles)
