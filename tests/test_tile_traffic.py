@@ -171,3 +171,14 @@ def test_a_layer_too_large_for_the_scalesim_replay_is_a_mapping_error_naming_nod
     replay._traffic.cache_clear()
     with pytest.raises(MappingError, match=r"conv2d node %\d+ .* on unit 'mxu'.*traffic 'tile'"):
         _conv_cost(_hw(traffic="scalesim", input_bytes=4096))
+
+
+def test_is_fill_waits_for_the_stationary_input_tile_and_the_streamed_weight_tile_in_their_own_buffers():
+    """is, 8x8 array, M=64, K=48, N=40 (int8): the first fold needs an 8 x 8 input tile (64 B) in the input
+    buffer and the 40 x 8 weight rows (320 B) it streams in the weight buffer. With a 128-byte input buffer
+    (64 active) both fit: fill = max(64, 320) / 8 B/cycle = 40 cycles; the last output tile, 40 x 8 = 320 B,
+    drains in 40. A 64-byte input buffer (32 active) exposes only 32 B of the input tile, still 40."""
+    fits = tile_traffic(1, 64, 48, 40, 8, 8, "is", 1000, 1, BufferConfig(128, BIG, BIG, 8.0))
+    assert (fits.fill_cycles, fits.drain_cycles) == (40, 40)
+    small_weights = tile_traffic(1, 64, 48, 40, 8, 8, "is", 1000, 1, BufferConfig(BIG, 128, BIG, 8.0))
+    assert small_weights.fill_cycles == 8  # 64 active weight bytes of the 320, and the whole 64 B input tile

@@ -129,7 +129,9 @@ def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataf
             output_write, output_read = out, 0
         else:
             output_write, output_read = fr * out, (fr - 1) * out
-        first_tiles = (temporal * r_used, r_used * c_used)
+        streamed_tile, stationary_tile = temporal * r_used, r_used * c_used
+        first_tiles = ((streamed_tile, stationary_tile) if dataflow == "ws"  # (input, weight)
+                       else (stationary_tile, streamed_tile))
         last_out = temporal * c_used
         buffer_access = batch * fr * fc * (temporal * r_used + r_used * c_used + temporal * c_used)
     bandwidth = buffers.channel_bytes_per_cycle * channels
