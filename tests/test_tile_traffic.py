@@ -182,3 +182,26 @@ def test_is_fill_waits_for_the_stationary_input_tile_and_the_streamed_weight_til
     assert (fits.fill_cycles, fits.drain_cycles) == (40, 40)
     small_weights = tile_traffic(1, 64, 48, 40, 8, 8, "is", 1000, 1, BufferConfig(BIG, 128, BIG, 8.0))
     assert small_weights.fill_cycles == 8  # 64 active weight bytes of the 320, and the whole 64 B input tile
+
+
+@pytest.mark.parametrize("args, buffers, expected", [
+    (dict(m=0), {}, "m=0"), (dict(k=-3), {}, "k=-3"), (dict(n=2.5), {}, "n=2.5"), (dict(rows=True), {}, "rows=True"),
+    (dict(elem_bytes=0), {}, "elem_bytes=0"), (dict(channels=0), {}, "channels=0"),
+    (dict(compute_cycles=-1), {}, "compute_cycles"), (dict(compute_cycles=float("nan")), {}, "compute_cycles"),
+    (dict(dataflow="rs"), {}, "dataflow"), ({}, dict(input_bytes=0), "input_bytes=0"),
+    ({}, dict(channel_bytes_per_cycle=0.0), "channel_bytes_per_cycle"),
+    ({}, dict(channel_bytes_per_cycle=float("inf")), "channel_bytes_per_cycle"),
+    ({}, dict(channel_bytes_per_cycle=float("nan")), "channel_bytes_per_cycle"),
+])
+def test_hostile_python_arguments_to_tile_traffic_are_refused_naming_them(args, buffers, expected):
+    call = dict(batch=1, m=64, k=48, n=40, rows=8, cols=8, dataflow="os", compute_cycles=1000, elem_bytes=1)
+    call.update(args)
+    config = dict(input_bytes=BIG, weight_bytes=BIG, output_bytes=BIG, channel_bytes_per_cycle=8.0)
+    config.update(buffers)
+    with pytest.raises(ValueError, match=expected):
+        tile_traffic(**call, buffers=BufferConfig(**config))
+
+
+def test_huge_layers_and_buffers_give_exact_integers_not_overflow():
+    t = tile_traffic(10**6, 10**6, 10**6, 10**6, 8, 8, "ws", 10**20, 2, BufferConfig(2**60, 2**60, 2**60, 1e-3))
+    assert t.input_fetch_elems == 10**18 and isinstance(t.total_cycles, int) and t.total_cycles > 10**20

@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Integral, Real
 
-from accelsim.cost.systolic import DATAFLOWS
+from accelsim.cost.systolic import DATAFLOWS, _positive
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,14 @@ def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataf
     """
     if dataflow not in DATAFLOWS:
         raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
+    batch, m, k, n, rows, cols, elem_bytes, channels = _positive(
+        batch=batch, m=m, k=k, n=n, rows=rows, cols=cols, elem_bytes=elem_bytes, channels=channels)
+    _positive(input_bytes=buffers.input_bytes, weight_bytes=buffers.weight_bytes, output_bytes=buffers.output_bytes)
+    if isinstance(compute_cycles, bool) or not isinstance(compute_cycles, Integral) or compute_cycles < 0:
+        raise ValueError(f"compute_cycles must be an integer >= 0, got {compute_cycles!r}")
+    rate = buffers.channel_bytes_per_cycle
+    if isinstance(rate, bool) or not isinstance(rate, Real) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"channel_bytes_per_cycle must be a finite number > 0, got {rate!r}")
     left, right, out = batch * m * k, batch * k * n, batch * m * n
     unique_left = left if unique_left_elems is None else min(left, unique_left_elems)
     act_in = buffers.active_elems(buffers.input_bytes, elem_bytes)
