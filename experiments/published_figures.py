@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 import accelsim as A
-from accelsim.cost.systolic import gemm_cycles
+from accelsim.cost.systolic import gemm_cycles, preload_cycles
 from accelsim.graph.ir import Graph
 from accelsim.ops.registry import get_op
 from accelsim.passes import inference_graph
@@ -51,8 +51,8 @@ class ArrayWork:
 
     busy_cycles: int
     macs: int
-    short_stream_cycles: int  # in nodes whose stream T is shorter than the weight shift (rows cycles)
-    shift_wait_cycles: int  # of those, cycles folds spend waiting for the next tile: (folds-1)*(rows-T)
+    short_stream_cycles: int  # in nodes whose stream T is shorter than the weight install (preload_cycles)
+    shift_wait_cycles: int  # of those, cycles folds spend waiting for the next tile: (folds-1)*(install-T)
 
     def efficiency(self, rows: int, cols: int) -> float:
         return self.macs / (self.busy_cycles * rows * cols) if self.busy_cycles else 0.0
@@ -68,12 +68,13 @@ def array_work(result, graph: Graph, unit) -> ArrayWork:
         node = graph.nodes[span.node]
         batch, m, k, n = get_op(node.op).gemm(node.shape, *(graph.nodes[i].shape for i in node.inputs),
                                               **node.attrs)
-        g = gemm_cycles(m, k, n, a.rows, a.cols, a.dataflow, batch, a.fold_overlap)
+        g = gemm_cycles(m, k, n, a.rows, a.cols, a.dataflow, batch, a.fold_overlap, a.preload_rows_per_cycle)
+        install = preload_cycles(a.rows, a.dataflow, a.preload_rows_per_cycle)
         busy += span.end - span.start
         macs += g.macs
-        if a.fold_overlap == "stationary" and g.temporal < a.rows:
+        if a.fold_overlap == "stationary" and g.temporal < install:
             short += span.end - span.start
-            wait += (g.folds - 1) * (a.rows - g.temporal)
+            wait += (g.folds - 1) * (install - g.temporal)
     return ArrayWork(busy, macs, short, wait)
 
 
@@ -120,8 +121,9 @@ def groq(max_m: int) -> list[tuple]:
     print(f"  MXM: {per_image:,.0f} plane-cycles per image on {planes} planes -> at most "
           f"{planes * hw.clock_hz / per_image:,.0f} images/s; fold efficiency (MACs / (busy cycles x "
           f"{a.rows}x{a.cols})) {work.efficiency(a.rows, a.cols):.1%}")
+    install = preload_cycles(a.rows, a.dataflow, a.preload_rows_per_cycle)
     print(f"  {work.short_stream_cycles / work.busy_cycles:.0%} of MXM cycles are in layers whose stream "
-          f"(T = output pixels) is shorter than the {a.rows}-cycle weight shift (late layers: 14x14 = 196, "
+          f"(T = output pixels) is shorter than the {install}-cycle weight install (late layers: 14x14 = 196, "
           f"7x7 = 49), so their folds wait {work.shift_wait_cycles / work.busy_cycles:.0%} of MXM cycles "
           f"for the next tile; with free installs the MXM bound would be "
           f"{planes * hw.clock_hz * m / (work.busy_cycles - work.shift_wait_cycles):,.0f} images/s")

@@ -51,7 +51,7 @@ def _compile(args: argparse.Namespace, checking: bool = False):
     start = time.perf_counter()
     schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
                                 pipeline_stages=args.pipeline_stages, limits=limits,
-                                exact=False if args.exact is None else args.exact)
+                                exact=False if args.exact is None else args.exact, split=SPLIT_CHOICES[args.split])
     return hw, graph, schedule, time.perf_counter() - start
 
 
@@ -118,7 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     o = schedule.options
     console.print(f"{'training step' if s['training'] else 'inference'} of {graph.name} on {hw.name}: "
                   f"{s['samples_per_step']} samples/step, {o.microbatches} micro-batch(es), "
-                  f"{o.data_parallel} replica(s), {o.pipeline_stages} stage(s); {s['tasks']} tasks "
+                  f"{o.data_parallel} replica(s), {o.pipeline_stages} stage(s)"
+                  f"{', tensor nodes split over unit instances' if o.split else ''}; {s['tasks']} tasks "
                   f"compiled in {seconds:.2f} s")
     console.print(f"  makespan    {schedule.makespan_cycles} cycles = {format_si(s['makespan_s'], 's')}")
     console.print(f"  throughput  {s['throughput_samples_per_s']:.6g} samples/s")
@@ -200,6 +201,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+SPLIT_CHOICES = {"auto": None, "on": True, "off": False}
+
+
 def _add_step_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hw", default=DEFAULT_HW, type=path_arg,
                    help=f"hardware YAML or bundled name (default {DEFAULT_HW})")
@@ -214,6 +218,9 @@ def _add_step_args(p: argparse.ArgumentParser) -> None:
                         f"list schedule, for SECONDS of CP-SAT's deterministic time (default "
                         f"{DEFAULT_EXACT_SECONDS:g}; reproducible, often 2-7x that in wall time); prints the "
                         f"proved bound and gap. Steps above {MAX_EXACT_TASKS:,} tasks are refused")
+    p.add_argument("--split", choices=tuple(SPLIT_CHOICES), default="auto",
+                   help="cut matmuls and convolutions over the instances of their unit where the parts finish "
+                        "sooner: 'on', 'off', or 'auto' (default): schedule the step both ways and keep the shorter")
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:

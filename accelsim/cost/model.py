@@ -117,9 +117,10 @@ def _compute_cycles(unit: Unit, op: OpDef, node: Node, shapes: tuple, flops: int
     if unit.array is not None:
         batch, m, k, n = op.gemm(node.shape, *shapes, **node.attrs)
         array = unit.array
-        sc = gemm_cycles(m, k, n, array.rows, array.cols, array.dataflow, batch, array.fold_overlap)
+        sc = gemm_cycles(m, k, n, array.rows, array.cols, array.dataflow, batch, array.fold_overlap,
+                         array.preload_rows_per_cycle)
         return run_cycles(math.ceil(sc.folds / ways), array.rows, array.cols, sc.temporal, array.dataflow,
-                          array.fold_overlap)
+                          array.fold_overlap, array.preload_rows_per_cycle)
     if unit.vector is not None:  # data movement still touches every element once
         work = max(flops, numel(node.shape))
         return math.ceil(work / (unit.vector.lanes * unit.vector.ops_per_lane_per_cycle * ways))

@@ -45,7 +45,16 @@ def _spatial_temporal(m: int, k: int, n: int, dataflow: str) -> tuple[int, int, 
     raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
 
 
-def fold_cycles(rows: int, cols: int, temporal: int, dataflow: str) -> int:
+def preload_cycles(rows: int, dataflow: str, preload_rows_per_cycle: int = 1) -> int:
+    """Cycles to install a ws/is array's stationary tile: its `rows` rows at `preload_rows_per_cycle`
+    rows per cycle (1: a shift chain, as SCALE-Sim and TPU v1's MXU); an os array installs nothing."""
+    if dataflow == "os":
+        return 0
+    rows, rate = _positive(rows=rows, preload_rows_per_cycle=preload_rows_per_cycle)
+    return -(-rows // rate)
+
+
+def fold_cycles(rows: int, cols: int, temporal: int, dataflow: str, preload_rows_per_cycle: int = 1) -> int:
     """Cycles of one fold, fill and drain included, for `temporal` = T elements streamed through it.
 
     A partly used fold costs as much as a full one (SCALE-Sim pads its demand matrices with idle
@@ -55,53 +64,51 @@ def fold_cycles(rows: int, cols: int, temporal: int, dataflow: str) -> int:
     WS/IS: `rows` cycles shift the stationary operand in; stream element t then enters array row r at
     cycle rows + t + r and its sum leaves the bottom of column c at cycle rows + t + (rows-1) + c;
     the last one (t = T-1, c = cols-1) leaves in cycle 2*rows + cols + T - 3, counting from 0.
+    An install of P = preload_cycles(...) cycles instead of `rows` moves all of that by P - rows.
     """
     if dataflow not in DATAFLOWS:
         raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
-    preload_cycles = 0 if dataflow == "os" else rows
-    return preload_cycles + rows + cols + temporal - 2
+    return preload_cycles(rows, dataflow, preload_rows_per_cycle) + rows + cols + temporal - 2
 
 
-def run_cycles(folds: int, rows: int, cols: int, temporal: int, dataflow: str, fold_overlap: str = "none") -> int:
+def run_cycles(folds: int, rows: int, cols: int, temporal: int, dataflow: str, fold_overlap: str = "none",
+               preload_rows_per_cycle: int = 1) -> int:
     """Cycles for `folds` folds of T = `temporal` streamed elements run one after another on one array.
 
     "none" (SCALE-Sim): every fold pays its own preload, fill and drain: folds * fold_cycles.
 
     "stationary" (ws and is only): the PEs hold a second, shadow copy of the stationary operand, so the
-    next fold's tile is shifted in while the current fold streams. TPU v1's MXU "holds one 64 KiB tile
+    next fold's tile is installed while the current fold streams. TPU v1's MXU "holds one 64 KiB tile
     of weights plus one for double-buffering (to hide the 256 cycles it takes to shift a tile in)", and
     its weights "take effect with the advancing wave alongside the first data of a new block" (Jouppi
     et al., ISCA 2017, Section 2 and the text on Figure 4; arXiv 1704.04760 pp. 3-4): 256 rows in 256
-    cycles, the one row per cycle that the `rows`-cycle shift below (and SCALE-Sim) assumes. Groq's MXM,
-    also weight-stationary with activation streams flowing past installed weights (Abts et al., ISCA
-    2020), each of its four planes taking one [1x320]x[320x320] int8 sub-operation per cycle (Abts et
-    al., ISCA 2022), gets the same model; no MXM install rate was found in a checked source, so its
-    shift also takes `rows` cycles.
+    cycles, one row per cycle (k = preload_rows_per_cycle = 1, SCALE-Sim's rate). Groq's MXM, also
+    weight-stationary with activation streams flowing past installed weights (Abts et al., ISCA 2020),
+    writes its weights from the chip's streams, k rows per cycle (hwconfigs/groq_like.yaml sources k).
 
-    Let fold f's first element enter array row 0 in cycle s_f (row r in cycle s_f + r) and its tile's
-    shift start in cycle L_f; as in fold_cycles, element 0 enters `rows` cycles after the first shift
-    starts: L_0 = 0, s_0 = rows. Three constraints set the next fold's start:
-      - the shift for fold f+1 writes shadow row r from cycle L_{f+1} + r on, and fold f's tile moves
-        from shadow row r to the active registers with its wave at the end of cycle s_f + r (a register
-        swap: the shadow may be written on that same edge): L_{f+1} >= s_f (both waves move one row
-        per cycle, so row 0 binds);
-      - the new tile is complete once its `rows`-cycle shift ends, and takes effect at row r with the
-        first element of fold f+1 in cycle s_{f+1} + r: s_{f+1} >= L_{f+1} + rows; one shift path also
-        gives L_{f+1} >= L_f + rows;
+    Let P = ceil(rows / k) be one tile's install, fold f's first element enter array row 0 in cycle s_f
+    (row r in cycle s_f + r); as in fold_cycles, s_0 = P. Three constraints set the next fold's start:
+      - shadow row r may take fold f+1's weights once fold f's weights moved from it to the active
+        registers, which they do with fold f's wave at the end of cycle s_f + r (a register swap: the
+        shadow may be written on that same edge), and must hold them by cycle s_{f+1} + r, when fold
+        f+1's first element reaches row r: a window of s_{f+1} - s_f cycles per row, the windows of
+        consecutive rows one cycle apart. With k = 1 (a shift chain) row 0's window binds:
+        s_{f+1} >= s_f + rows; with k rows per cycle written to any row, the rows freed by the wave
+        (one per cycle) are written within their windows if every window holds P cycles:
+        s_{f+1} >= s_f + P (each row is written once per fold, `rows` writes at k per cycle);
       - each array row takes one streamed element per cycle: s_{f+1} >= s_f + T.
-    By induction L_{f+1} = s_f and s_f = rows + f * max(T, rows): folds issue every max(T, rows)
-    cycles. The preload is hidden entirely when T >= rows and in part (T of its rows cycles) otherwise.
-    Because the tile switch travels with the data, fold f+1's elements follow fold f's through the
-    array without a drain in between, so the skew of rows + cols - 2 (the last element's trip down to
-    the bottom row and across to the last column) is paid once per run, after the last fold:
-        cycles = fold_cycles + (folds - 1) * max(T, rows).
+    So folds issue every max(T, P) cycles: the install is hidden entirely when T >= P and in part
+    otherwise. Because the tile switch travels with the data, fold f+1's elements follow fold f's
+    through the array without a drain in between, so the skew of rows + cols - 2 (the last element's
+    trip down to the bottom row and across to the last column) is paid once per run, after the last fold:
+        cycles = fold_cycles + (folds - 1) * max(T, P).
     Partial sums from consecutive row folds go to the accumulators one row per cycle in stream order,
     as they do within a fold, so no port is shared by two folds in one cycle. A run is the folds of
-    one node: the next node's first preload is not overlapped with this node's last fold.
-    OS keeps outputs in the PEs, not a shifted-in operand, so it has no such overlap and is refused.
+    one node: the next node's first install is not overlapped with this node's last fold.
+    OS keeps outputs in the PEs, not an installed operand, so it has no such overlap and is refused.
     """
     folds, rows, cols, temporal = _positive(folds=folds, rows=rows, cols=cols, temporal=temporal)
-    one = fold_cycles(rows, cols, temporal, dataflow)
+    one = fold_cycles(rows, cols, temporal, dataflow, preload_rows_per_cycle)
     if fold_overlap == "none":
         return folds * one
     if fold_overlap != "stationary":
@@ -109,11 +116,11 @@ def run_cycles(folds: int, rows: int, cols: int, temporal: int, dataflow: str, f
     if dataflow == "os":
         raise ValueError("fold_overlap 'stationary' needs a ws or is array (a double-buffered stationary "
                          "operand); an os array keeps its outputs in the PEs, so use fold_overlap 'none'")
-    return one + (folds - 1) * max(temporal, rows)
+    return one + (folds - 1) * max(temporal, preload_cycles(rows, dataflow, preload_rows_per_cycle))
 
 
 def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, batch: int = 1,
-                fold_overlap: str = "none") -> SystolicCost:
+                fold_overlap: str = "none", preload_rows_per_cycle: int = 1) -> SystolicCost:
     """Cycles for `batch` independent (m x k) @ (k x n) GEMMs run fold after fold (see run_cycles).
 
     With the default fold_overlap "none", SCALE-Sim reports the 0-based index of the last cycle (its
@@ -122,7 +129,7 @@ def gemm_cycles(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, bat
     m, k, n, rows, cols, batch = _positive(m=m, k=k, n=n, rows=rows, cols=cols, batch=batch)
     spatial_rows, spatial_cols, temporal = _spatial_temporal(m, k, n, dataflow)
     folds = math.ceil(spatial_rows / rows) * math.ceil(spatial_cols / cols) * batch
-    compute_cycles = run_cycles(folds, rows, cols, temporal, dataflow, fold_overlap)
+    compute_cycles = run_cycles(folds, rows, cols, temporal, dataflow, fold_overlap, preload_rows_per_cycle)
     macs = m * k * n * batch
     return SystolicCost(compute_cycles, folds, macs, macs / (compute_cycles * rows * cols), temporal)
 

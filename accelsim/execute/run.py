@@ -9,11 +9,12 @@ import numpy as np
 
 from accelsim.errors import ScheduleError
 from accelsim.execute.arena import Arenas, Slot
-from accelsim.graph.ir import NUMPY_BYTES, Graph
+from accelsim.graph.ir import NUMPY_BYTES, Graph, Node
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
 from accelsim.schedule.kinds import TASK_KINDS, Kernel
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
+from accelsim.schedule.split import Part, assemble, part_node, slice_inputs
 
 LeafKey = tuple[int, int, int, int]
 """(node, micro-batch or PER_STEP, replica, chip): one placed leaf tensor."""
@@ -97,9 +98,23 @@ class Executor:
         node_id, microbatch, replica, _ = key
         self.arenas.write(self.leaf_slot[key], self.leaf_value(node_id, microbatch, replica))
 
+    def computes(self, t: Task) -> Node:
+        """The node as task `t` computes or holds it: the whole node, or one part of it."""
+        node = self.graph.nodes[t.node]
+        return part_node(self.graph, node, Part(t.split, t.part, t.parts)) if t.is_part else node
+
     def read_output(self, task_id: int, reader: str) -> np.ndarray:
-        node = self.graph.nodes[self.tasks[task_id].node]
+        node = self.computes(self.tasks[task_id])
         return self.arenas.read(self.out_slot[task_id], node.shape, node.dtype, reader)
+
+    def read_value(self, tasks: list[int], reader: str) -> np.ndarray:
+        """A node's value from the task holding it, or from all its parts put back together."""
+        if len(tasks) == 1:
+            return self.read_output(tasks[0], reader)
+        first = self.tasks[tasks[0]]
+        ordered = sorted(tasks, key=lambda d: self.tasks[d].part)
+        return assemble(self.graph, self.graph.nodes[first.node], first.split,
+                        [self.read_output(d, reader) for d in ordered])
 
     def read_leaf(self, t: Task, node_id: int, reader: str) -> np.ndarray:
         """A leaf input of `t`'s node, from its tensor on `t`'s chip (an input of t's micro-batch; a
@@ -116,14 +131,16 @@ class Executor:
         deliver them on `t`'s chip. An update reading a gradient gets the step's mean: the gradient
         arrives summed over micro-batches and replicas."""
         node = self.graph.nodes[t.node]
-        by_node = {self.tasks[d].node: d for d in t.deps
-                   if self.tasks[d].out_chip == t.chip and d in self.out_slot}
+        by_node: dict[int, list[int]] = defaultdict(list)
+        for d in t.deps:
+            if self.tasks[d].out_chip == t.chip and d in self.out_slot:
+                by_node[self.tasks[d].node].append(d)
         args = []
         for i in node.inputs:
             if self.graph.nodes[i].is_leaf:
                 args.append(self.read_leaf(t, i, reader))
                 continue
-            value = self.read_output(by_node[i], reader)
+            value = self.read_value(by_node[i], reader)
             if t.phase == "update" and i in self.gradients:
                 value = value / self.steps
                 self.result.grads[(i, t.replica)] = value
@@ -136,9 +153,12 @@ class Executor:
     def run_task(self, t: Task) -> None:
         kind = TASK_KINDS[t.kind]
         node = self.graph.nodes[t.node]
-        reader = f"task {t.id} ({t.kind} {t.op} %{t.node}, mb {t.microbatch}, replica {t.replica})"
+        part = f", part {t.part} of {t.parts}" if t.is_part else ""
+        reader = f"task {t.id} ({t.kind} {t.op} %{t.node}{part}, mb {t.microbatch}, replica {t.replica})"
         args = self.graph_inputs(t, reader) if kind.reads_graph_inputs else self.dep_outputs(t, reader)
-        value = kind.compute(self.kernel, node, args)
+        if t.is_part and kind.reads_graph_inputs:  # a part of a node: the slices of the inputs it cuts
+            args = slice_inputs(self.graph, node, Part(t.split, t.part, t.parts), args)
+        value = kind.compute(self.kernel, self.computes(t), args)
         if kind.reads_graph_inputs and t.microbatch != PER_STEP:
             for name in self.names.get(t.node, ()):
                 self.result.outputs[(name, t.microbatch, t.replica)] = value.copy()

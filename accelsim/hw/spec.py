@@ -47,6 +47,8 @@ RANGES: dict[str, Range] = {
     "array_dim": Range(1, 65536, "rows or columns", integer=True, why=(
         "a systolic array side; TPUs use 128-256, 65536 is far beyond any die")),
     "lanes": Range(1, 65536, "lanes", integer=True, why="a vector unit's width, as an array side"),
+    "preload_rows_per_cycle": Range(1, 65536, "rows per cycle", integer=True, why=(
+        "a stationary tile's install rate: 1 (a shift chain) up to a whole array side per cycle")),
     "ops_per_lane_per_cycle": Range(1e-3, 1024, "ops per lane per cycle", why=(
         "from one op per thousand cycles (a multi-cycle divider) to 1024 (a deep ALU cluster per lane; "
         "Groq's VXM has 16)")),
@@ -81,6 +83,7 @@ UnitCount = Annotated[int, _field("unit_count")]
 ChipCount = Annotated[int, _field("chip_count")]
 ArrayDim = Annotated[int, _field("array_dim")]
 Lanes = Annotated[int, _field("lanes")]
+PreloadRate = Annotated[int, _field("preload_rows_per_cycle")]
 OpsPerLane = Annotated[float, _field("ops_per_lane_per_cycle")]
 CyclesPerElement = Annotated[float, _field("cycles_per_element")]
 BytesPerElement = Annotated[int, _field("bytes_per_element")]
@@ -149,28 +152,36 @@ class Memory(Bandwidth):
 class SystolicArray(Spec):
     """A rows x cols systolic array. `fold_overlap: stationary` says the PEs double-buffer the stationary
     operand (TPU v1's MXU, Groq's MXM), so consecutive folds of a node overlap (cost/systolic.run_cycles);
-    the default `none` is SCALE-Sim's back-to-back folds."""
+    the default `none` is SCALE-Sim's back-to-back folds. `preload_rows_per_cycle`: how many rows of a
+    ws/is array's stationary tile are installed per cycle (default 1, a shift chain, as SCALE-Sim)."""
 
     rows: ArrayDim
     cols: ArrayDim
     dataflow: Literal["os", "ws", "is"]
     fold_overlap: Literal["none", "stationary"] = "none"
+    preload_rows_per_cycle: PreloadRate = 1
 
     @model_serializer(mode="wrap")
-    def _omit_default_overlap(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A dump without the default key is the dump from before the key existed, so hardware hashes
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A dump without the default keys is the dump from before the keys existed, so hardware hashes
         recorded in schedules compiled then (schedule/plan.hw_hash) still match."""
         data = handler(self)
         if self.fold_overlap == "none":
             data.pop("fold_overlap", None)
+        if self.preload_rows_per_cycle == 1:
+            data.pop("preload_rows_per_cycle", None)
         return data
 
     @model_validator(mode="after")
-    def _overlap_needs_a_stationary_operand(self) -> "SystolicArray":
+    def _stationary_options_need_a_stationary_operand(self) -> "SystolicArray":
         if self.fold_overlap == "stationary" and self.dataflow == "os":
             raise_problems("SystolicArray", [(("fold_overlap",), "fold_overlap 'stationary' (a double-buffered "
                                               "stationary operand) needs dataflow 'ws' or 'is'; an 'os' array "
                                               "keeps its outputs in the PEs: use fold_overlap 'none'", "stationary")])
+        if self.preload_rows_per_cycle != 1 and self.dataflow == "os":
+            raise_problems("SystolicArray", [(("preload_rows_per_cycle",), "preload_rows_per_cycle sets the install "
+                                              "rate of a ws or is array's stationary tile; an 'os' array installs "
+                                              "none: leave it out", self.preload_rows_per_cycle)])
         return self
 
 

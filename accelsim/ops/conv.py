@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from accelsim.errors import ShapeError
-from accelsim.ops.registry import Example, OpDef, Shape, apply, numel, register
+from accelsim.ops.registry import Example, OpDef, Shape, Split, apply, numel, register
 from accelsim.ops.window import Pair, out_size, pair, scatter_windows, windows
 
 __all__ = ["conv2d"]
@@ -153,21 +153,40 @@ def _grad_weight_examples(rng: np.random.Generator) -> list[Example]:
     return cases
 
 
+def _conv_splits(out: Shape, x: Shape, w: Shape, groups: int, **a: Any) -> tuple[Split, ...]:
+    """Images from images; with one group, output channels from their filters."""
+    batch = Split("batch", 0, (0, None))
+    return (batch, Split("out_channels", 1, (None, 0))) if groups == 1 else (batch,)
+
+
+def _grad_input_splits(out: Shape, g: Shape, w: Shape, groups: int, **a: Any) -> tuple[Split, ...]:
+    """dx's images from g's images; with one group, dx's channel c from the filters' input channel c."""
+    batch = Split("batch", 0, (0, None), "input_shape")
+    return (batch, Split("in_channels", 1, (None, 1), "input_shape")) if groups == 1 else (batch,)
+
+
+def _grad_weight_splits(out: Shape, x: Shape, g: Shape, groups: int, **a: Any) -> tuple[Split, ...]:
+    """With one group, dW's filter o from g's channel o, and dW's input channel c from x's channel c."""
+    if groups != 1:
+        return ()
+    return (Split("out_channels", 0, (None, 1), "weight_shape"), Split("in_channels", 1, (1, None), "weight_shape"))
+
+
 register(OpDef(
-    "conv2d", "tensor", infer=_conv_shape, ref=_conv_ref, grad=_grad, examples=_conv_examples,
+    "conv2d", "tensor", splits=_conv_splits, infer=_conv_shape, ref=_conv_ref, grad=_grad, examples=_conv_examples,
     flops=lambda out, x, w, **a: 2 * numel(out) * _macs_per_output(w),
     gemm=lambda out, x, w, groups, **a: (groups, out[0] * out[2] * out[3], _macs_per_output(w), out[1] // groups),
     features=lambda out, x, w, **a: _layer(w),
     doc="NCHW cross-correlation, no bias; weight (O, C//groups, KH, KW)"))
 register(OpDef(
-    "conv2d_grad_input", "tensor", infer=_grad_input_shape, ref=_grad_input_ref, backward_only=True,
+    "conv2d_grad_input", "tensor", splits=_grad_input_splits, infer=_grad_input_shape, ref=_grad_input_ref, backward_only=True,
     flops=lambda out, g, w, **a: 2 * numel(g) * _macs_per_output(w), examples=_grad_input_examples,
     # dcols = g (N*Ho*Wo, O/groups) @ w (O/groups, C/groups*KH*KW), then col2im adds the columns back.
     gemm=lambda out, g, w, groups, **a: (groups, g[0] * g[2] * g[3], g[1] // groups, _macs_per_output(w)),
     features=lambda out, g, w, **a: _layer(w),
     doc="d conv2d / d x: transposed convolution of the output gradient (col2im)"))
 register(OpDef(
-    "conv2d_grad_weight", "tensor", infer=_grad_weight_shape, ref=_grad_weight_ref, backward_only=True,
+    "conv2d_grad_weight", "tensor", splits=_grad_weight_splits, infer=_grad_weight_shape, ref=_grad_weight_ref, backward_only=True,
     flops=lambda out, x, g, **a: 2 * numel(g) * _macs_per_output(out), examples=_grad_weight_examples,
     gemm=lambda out, x, g, groups, **a: (groups, out[0] // groups, g[0] * g[2] * g[3], _macs_per_output(out)),
     features=lambda out, x, g, **a: _layer(out),

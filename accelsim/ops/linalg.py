@@ -8,7 +8,7 @@ import numpy as np
 from accelsim.errors import ShapeError
 from accelsim.ops.reduce import sum_to
 from accelsim.ops.shape import reshape
-from accelsim.ops.registry import Example, OpDef, Shape, apply, numel, register
+from accelsim.ops.registry import Example, OpDef, Shape, Split, apply, numel, register
 
 
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Any:
@@ -84,5 +84,16 @@ def _gemm(out: Shape, a: Shape, b: Shape, transpose_a: bool, transpose_b: bool) 
     return numel(batch), m, k, n
 
 
+def _splits(out: Shape, a: Shape, b: Shape, transpose_a: bool, transpose_b: bool) -> tuple[Split, ...]:
+    """Output rows come from op(a)'s rows, columns from op(b)'s columns, batch entries from both
+    operands' batch entries (an operand without batch axes is read whole)."""
+    rows = Split("rows", len(out) - 2, (len(a) - 1 if transpose_a else len(a) - 2, None))
+    cols = Split("cols", len(out) - 1, (None, len(b) - 2 if transpose_b else len(b) - 1))
+    if len(out) == 2:
+        return rows, cols
+    batch = Split("batch", 0, (0 if len(a) > 2 else None, 0 if len(b) > 2 else None))
+    return batch, rows, cols
+
+
 register(OpDef("matmul", "tensor", infer=_infer, ref=_ref, flops=_flops, grad=_grad, examples=_examples,
-               gemm=_gemm))
+               gemm=_gemm, splits=_splits))

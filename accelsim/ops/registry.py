@@ -37,6 +37,24 @@ def _no_flops(out: Shape, *ins: Shape, **attrs: Any) -> int:
 
 
 @dataclass(frozen=True)
+class Split:
+    """One way to cut an op's output into independent parts along one axis, each computed from slices of
+    the inputs alone (no partial sums to combine): a matmul's output rows from a's rows, a convolution's
+    output channels from the filters. `in_axes[j]`: the axis of input j sliced with the output (None:
+    read whole). `shape_attr`: an attribute holding the output's shape (a gradient op's input_shape),
+    which each part sets to its own shape."""
+
+    name: str
+    out_axis: int
+    in_axes: tuple[int | None, ...]
+    shape_attr: str | None = None
+
+
+def _no_splits(out: Shape, *ins: Shape, **attrs: Any) -> tuple[Split, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
 class OpDef:
     """Everything accelsim knows about one op.
 
@@ -67,6 +85,9 @@ class OpDef:
     gemm: Callable[..., tuple[int, int, int, int]] | None = None
     # (out, *in_shapes, **attrs) -> extra facts a hardware unit may constrain on (e.g. kernel size).
     features: Callable[..., dict[str, Any]] | None = None
+    # (out, *in_shapes, **attrs) -> the ways a node's output may be cut into parts that run on different
+    # unit instances at once (schedule/split.py); () for an op that is never split.
+    splits: Callable[..., tuple[Split, ...]] = _no_splits
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections import defaultdict
 
 from accelsim.errors import AccelsimError
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, check_step_size
 from accelsim.ops.registry import numel
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import aligned, chip_list, read_cycles, write_cycles
-from accelsim.schedule.plan import Schedule, graph_hash, hw_hash, memory_label
+from accelsim.schedule.plan import Schedule, Task, graph_hash, hw_hash, memory_label
 from accelsim.schedule.ports import MILLI, port_capacities, port_rate, unit_ports
 from accelsim.schedule.traffic import placed_io, task_loads
+from accelsim.schedule.split import splits_of
 from accelsim.schedule.validate import Names
 
 
@@ -63,17 +64,63 @@ def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: boo
         node = graph.nodes[t.node]
         if t.kind == "node" and t.op != node.op:
             problems.append(f"{names.task(t)} has op {t.op!r} but graph node %{t.node} is a {node.op}")
+        elif t.is_part:
+            problem = _cut_problem(graph, node, t)
+            if problem:
+                problems.append(f"{names.task(t)} is part {t.part} of {t.parts} of {names.node(t.node)}, but {problem}")
+                continue
         if not consistent:
             continue
-        delivered = {tasks[d].node for d in t.deps}
+        delivered: dict[int, list[Task]] = {}
+        for d in t.deps:
+            delivered.setdefault(tasks[d].node, []).append(tasks[d])
         for i in TASK_KINDS[t.kind].needs(graph, node):
             if i not in delivered:
                 problems.append(f"{names.task(t)} needs {names.node(i)} but none of its dependences "
                                 f"(tasks {list(t.deps)}) produces, moves, accumulates or reduces it")
+        if TASK_KINDS[t.kind].reads_graph_inputs:  # computes its node from whole inputs
+            for i, got in delivered.items():
+                problem = _parts_problem(got)
+                if problem:
+                    problems.append(f"{names.task(t)} reads {names.node(i)} in parts, but {problem}")
+            continue
+        cut = (t.split, t.part, t.parts)  # moves, accumulates or reduces what its dependences hold, part for part
+        for d in t.deps:
+            if (tasks[d].split, tasks[d].part, tasks[d].parts) != cut:
+                problems.append(f"{names.task(t)} holds part {t.part} of {t.parts} (split {t.split}) but reads "
+                                f"task {d}, part {tasks[d].part} of {tasks[d].parts} (split {tasks[d].split})")
     for x in schedule.tensors:
         if not x.node < len(graph.nodes):
             problems.append(f"{names.tensor(x)} is of node %{x.node}, which graph {graph.name!r} does not have")
     return problems
+
+
+def _cut_problem(graph: Graph, node: Node, t: Task) -> str | None:
+    """Why a part task cannot be a part of its node: its op has no such split, or too few indices."""
+    if node.is_leaf or t.kind not in ("node", "transfer"):
+        return f"a {t.kind} task of a {node.op} node is never a part"
+    splits = splits_of(graph, node)
+    if t.split >= len(splits):
+        return (f"{node.op} node %{node.id} has {len(splits)} way(s) to split "
+                f"({', '.join(s.name for s in splits) or 'none'}), not split {t.split}")
+    size = node.shape[splits[t.split].out_axis]
+    if t.parts > size:
+        return f"its {splits[t.split].name} axis has {size} indices, fewer than {t.parts} parts"
+    return None
+
+
+def _parts_problem(got: list[Task]) -> str | None:
+    """Why the dependences `got`, all of one node, do not deliver it whole: parts must come all
+    together, each exactly once, cut the same way."""
+    parts = [d for d in got if d.is_part]
+    if not parts:
+        return None
+    cuts = {(d.split, d.parts) for d in parts}
+    indices = sorted(d.part for d in parts)
+    if len(parts) != len(got) or len(cuts) != 1 or indices != list(range(parts[0].parts)):
+        return (f"its dependences deliver parts {[(d.id, d.part, d.parts) for d in got]} (task, part, parts): "
+                f"every part of one cut is needed, each once, and no whole copy beside them")
+    return None
 
 
 def _check_hardware(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
@@ -203,7 +250,7 @@ def _check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names) -> l
                 "microbatch": spec.microbatch, "replica": spec.replica, "stage": spec.stage, "chip": spec.chip,
                 "out_chip": spec.out_chip, "deps": tuple(spec.deps), "after": tuple(spec.after), "reads": tuple(spec.reads),
                 "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group,
-                "energy_pj": float(spec.energy_pj)}
+                "energy_pj": float(spec.energy_pj), **spec.part_fields()}
         wrong = [f"{k} {getattr(t, k)!r} (expected {v!r})" for k, v in want.items() if getattr(t, k) != v]
         got_options = tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates])
         if got_options != tuple(spec.options):

@@ -4,12 +4,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelsim.errors import AccelsimError, MemoryFitError
+from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
-from accelsim.limits import DEFAULT_LIMITS, Limits, check_step_options, check_step_size
+from accelsim.limits import DEFAULT_LIMITS, Limits, check_step_options, check_step_size, estimate_tasks
 from accelsim.schedule.bounds import lower_bounds
+from accelsim.schedule.exact import MAX_EXACT_TASKS
 from accelsim.schedule.exact_step import check_exact_step, exact_seconds, solve_step
 from accelsim.schedule.expand import Plan, expand
 from accelsim.schedule.improve import makespan_of
@@ -105,9 +106,49 @@ def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, ch
     return best
 
 
+def _split_extra_tasks(graph: Graph, hw: HwSpec, options: Options) -> int:
+    """How many tasks splitting adds to the step: parts - 1 per split node (and per moved part), per
+    micro-batch and replica, counted on a one-micro-batch expansion."""
+    one = options.model_copy(update={"microbatches": 1, "data_parallel": 1, "max_in_flight": None, "split": True})
+    extra = sum(t.part.parts - 1 for t in expand(graph, hw, one).tasks if t.part is not None and t.part.index == 0)
+    return extra * options.microbatches * options.data_parallel
+
+
+def _fit_split(graph: Graph, hw: HwSpec, options: Options, window: int | None, chosen: bool,
+               split: bool | None, max_tasks: int) -> Fitted:
+    """The step fitted unsplit, split, or (split None) both, the shorter kept and the unsplit one on a
+    tie. Splitting trades unit time (every part pays its own fill and drain) for a shorter critical
+    path, so whether it pays depends on how busy the units already are: a single micro-batch's layers
+    run faster on four Groq MXM planes than on one, sixty-four micro-batches in flight already fill all
+    four. A split step above `max_tasks` is refused (split True) or not tried (None)."""
+    if split is False:
+        return _fit_best(graph, hw, options, window, chosen)
+    extra = _split_extra_tasks(graph, hw, options)
+    o = options
+    tasks = estimate_tasks(graph, o.microbatches, o.data_parallel, o.pipeline_stages) + extra
+    if tasks > max_tasks:
+        if split:
+            raise ScheduleError(f"splitting the tensor nodes of {graph.name} over their units' instances would build "
+                                f"about {tasks:,} tasks, above the limit of {max_tasks:,}; compile with split=False "
+                                f"(--split off), fewer micro-batches or replicas, or a higher limit")
+        return _fit_best(graph, hw, options, window, chosen)
+    cut = options.model_copy(update={"split": True})
+    if split:
+        return _fit_best(graph, hw, cut, window, chosen)
+    best = _fit_best(graph, hw, options, window, chosen)
+    if not extra:
+        return best  # no node of this step splits on this hardware: the same plan twice
+    try:
+        fitted = _fit_best(graph, hw, cut, window, chosen)
+    except MemoryFitError:
+        return best
+    return fitted if makespan_of(fitted[2]) < makespan_of(best[2]) else best
+
+
 def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches: int = 1,  # noqa: A001
             data_parallel: int = 1, pipeline_stages: int = 1, max_in_flight: int | None = None,
-            validate: bool = True, limits: Limits | None = None, exact: bool | float = False) -> Schedule:
+            validate: bool = True, limits: Limits | None = None, exact: bool | float = False,
+            split: bool | None = None) -> Schedule:
     """List-schedule one step of `graph` (training or inference) on `hw`.
 
     `max_in_flight` micro-batches of a replica may be active at once; by default as many as fit
@@ -116,7 +157,9 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     `exact`: True (DEFAULT_EXACT_SECONDS) or a number of seconds also runs CP-SAT on the step (needs
     accelsim[exact]), seeded with the list schedule; the schedule is never longer, and `schedule.exact`
     records the proved lower bound and gap (schedule/exact_step.py). Steps above MAX_EXACT_TASKS are
-    refused."""
+    refused. `split`: True cuts each tensor node over the instances of its unit where the parts finish
+    sooner than the whole (schedule/split.py), False never; None (default) schedules the step both ways
+    and keeps the shorter (the unsplit one on a tie), recorded in `schedule.options.split`."""
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
@@ -124,6 +167,8 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     check_step_options(microbatches, data_parallel, pipeline_stages, max_in_flight)
     if not isinstance(validate, bool):
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
+    if split is not None and not isinstance(split, bool):
+        raise AccelsimError(f"split must be True, False or None (try both), got {split!r}")
     exact_s = exact_seconds(exact)
     microbatches, data_parallel, pipeline_stages = int(microbatches), int(data_parallel), int(pipeline_stages)
     max_in_flight = None if max_in_flight is None else int(max_in_flight)
@@ -134,7 +179,10 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)
-    options, plan, timed, mem = _fit_best(graph, hw, options, window, chosen=max_in_flight is not None)
+    max_tasks = (limits or DEFAULT_LIMITS).max_tasks
+    if exact_s is not None:
+        max_tasks = min(max_tasks, MAX_EXACT_TASKS)
+    options, plan, timed, mem = _fit_split(graph, hw, options, window, max_in_flight is not None, split, max_tasks)
     report = None
     if exact_s is not None:
         timed, mem, report = solve_step(plan, hw, (timed, mem), exact_s)
@@ -165,7 +213,7 @@ def _schedule(graph: Graph, hw: HwSpec, options: Options, plan: Plan, timed: lis
                        instance=x.instance, start=x.start, end=x.end, deps=tuple(t.deps), after=tuple(t.after), candidates=index[t.id],
                        reads=tuple(t.reads), out_bytes=t.out_bytes, bytes_moved=t.port_bytes,
                        port=ports.get((t.chip, x.resource), ""), keep=t.keep, group=t.group,
-                       energy_pj=float(t.energy_pj))
+                       energy_pj=float(t.energy_pj), **t.part_fields())
                   for t, x in zip(plan.tasks, timed))
     tensors = []
     for (chip, memory), arena in mem.arenas.items():

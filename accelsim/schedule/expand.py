@@ -14,6 +14,7 @@ from accelsim.ops import add
 from accelsim.ops.registry import numel
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Options
+from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
 from accelsim.schedule.stages import partition_stages
 
 Option = tuple[str, int, int]
@@ -44,6 +45,13 @@ class TaskSpec:
     energy_pj: float = 0.0
     after: list[int] = field(default_factory=list)  # ordering only: tasks it waits for but does not read
     lag: dict[int, int] = field(default_factory=dict)  # predecessor -> cycles between its end and this start
+    part: Part | None = None  # which part of its node's output it computes or moves (None: all of it)
+
+    def part_fields(self) -> dict[str, int]:
+        """Its part as the schedule's Task records it (split -1, part 0, parts 1: the whole node)."""
+        if self.part is None:
+            return {"split": -1, "part": 0, "parts": 1}
+        return {"split": self.part.split, "part": self.part.index, "parts": self.part.parts}
 
     @property
     def preds(self) -> list[int]:
@@ -85,29 +93,72 @@ class NodeCosts:
     port_bytes: int
 
 
+@dataclass(frozen=True)
+class PartCosts:
+    """One part of a split node on one chip: its costs as a NodeCosts, and its output's bytes."""
+
+    part: Part
+    costs: NodeCosts
+    out_bytes: int
+
+
 class CostTable:
-    """Candidate resources and costs of graph nodes and accumulations per chip, computed once each."""
+    """Candidate resources and costs of graph nodes, their parts and accumulations per chip, computed once each."""
 
     def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
         self.graph, self.hw, self.chips = graph, hw, chips
         self._node: dict[tuple[int, int], NodeCosts] = {}
         self._add: dict[tuple[tuple[int, ...], str, int], tuple[Option, ...]] = {}
+        self._split: dict[tuple[int, int], tuple[PartCosts, ...]] = {}
+        self._part: dict[tuple, NodeCosts] = {}
         self.has_energy = False
+
+    def _costs(self, graph: Graph, node: Node, chip: int) -> NodeCosts:
+        costs = [node_cost(self.hw, graph, node, u, self.chips[chip])
+                 for u in capable_units(self.hw, graph, node, self.chips[chip])]
+        units = {u.name: u for u in self.chips[chip].units}
+        # energy of the cheapest unit: what the step costs if each node runs where it is fastest
+        best = min(costs, key=lambda c: c.cycles)
+        self.has_energy |= best.energy_pj is not None
+        return NodeCosts(options=tuple((c.unit, 1 if units[c.unit].gang else units[c.unit].count, c.cycles)
+                                       for c in costs),
+                         energy_pj=best.energy_pj, port_bytes=costs[0].bytes_read + costs[0].bytes_written)
 
     def node(self, node_id: int, chip: int) -> NodeCosts:
         key = (node_id, chip)
         if key not in self._node:
-            node = self.graph.nodes[node_id]
-            costs = [node_cost(self.hw, self.graph, node, u, self.chips[chip])
-                     for u in capable_units(self.hw, self.graph, node, self.chips[chip])]
-            units = {u.name: u for u in self.chips[chip].units}
-            # energy of the cheapest unit: what the step costs if each node runs where it is fastest
-            best = min(costs, key=lambda c: c.cycles)
-            self.has_energy |= best.energy_pj is not None
-            self._node[key] = NodeCosts(
-                options=tuple((c.unit, 1 if units[c.unit].gang else units[c.unit].count, c.cycles) for c in costs),
-                energy_pj=best.energy_pj, port_bytes=costs[0].bytes_read + costs[0].bytes_written)
+            self._node[key] = self._costs(self.graph, self.graph.nodes[node_id], chip)
         return self._node[key]
+
+    def part(self, node_id: int, chip: int, part: Part) -> PartCosts:
+        """A part's costs; parts of equal shapes (all but the longer runs of an uneven cut) are priced once."""
+        g, node = part_graph(self.graph, self.graph.nodes[node_id], part)
+        key = (node.op, tuple((n.shape, n.dtype) for n in g.nodes[:-1]), node.dtype,
+               repr(sorted(node.attrs.items())), chip)
+        if key not in self._part:
+            self._part[key] = self._costs(g, node, chip)
+        return PartCosts(part, self._part[key], numel(node.shape) * self.hw.elem_bytes(node.dtype))
+
+    def split(self, node_id: int, chip: int) -> tuple[PartCosts, ...]:
+        """The node cut over the instances of its fastest unit kind along whichever of its op's splits
+        makes the slowest part shortest, if that part is shorter than the whole node; () otherwise (a
+        unit with one instance, a gang unit, an op that never splits, parts that are no faster)."""
+        key = (node_id, chip)
+        if key not in self._split:
+            node = self.graph.nodes[node_id]
+            _, instances, whole = min(self.node(node_id, chip).options, key=lambda o: o[2])
+            best: tuple[PartCosts, ...] = ()
+            slowest_best = whole
+            for index, split in enumerate(splits_of(self.graph, node) if instances > 1 else ()):
+                n = min(instances, MAX_PARTS, node.shape[split.out_axis])
+                if n < 2:
+                    continue
+                parts = tuple(self.part(node_id, chip, Part(index, i, n)) for i in range(n))
+                slowest = max(min(c for _, _, c in p.costs.options) for p in parts)
+                if slowest < slowest_best:
+                    best, slowest_best = parts, slowest
+            self._split[key] = best
+        return self._split[key]
 
     def add_options(self, shape: tuple[int, ...], dtype: str, chip: int) -> tuple[Option, ...]:
         key = (shape, dtype, chip)
@@ -138,7 +189,7 @@ class Planner:
         self.grad_nodes = graph.gradient_nodes()
         self.results = set(graph.outputs.values())
         self.tasks: list[TaskSpec] = []
-        self.producer: dict[tuple[int, int, int], int] = {}
+        self.producer: dict[tuple[int, int, int], list[int]] = {}  # the task, or the parts in part order
         self.transfers: dict[tuple[int, int], int] = {}
 
     def nbytes(self, node: Node) -> int:
@@ -166,14 +217,27 @@ class Planner:
             cycles = max(1, math.ceil(nb / self.link_bytes_per_cycle) + self.link_latency * self.hops(t.out_chip, chip))
             tr = self.new(kind="transfer", node=t.node, op="transfer", phase=t.phase, microbatch=t.microbatch,
                           replica=t.replica, stage=t.stage, chip=t.out_chip, out_chip=chip, deps=[src],
-                          options=((LINK, 1, cycles),), out_bytes=nb, port_bytes=nb)
+                          options=((LINK, 1, cycles),), out_bytes=nb, port_bytes=nb, part=t.part)
             self.transfers[(src, chip)] = tr.id
         return self.transfers[(src, chip)]
 
-    def node_task(self, n: Node, mb: int, replica: int) -> TaskSpec:
+    def only(self, node_id: int, mb: int, replica: int) -> int:
+        """The one task holding a value that is never split (a gradient, a reduced gradient)."""
+        (task,) = self.producer[(node_id, mb, replica)]
+        return task
+
+    def splits(self, n: Node) -> bool:
+        """Whether node `n` may be cut into parts: a forward or backward value that is neither a result
+        of the step (whose value the step reports whole) nor a gradient (which is accumulated and
+        reduced whole)."""
+        return (self.options.split and n.phase in ("forward", "backward") and n.id not in self.results
+                and n.id not in self.grad_nodes)
+
+    def node_task(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
         """Node `n` for micro-batch `mb` (PER_STEP for an update) of `replica`, reading its inputs'
         values of the same micro-batch; an update reads the step's reduced gradients, its own
-        per-step values, and the last micro-batch's forward values."""
+        per-step values, and the last micro-batch's forward values. One task, or one per part when
+        the node is split (every part reads every input part it depends on)."""
         chip = self.chip_of[(replica, self.stage[n.id])]
         deps, reads = [], []
         for i in n.inputs:
@@ -181,14 +245,23 @@ class Planner:
             if src.is_leaf:
                 reads.append((i, mb if src.op == "input" else PER_STEP))
                 continue
-            deps.append(self.on_chip(self.producer[(i, self.source_mb(src, mb), replica)], chip))
-        costs = self.costs.node(n.id, chip)
-        t = self.new(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
-                     stage=self.stage[n.id], chip=chip, out_chip=chip, deps=sorted(set(deps)),
-                     options=costs.options, out_bytes=self.nbytes(n), port_bytes=costs.port_bytes, reads=reads,
-                     keep=n.id in self.results and n.phase != "backward", energy_pj=costs.energy_pj or 0.0)
-        self.producer[(n.id, mb, replica)] = t.id
-        return t
+            deps += [self.on_chip(p, chip) for p in self.producer[(i, self.source_mb(src, mb), replica)]]
+        deps = sorted(set(deps))
+        common = dict(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
+                      stage=self.stage[n.id], chip=chip, out_chip=chip,
+                      keep=n.id in self.results and n.phase != "backward")
+        parts = self.costs.split(n.id, chip) if self.splits(n) else ()
+        if parts:
+            tasks = [self.new(**common, deps=list(deps), reads=list(reads), options=p.costs.options,
+                              out_bytes=p.out_bytes, port_bytes=p.costs.port_bytes,
+                              energy_pj=p.costs.energy_pj or 0.0, part=p.part)
+                     for p in parts]
+        else:
+            costs = self.costs.node(n.id, chip)
+            tasks = [self.new(**common, deps=deps, reads=reads, options=costs.options, out_bytes=self.nbytes(n),
+                              port_bytes=costs.port_bytes, energy_pj=costs.energy_pj or 0.0)]
+        self.producer[(n.id, mb, replica)] = [t.id for t in tasks]
+        return tasks
 
     def source_mb(self, src: Node, mb: int) -> int:
         if mb != PER_STEP:
@@ -206,21 +279,21 @@ class Planner:
             for n in self.compute:
                 if n.phase == "update":
                     continue
-                t = self.node_task(n, mb, replica)
-                if not t.deps and mb >= window:
-                    t.after = list(sinks[mb - window])
+                for t in self.node_task(n, mb, replica):
+                    if not t.deps and mb >= window:
+                        t.after = list(sinks[mb - window])
             has_succ = {d for t in self.tasks[first:] for d in t.preds}
             sinks[mb] = [t.id for t in self.tasks[first:] if t.id not in has_succ and t.microbatch == mb]
 
     def accumulate(self, g: int, replica: int) -> int:
         """Sum gradient node `g` over micro-batches on its replica's chip; the last sum's task id."""
         gn = self.graph.nodes[g]
-        last = self.producer[(g, 0, replica)]
+        last = self.only(g, 0, replica)
         chip = self.tasks[last].out_chip
         for mb in range(1, self.options.microbatches):
             acc = self.new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb,
                            replica=replica, stage=self.stage[g], chip=chip, out_chip=chip,
-                           deps=[last, self.producer[(g, mb, replica)]],
+                           deps=[last, self.only(g, mb, replica)],
                            options=self.costs.add_options(gn.shape, gn.dtype, chip), out_bytes=self.nbytes(gn),
                            port_bytes=3 * self.nbytes(gn))
             last = acc.id
@@ -246,7 +319,7 @@ class Planner:
                           stage=self.stage[g], chip=chip, out_chip=chip, deps=sorted(finals),
                           options=((COLLECTIVE, 1, max(1, cycles)),), out_bytes=nb, port_bytes=bytes_moved,
                           group=group)
-            self.producer[(g, PER_STEP, r)] = ar.id
+            self.producer[(g, PER_STEP, r)] = [ar.id]
 
     def plan(self, window: int | None) -> Plan:
         d, m = self.options.data_parallel, self.options.microbatches
@@ -258,7 +331,7 @@ class Planner:
             if d > 1:
                 self.allreduce(g, finals)
             else:
-                self.producer[(g, PER_STEP, 0)] = finals[0]
+                self.producer[(g, PER_STEP, 0)] = [finals[0]]
         for r in range(d):
             for n in self.compute:
                 if n.phase == "update":

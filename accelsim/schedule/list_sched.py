@@ -101,7 +101,9 @@ class MemoryPlanner:
         if block is not None:
             return self._keep(key, first, block), cost(mem0)
         spill = next(((arena, cost(mem)) for mem, arena in ranked[1:] if arena.fits(size, start)), None)
-        wait = first.earliest_fit(size, start, horizon=start + spill[1] - cost(mem0) if spill else None)
+        # a leaf cannot wait for room: its readers are placed from `start` on whatever it does
+        wait = None if resource is None else first.earliest_fit(
+            size, start, horizon=start + spill[1] - cost(mem0) if spill else None)
         if wait is not None and (spill is None or wait + cost(mem0) <= start + spill[1]):
             return self._keep(key, first, first.allocate(key, size, wait)), cost(mem0)
         if spill is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
@@ -76,6 +76,21 @@ class Task(Data):
     keep: bool = False  # its output is a result of the step (a forward output, an update): never freed
     group: int = -1  # all-reduce tasks of one gradient share a group (the first member's id)
     energy_pj: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    split: int = Field(default=-1, ge=-1)  # a part of its node: the index of the op's Split it is cut along; -1: whole
+    part: int = Field(default=0, ge=0)  # which part (schedule/split.py), of `parts`
+    parts: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _part_in_range(self) -> "Task":
+        if (self.split < 0) != (self.parts == 1) or self.part >= self.parts:
+            raise ValueError(f"task {self.id}: part {self.part} of {self.parts} along split {self.split} is not a "
+                             f"part (a whole task has split -1, part 0, parts 1; a part has split >= 0, "
+                             f"0 <= part < parts, parts >= 2)")
+        return self
+
+    @property
+    def is_part(self) -> bool:
+        return self.parts > 1
 
 
 class Tensor(Data):
@@ -121,6 +136,7 @@ class Options(Data):
     data_parallel: int = Field(default=1, ge=1)
     pipeline_stages: int = Field(default=1, ge=1)
     max_in_flight: int | None = Field(default=None, ge=1)
+    split: bool = False  # tensor nodes cut over their unit's instances where the parts are faster (schedule/split.py)
 
 
 class Source(Data):
