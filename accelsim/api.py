@@ -23,7 +23,8 @@ def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None) -
         raise AccelsimError(f"expected a Schedule (from A.compile or A.load_schedule), got {type(schedule).__name__}")
     if graph is not None and not isinstance(graph, Graph):
         raise AccelsimError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
-    hw = load_hw(hw if hw is not None else schedule.hw_name)  # an HwSpec comes back as it is
+    # an HwSpec comes back as it is; by name, the hardware the schedule was compiled for (with its overrides)
+    hw = load_hw(hw) if hw is not None else load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
     if graph is None:
         if schedule.source is None:
             raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "

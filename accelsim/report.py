@@ -50,6 +50,7 @@ def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
     return {
         "graph": schedule.graph_name,
         "hw": schedule.hw_name,
+        "hw_overrides": schedule.hw_overrides or {},
         "training": schedule.training,
         "options": schedule.options.model_dump(),
         "samples_per_step": schedule.samples_per_step,

@@ -232,3 +232,11 @@ def format_si(x: float, unit: str) -> str:
         if abs(x) >= factor:
             return f"{x / factor:.4g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
+
+
+def add_hw_set_arg(p: argparse.ArgumentParser) -> None:
+    """--hw-set KEY=VALUE, beside every --hw (hw/overrides.py)."""
+    p.add_argument("--hw-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one value of the hardware before it is validated, by key path (units, memories "
+                        "and chips by name or index; the value is YAML), e.g. --hw-set chips.0.units.mxu.array."
+                        "rows=128; repeatable; recorded in the schedule")

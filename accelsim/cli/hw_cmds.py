@@ -9,13 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import (add_json_arg, add_model_args, build_model, format_si, path_arg, write_json,
+from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_model_args, build_model, format_si, path_arg, write_json,
                                  write_problem)
 from accelsim.cost.model import NodeCost, best_cost, capable_units, graph_costs, node_cost
 from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roofs, unit_peak_ops_per_s
 from accelsim.errors import AccelsimError, MappingError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
+from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.ops import conv2d, matmul
 
@@ -115,7 +116,7 @@ def _cost_json(c: NodeCost) -> dict:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    hw = load_hw(args.hw)
+    hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
     if args.unit is not None and args.gemm is None and args.conv is None:
         raise AccelsimError(f"--unit {args.unit} applies to one layer: give --gemm M,K,N or --conv N,C,H,W,O,KH,KW")
     if args.gemm is not None or args.conv is not None:
@@ -166,7 +167,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     into_dir = args.output is None or Path(args.output).is_dir()
     if not into_dir:
         check_figure_path(args.output)  # before any work
-    hw = load_hw(args.hw)
+    hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
     graph = build_model(args)
     costs = graph_costs(hw, graph)
     name = f"roofline_{graph.name}_{hw.name}.png"
@@ -195,6 +196,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("cost", help="per-node cost of a model, or of one GEMM / conv layer")
     p.add_argument("--hw", required=True, type=path_arg, help="hardware YAML or bundled name")
+    add_hw_set_arg(p)
     add_model_args(p, training=True)
     add_json_arg(p)
     layer = p.add_mutually_exclusive_group()
@@ -206,6 +208,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("roofline", help="roofline plot of a model's nodes on a hardware description")
     p.add_argument("--hw", required=True, type=path_arg, help="hardware YAML or bundled name")
+    add_hw_set_arg(p)
     add_model_args(p, training=True)
     add_json_arg(p, "the plotted points")
     p.add_argument("-o", "--output", type=path_arg, metavar="PATH",

@@ -9,12 +9,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import (add_json_arg, add_limit_args, add_model_args, add_optimizer_args, check_file_target,
+from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_limit_args, add_model_args, add_optimizer_args, check_file_target,
                                  exact_seconds_arg, format_si, forward_model, limits_from, path_arg, positive_int,
                                  write_json, write_problem)
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
+from accelsim.hw.overrides import parse_assignments
 from accelsim.kernels.registry import BACKENDS, load_backend
 from accelsim.limits import check_eval_size, check_step_size
 from accelsim.passes import inference_graph
@@ -39,7 +40,7 @@ def step_graph(args: argparse.Namespace) -> Graph:
 def _compile(args: argparse.Namespace, checking: bool = False):
     """Load --hw, build the step and compile it under --max-tasks; `checking` also loads --backend and
     sizes the check's tensors (every micro-batch and replica is evaluated) under --max-bytes first."""
-    hw = load_hw(args.hw)
+    hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
     graph = step_graph(args)
     limits = limits_from(args)
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
@@ -186,9 +187,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from accelsim.api import resolve
     from accelsim.schedule.io import read_schedule
 
-    given_hw = load_hw(args.hw) if args.hw is not None else None
+    given_hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set)) if args.hw is not None else None
     schedule = read_schedule(args.schedule)  # parsed once; its messages name the file
-    hw = given_hw or load_hw(schedule.hw_name)
+    hw = given_hw or load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
     if hw.name != schedule.hw_name:
         raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
     try:  # validated once: itself, against the hardware (its hash too) and against its rebuilt graph
@@ -207,6 +208,7 @@ SPLIT_CHOICES = {"auto": None, "on": True, "off": False}
 def _add_step_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hw", default=DEFAULT_HW, type=path_arg,
                    help=f"hardware YAML or bundled name (default {DEFAULT_HW})")
+    add_hw_set_arg(p)
     add_model_args(p, batch_help="micro-batch size")
     p.add_argument("--inference", action="store_true", help="schedule inference instead of a training step")
     add_optimizer_args(p)
@@ -248,6 +250,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="replay a saved schedule (static) or its graph's work queue (--dynamic)")
     p.add_argument("schedule", type=path_arg, help="a schedule JSON written by `accelsim compile`")
     p.add_argument("--hw", type=path_arg, help="hardware YAML or bundled name (default: the one it was compiled for)")
+    add_hw_set_arg(p)
     _add_sim_args(p)
     add_json_arg(p, "the simulation summary")
     p.set_defaults(fn=cmd_simulate)

@@ -2,14 +2,17 @@
 as one HwConfigError, `file: key.path: message (got value)`."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from accelsim.errors import HwConfigError
+from accelsim.hw.overrides import apply_overrides, describe
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.yaml_loader import MAX_DEPTH, MAX_NODES, load_yaml, reader_error_line
 from accelsim.pydantic_errors import describe_errors
@@ -130,12 +133,12 @@ def _yaml_problem(path: Path, e: yaml.YAMLError, text: str) -> HwConfigError:
     return HwConfigError(f"{path}: not valid YAML{where}: {detail}")
 
 
-def load_hw(source: str | Path | dict[str, Any] | HwSpec) -> HwSpec:
-    """Load and validate a hardware description: a path, a bundled name, a dict or an HwSpec (as is)."""
+def _read_data(source: str | Path | dict[str, Any] | HwSpec) -> tuple[Any, str]:
+    """The parsed data of a description before validation, and where it came from (for messages)."""
     if isinstance(source, HwSpec):
-        return source
+        return source.model_dump(mode="json"), source.name
     if isinstance(source, dict):
-        return parse_hw(source, "<dict>")
+        return source, "<dict>"
     if not isinstance(source, (str, Path)):
         raise HwConfigError(f"load_hw got a {type(source).__name__} ({_shown(source)}); expected {ACCEPTED}")
     if not str(source).strip():
@@ -143,9 +146,28 @@ def load_hw(source: str | Path | dict[str, Any] | HwSpec) -> HwSpec:
     path = resolve(source)
     text = _read_text(path)
     try:
-        data = load_yaml(text)
+        return load_yaml(text), str(path)
     except yaml.YAMLError as e:
         raise _yaml_problem(path, e, text) from None
     except RecursionError:  # not reachable with the depth bound; kept so that no input yields a traceback
         raise HwConfigError(f"{path}: nested too deeply to read") from None
-    return parse_hw(data, str(path))
+
+
+def load_hw(source: str | Path | dict[str, Any] | HwSpec, overrides: Mapping[str, Any] | None = None) -> HwSpec:
+    """Load and validate a hardware description: a path, a bundled name, a dict or an HwSpec (as is).
+
+    `overrides` ({"chips.0.units.mxu.array.rows": 128, ...}, hw/overrides.py) change values by key path
+    first; the result is validated like a file and remembers them (HwSpec.overrides, added to those of
+    an HwSpec given as the source), so schedules compiled for it record them."""
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise HwConfigError(f"overrides must be a mapping of key paths to values, got {type(overrides).__name__} "
+                            f"({_shown(overrides)})")
+    if not overrides and isinstance(source, HwSpec):
+        return source
+    data, where = _read_data(source)
+    if not overrides:
+        return parse_hw(data, where)
+    hw = parse_hw(apply_overrides(data, overrides, where), f"{where} with overrides {describe(overrides)}")
+    recorded = json.loads(json.dumps(dict(overrides), default=str))  # plain JSON, as schedules store it
+    hw._overrides = {**(source.overrides if isinstance(source, HwSpec) else {}), **recorded}
+    return hw

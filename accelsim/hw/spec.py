@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler, StrictBool,
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, StrictBool,
                       StringConstraints, model_serializer, model_validator)
 
 from accelsim.graph.ir import NUMPY_BYTES
@@ -312,6 +312,13 @@ class HwSpec(Spec):
     bytes_per_element: dict[Literal["float32", "float64", "int64"], BytesPerElement] = dict(NUMPY_BYTES)
     chips: list[Chip] = Field(min_length=1, max_length=MAX_CHIP_KINDS)
     interconnect: Interconnect | None = None
+    # the overrides load_hw applied to the file or name it was loaded from (hw/overrides.py), recorded
+    # in schedules so a run can be reproduced; not part of the dump, so not of the hardware hash
+    _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        return dict(self._overrides)
 
     @model_validator(mode="after")
     def _machine_is_consistent(self) -> "HwSpec":

@@ -236,6 +236,6 @@ def _schedule(graph: Graph, hw: HwSpec, options: Options, plan: Plan, timed: lis
         samples_per_step=samples_per_microbatch(graph) * m * d, candidates=tuple(candidates), tasks=tasks,
         tensors=tuple(tensors), memories=memories, makespan_cycles=max((t.end for t in tasks), default=0),
         bounds=lower_bounds(plan, hw), energy_pj=sum(t.energy_pj for t in tasks) if plan.has_energy else None,
-        source=source_of(graph))
+        source=source_of(graph), hw_overrides=hw.overrides or None)
 
 

@@ -183,13 +183,17 @@ class Schedule(Data):
     energy_pj: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)  # None: no energy figures in the hw
     source: Source | None = None
     exact: ExactReport | None = None  # None: list-scheduled only
+    # what load_hw changed in the hardware named hw_name (hw/overrides.py): load_hw(hw_name, overrides=...)
+    # rebuilds the hardware whose hash is hw_hash; None: none
+    hw_overrides: dict[str, Any] | None = None
 
     @model_serializer(mode="wrap")
-    def _omit_absent_exact(self, handler) -> dict[str, Any]:
-        """Leave `exact` out when it is None, so schedules compiled without it keep their bytes."""
+    def _omit_absent_fields(self, handler) -> dict[str, Any]:
+        """Leave `exact` and `hw_overrides` out when None, so schedules compiled without them keep their bytes."""
         data = handler(self)
-        if self.exact is None:
-            data.pop("exact", None)
+        for key in ("exact", "hw_overrides"):
+            if getattr(self, key) is None:
+                data.pop(key, None)
         return data
 
     @property
