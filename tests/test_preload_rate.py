@@ -1,10 +1,6 @@
 """A ws/is array's install rate (`array.preload_rows_per_cycle`, k): a tile's rows are written k per cycle,
 P = ceil(rows / k) cycles, instead of shifted in one row per cycle (cost/systolic.run_cycles)."""
-import copy
-from pathlib import Path
-
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,15 +8,7 @@ import accelsim as A
 from accelsim import ops as F
 from accelsim.cost.model import node_cost
 from accelsim.cost.systolic import fold_cycles, gemm_cycles, preload_cycles, run_cycles
-
-TOY_FILE = Path(__file__).parent / "data" / "toy_hw.yaml"  # a 4x4 WS array, 2 cycles of latency
-
-
-def _toy(**array_keys) -> dict:
-    d = copy.deepcopy(yaml.safe_load(TOY_FILE.read_text()))
-    mxu = next(u for u in d["chips"][0]["units"] if "array" in u)
-    mxu["array"].update(array_keys)
-    return d
+from test_fold_overlap import _toy  # the toy config (a 4x4 WS array) with array keys changed
 
 
 def test_two_rows_per_cycle_halve_the_install_of_a_single_fold():
