@@ -95,7 +95,3 @@ def part_node(graph: Graph, node: Node, part: Part) -> Node:
 def assemble(graph: Graph, node: Node, split: int, pieces: Sequence[np.ndarray]) -> np.ndarray:
     """The node's whole value from its parts' values, in part order."""
     return np.concatenate(pieces, axis=splits_of(graph, node)[split].out_axis)
-
-
-def out_axis(graph: Graph, node: Node, split: int) -> int:
-    return splits_of(graph, node)[split].out_axis
