@@ -61,6 +61,7 @@ class ArrayWork:
 def array_work(result, graph: Graph, unit) -> ArrayWork:
     """Sum over the array unit's spans: MACs (the GEMM view) and the cycles folds wait on weight shifts."""
     a = unit.array
+    install = preload_cycles(a.rows, a.dataflow, a.preload_rows_per_cycle)
     busy = macs = short = wait = 0
     for span in result.spans:
         if span.resource != unit.name or span.kind != "node":
@@ -69,7 +70,6 @@ def array_work(result, graph: Graph, unit) -> ArrayWork:
         batch, m, k, n = get_op(node.op).gemm(node.shape, *(graph.nodes[i].shape for i in node.inputs),
                                               **node.attrs)
         g = gemm_cycles(m, k, n, a.rows, a.cols, a.dataflow, batch, a.fold_overlap, a.preload_rows_per_cycle)
-        install = preload_cycles(a.rows, a.dataflow, a.preload_rows_per_cycle)
         busy += span.end - span.start
         macs += g.macs
         if a.fold_overlap == "stationary" and g.temporal < install:

@@ -87,3 +87,11 @@ def test_an_output_stationary_array_refuses_an_install_rate():
 def test_the_cost_functions_refuse_a_bad_rate_from_python(k):
     with pytest.raises(ValueError, match="preload_rows_per_cycle"):
         run_cycles(2, 4, 4, 3, "ws", "stationary", k)
+
+
+@pytest.mark.parametrize("dataflow", ["xs", "", None, "OS"])
+def test_an_unknown_dataflow_is_refused_by_the_install_and_the_fold(dataflow):
+    with pytest.raises(ValueError, match="unknown dataflow"):
+        preload_cycles(4, dataflow)
+    with pytest.raises(ValueError, match="unknown dataflow"):
+        fold_cycles(4, 4, 3, dataflow)

@@ -48,6 +48,8 @@ def _spatial_temporal(m: int, k: int, n: int, dataflow: str) -> tuple[int, int, 
 def preload_cycles(rows: int, dataflow: str, preload_rows_per_cycle: int = 1) -> int:
     """Cycles to install a ws/is array's stationary tile: its `rows` rows at `preload_rows_per_cycle`
     rows per cycle (1: a shift chain, as SCALE-Sim and TPU v1's MXU); an os array installs nothing."""
+    if dataflow not in DATAFLOWS:
+        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
     if dataflow == "os":
         return 0
     rows, rate = _positive(rows=rows, preload_rows_per_cycle=preload_rows_per_cycle)
@@ -66,8 +68,6 @@ def fold_cycles(rows: int, cols: int, temporal: int, dataflow: str, preload_rows
     the last one (t = T-1, c = cols-1) leaves in cycle 2*rows + cols + T - 3, counting from 0.
     An install of P = preload_cycles(...) cycles instead of `rows` moves all of that by P - rows.
     """
-    if dataflow not in DATAFLOWS:
-        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
     return preload_cycles(rows, dataflow, preload_rows_per_cycle) + rows + cols + temporal - 2
 
 

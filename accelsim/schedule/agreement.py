@@ -97,7 +97,7 @@ def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: boo
 
 def _cut_problem(graph: Graph, node: Node, t: Task) -> str | None:
     """Why a part task cannot be a part of its node: its op has no such split, or too few indices."""
-    if node.is_leaf or t.kind not in ("node", "transfer"):
+    if node.is_leaf or not TASK_KINDS[t.kind].partial:
         return f"a {t.kind} task of a {node.op} node is never a part"
     splits = splits_of(graph, node)
     if t.split >= len(splits):

@@ -124,20 +124,17 @@ def _fit_split(graph: Graph, hw: HwSpec, options: Options, window: int | None, c
     if split is False:
         return _fit_best(graph, hw, options, window, chosen)
     extra = _split_extra_tasks(graph, hw, options)
-    o = options
-    tasks = estimate_tasks(graph, o.microbatches, o.data_parallel, o.pipeline_stages) + extra
-    if tasks > max_tasks:
-        if split:
-            raise ScheduleError(f"splitting the tensor nodes of {graph.name} over their units' instances would build "
-                                f"about {tasks:,} tasks, above the limit of {max_tasks:,}; compile with split=False "
-                                f"(--split off), fewer micro-batches or replicas, or a higher limit")
-        return _fit_best(graph, hw, options, window, chosen)
+    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages) + extra
+    if split and tasks > max_tasks:
+        raise ScheduleError(f"splitting the tensor nodes of {graph.name} over their units' instances would build "
+                            f"about {tasks:,} tasks, above the limit of {max_tasks:,}; compile with split=False "
+                            f"(--split off), fewer micro-batches or replicas, or a higher limit")
     cut = options.model_copy(update={"split": True})
     if split:
         return _fit_best(graph, hw, cut, window, chosen)
     best = _fit_best(graph, hw, options, window, chosen)
-    if not extra:
-        return best  # no node of this step splits on this hardware: the same plan twice
+    if not extra or tasks > max_tasks:  # nothing splits here (the same plan twice), or too many tasks split
+        return best
     try:
         fitted = _fit_best(graph, hw, cut, window, chosen)
     except MemoryFitError:

@@ -28,6 +28,8 @@ class TaskKindDef:
     needs: the graph nodes whose values its dependences must deliver (a validation rule).
     compute: its arithmetic on real arrays, given a kernel lookup, its graph node and its inputs.
     communication: reported as communication time (all-reduce, transfers), not as unit busy time.
+    partial: may hold one part of its node's value (schedule/split.py): a node task computing a part,
+      a transfer moving one; accumulations and all-reduces always hold whole gradients.
     """
 
     name: str
@@ -36,6 +38,7 @@ class TaskKindDef:
     needs: Callable[[Graph, Node], tuple[int, ...]]
     compute: Callable[[KernelFor, Node, Sequence[np.ndarray]], np.ndarray]
     communication: bool
+    partial: bool
 
 
 def _graph_inputs(graph: Graph, node: Node) -> tuple[int, ...]:
@@ -63,10 +66,10 @@ def _copy(kernel: KernelFor, node: Node, parts: Sequence[np.ndarray]) -> np.ndar
 
 
 TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
-    TaskKindDef("node", "unit", True, _graph_inputs, _apply_op, False),
-    TaskKindDef("accumulate", "unit", False, _itself, _add_all, False),
-    TaskKindDef("allreduce", "collective", False, _itself, _add_all, True),
-    TaskKindDef("transfer", "link", False, _itself, _copy, True),
+    TaskKindDef("node", "unit", True, _graph_inputs, _apply_op, False, True),
+    TaskKindDef("accumulate", "unit", False, _itself, _add_all, False, False),
+    TaskKindDef("allreduce", "collective", False, _itself, _add_all, True, False),
+    TaskKindDef("transfer", "link", False, _itself, _copy, True, True),
 )}
 
 

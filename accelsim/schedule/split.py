@@ -51,10 +51,15 @@ def _cut(shape: Shape, axis: int | None, lo: int, hi: int) -> Shape:
     return shape[:axis] + (hi - lo,) + shape[axis + 1:]
 
 
+def _span(graph: Graph, node: Node, part: Part) -> tuple[Split, int, int]:
+    """The split a part is cut along, and the [lo, hi) of the split axis it covers."""
+    split = splits_of(graph, node)[part.split]
+    return (split, *bounds(node.shape[split.out_axis], part.parts, part.index))
+
+
 def part_geometry(graph: Graph, node: Node, part: Part) -> tuple[tuple[Shape, ...], Shape, dict[str, Any]]:
     """(input shapes, output shape, attributes) of one part."""
-    split = splits_of(graph, node)[part.split]
-    lo, hi = bounds(node.shape[split.out_axis], part.parts, part.index)
+    split, lo, hi = _span(graph, node, part)
     ins = tuple(_cut(graph.nodes[i].shape, axis, lo, hi) for i, axis in zip(node.inputs, split.in_axes))
     out = _cut(node.shape, split.out_axis, lo, hi)
     attrs = dict(node.attrs)
@@ -76,8 +81,7 @@ def part_graph(graph: Graph, node: Node, part: Part) -> tuple[Graph, Node]:
 
 def slice_inputs(graph: Graph, node: Node, part: Part, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The part's inputs from the whole node's input arrays."""
-    split = splits_of(graph, node)[part.split]
-    lo, hi = bounds(node.shape[split.out_axis], part.parts, part.index)
+    split, lo, hi = _span(graph, node, part)
     out = []
     for arr, axis in zip(args, split.in_axes):
         if axis is not None:
