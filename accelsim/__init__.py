@@ -2,7 +2,7 @@
 from accelsim import cost, hw, models, ops, viz
 from accelsim.autodiff import gradients
 from accelsim.errors import (AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ScheduleError,
-                             ShapeError)
+                             ShapeError, SweepError)
 from accelsim.evaluate import evaluate
 from accelsim.api import check, simulate
 from accelsim.execute import CheckReport
@@ -13,8 +13,9 @@ from accelsim.schedule import Schedule, compile
 from accelsim.schedule.io import load_schedule, save_schedule
 from accelsim.schedule.validate import validate_schedule
 from accelsim.sim import Result
+from accelsim.dse import sweep
 from accelsim.training import training_graph
 
 __all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",
            "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
-           "models", "ops", "run_summary", "save_schedule", "simulate", "training_graph", "validate_schedule", "viz"]
+           "models", "ops", "run_summary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]

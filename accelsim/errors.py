@@ -31,3 +31,7 @@ class ScheduleError(AccelsimError):
 
 class MemoryFitError(ScheduleError):
     """A step's tensors do not fit the hardware's memories (compile retries with fewer in flight)."""
+
+
+class SweepError(AccelsimError):
+    """A sweep specification is malformed, or a sweep cannot run (missing extra, unreachable cluster)."""

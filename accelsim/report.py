@@ -5,6 +5,7 @@ from collections import defaultdict
 from typing import Any
 
 from accelsim import metrics
+from accelsim.cost.area import chip_area_mm2, machine_area_mm2
 from accelsim.errors import AccelsimError
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
@@ -39,8 +40,38 @@ def communication_cycles(schedule: Schedule) -> dict[str, int]:
     return out
 
 
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return None if num is None or not den else num / den
+
+
+def efficiency(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
+    """Energy, power and area of one step (None where the hardware lacks the figures): energy_j per step
+    and per sample, power_w = energy / makespan (dynamic energy only: leakage is not modelled), the FLOPs
+    the step's tasks carry (node and accumulate tasks; collectives and transfers do none) per joule as
+    tops_per_w, the area of the whole machine (every chip described, idle or not, cost/area.py) and
+    samples/s per mm^2."""
+    makespan_s = schedule.makespan_cycles / schedule.clock_hz
+    energy_j = None if schedule.energy_pj is None else schedule.energy_pj * 1e-12
+    ops = sum(t.flops for t in schedule.tasks)
+    chips = {c.name: chip_area_mm2(hw, c) for c in hw.chips}
+    area = machine_area_mm2(hw)
+    throughput = schedule.samples_per_step / makespan_s if makespan_s else 0.0
+    tops_per_w = _ratio(ops, energy_j)
+    return {
+        "energy_j": energy_j,
+        "energy_per_sample_j": _ratio(energy_j, schedule.samples_per_step),
+        "power_w": _ratio(energy_j, makespan_s),
+        "ops_per_step": ops,
+        "tops_per_w": None if tops_per_w is None else tops_per_w / 1e12,
+        "area_mm2": area,
+        "chip_area_mm2": None if any(a is None for a in chips.values()) else chips,
+        "throughput_per_mm2": _ratio(throughput, area),
+    }
+
+
 def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
-    """What `accelsim run` prints and writes as JSON: times, throughput, bounds, utilization, memory."""
+    """What `accelsim run` prints and writes as JSON: times, throughput, bounds, utilization, memory,
+    energy, power and area (efficiency)."""
     if not isinstance(schedule, Schedule) or not isinstance(hw, HwSpec):
         raise AccelsimError(f"run_summary(schedule, hw) needs a Schedule and an HwSpec, got "
                             f"{type(schedule).__name__} and {type(hw).__name__}")
@@ -65,6 +96,7 @@ def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
         "allreduce_cycles": comm.get("collective", 0),
         "transfer_cycles": comm.get("link", 0),
         "energy_pj": schedule.energy_pj,
+        **efficiency(schedule, hw),
         "critical_path_cycles": schedule.bounds.critical_path_cycles,
         "resource_bound_cycles": schedule.bounds.resource_cycles,
         "resource_bound_unit": schedule.bounds.resource,

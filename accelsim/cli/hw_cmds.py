@@ -11,6 +11,8 @@ from rich.table import Table
 
 from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_model_args, build_model, format_si, path_arg, write_json,
                                  write_problem)
+from accelsim.cost.area import chip_area_mm2, link_count, memory_item, operand_buffers_item, unit_item
+from accelsim.cost.energy import link_pj_per_byte, memory_pj_per_byte, unit_pj_per_op
 from accelsim.cost.model import NodeCost, best_cost, capable_units, graph_costs, node_cost
 from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roofs, unit_peak_ops_per_s
 from accelsim.errors import AccelsimError, MappingError
@@ -26,6 +28,17 @@ def _binary(x: float) -> str:
         if x >= factor:
             return f"{x / factor:.4g} {prefix}B"
     return f"{x:.0f} B"
+
+
+def _mm2(x: float | None, source: str = "") -> str:
+    """An area for a table cell: '-' when unknown, '0' off the die or without a datapath."""
+    if x is None:
+        return "-"
+    return "0" if x == 0 else f"{x:.4g} mm^2" + (" (given)" if source == "explicit" else "")
+
+
+def _pj(x: float | None, per: str) -> str:
+    return "-" if x is None else f"{x:.4g} pJ/{per}"
 
 
 def _console() -> Console:
@@ -52,8 +65,10 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
     console.print(f"clock {format_si(hw.clock_hz, 'Hz')}, {hw.n_chips} chip(s), bytes per element "
                   + ", ".join(f"{k}={v}" for k, v in hw.bytes_per_element.items()))
     for chip in hw.chips:
-        units = Table(title=f"units of chip {chip.name!r} (x{chip.count})")
-        for col in ("unit", "count", "compute model", "runs", "peak ops/s", "latency", "reads -> writes"):
+        node = f", {chip.technology_nm} nm" if chip.technology_nm is not None else ""
+        units = Table(title=f"units of chip {chip.name!r} (x{chip.count}{node})")
+        for col in ("unit", "count", "compute model", "runs", "peak ops/s", "latency", "reads -> writes",
+                    "precision", "energy", "area each"):
             units.add_column(col)
         for u in chip.units:
             model = {"array": lambda a: f"{a.rows}x{a.cols} systolic, {a.dataflow}"
@@ -63,22 +78,35 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
                      "stream": lambda s: f"{s.bytes_per_cycle:g} B/cycle"}[u.compute_model](getattr(u, u.compute_model))
             runs = ", ".join(list(u.categories) + u.ops) + (f" when {u.when}" if u.when else "")
             peak = unit_peak_ops_per_s(hw, u)
+            area = unit_item(hw, chip, u)
+            buffers = operand_buffers_item(chip, u)
+            area_text = _mm2(area.each_mm2, area.source) + (f" + buffers {_mm2(buffers.each_mm2, buffers.source)}"
+                                                             if buffers is not None else "")
             units.add_row(u.name, str(u.count), model, runs, format_si(peak, "op/s") if peak else "-",
-                          f"{u.latency_cycles} cyc", f"{', '.join(u.reads)} -> {', '.join(u.writes)}")
+                          f"{u.latency_cycles} cyc", f"{', '.join(u.reads)} -> {', '.join(u.writes)}",
+                          "-" if u.stream is not None else (hw.precision(u) or "-"),
+                          _pj(unit_pj_per_op(hw, chip, u), "op"), area_text)
         console.print(units)
         mems = Table(title=f"memories of chip {chip.name!r}")
-        for col in ("memory", "kind", "capacity", "bandwidth", "latency", "ridge point"):
+        for col in ("memory", "kind", "capacity", "bandwidth", "latency", "ridge point", "energy", "area"):
             mems.add_column(col)
         for m, roof in zip(chip.memories, roofs(hw, chip)):
+            area = memory_item(chip, m)
             mems.add_row(m.name, m.kind, _binary(m.capacity_bytes), format_si(roof.bandwidth_bytes_per_s, "B/s"),
-                         f"{m.latency_cycles} cyc", f"{roof.ridge_ops_per_byte:.4g} op/B")
+                         f"{m.latency_cycles} cyc", f"{roof.ridge_ops_per_byte:.4g} op/B",
+                         _pj(memory_pj_per_byte(chip, m), "byte"),
+                         "off the die" if area.source == "off-die" else _mm2(area.each_mm2, area.source))
         console.print(mems)
+        total = chip_area_mm2(hw, chip)
         console.print(f"chip peak {format_si(chip_peak_ops_per_s(hw, chip), 'op/s')}, on-chip storage "
-                      f"{_binary(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}")
+                      f"{_binary(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}, "
+                      f"modelled area {_mm2(total)} per chip (datapaths and SRAM only: cost/area.py)")
     if hw.interconnect:
         ic = hw.interconnect
-        console.print(f"interconnect: {ic.topology}, {format_si(ic.bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')}"
-                      f" per link, {ic.link_latency_cycles} cycles latency")
+        console.print(f"interconnect: {ic.topology}, {link_count(hw)} link(s), "
+                      f"{format_si(ic.bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')} per link, "
+                      f"{ic.link_latency_cycles} cycles latency, {_pj(link_pj_per_byte(hw), 'byte')}, area per link "
+                      f"{_mm2(ic.area_mm2 or 0.0, 'explicit' if ic.area_mm2 is not None else '')}")
     return 0
 
 

@@ -66,6 +66,20 @@ def exact_line(schedule: Schedule) -> str | None:
             f"{e.list_makespan_cycles}; CP-SAT budget {e.time_limit_s:g} s)")
 
 
+def efficiency_lines(s: dict) -> list[str]:
+    """Energy, power and area of a run summary (report.efficiency), for the lines `run` and `simulate` print."""
+    lines = []
+    if s["energy_j"] is not None:
+        lines.append(f"energy      {format_si(s['energy_j'], 'J')} per step, {format_si(s['energy_per_sample_j'], 'J')} "
+                     f"per sample; power {format_si(s['power_w'], 'W')} (dynamic only); "
+                     f"{format_si(s['tops_per_w'] * 1e12, 'OPS/W')} over {format_si(s['ops_per_step'], 'op')} per step")
+    if s["area_mm2"] is not None:
+        chips = ", ".join(f"{name} {area:.4g} mm^2" for name, area in s["chip_area_mm2"].items())
+        lines.append(f"area        {s['area_mm2']:.4g} mm^2 modelled for the machine (per chip: {chips}; datapaths "
+                     f"and SRAM only); {format_si(s['throughput_per_mm2'], 'samples/s')} per mm^2")
+    return lines
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from accelsim.schedule.io import save_schedule
 
@@ -125,6 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"  makespan    {schedule.makespan_cycles} cycles = {format_si(s['makespan_s'], 's')}")
     console.print(f"  throughput  {s['throughput_samples_per_s']:.6g} samples/s")
     console.print(f"  latency     {format_si(s['latency_s'], 's')} per input")
+    for line in efficiency_lines(s):
+        console.print(f"  {line}")
     console.print(f"  bound       {s['bound_cycles']} cycles (critical path {s['critical_path_cycles']}, "
                   f"busiest resource {s['resource_bound_unit']} {s['resource_bound_cycles']}); "
                   f"makespan/bound {s['bound_ratio']:.3f}")
@@ -198,6 +214,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise AccelsimError(f"{args.schedule}: {e}") from None
     console = Console(width=120, highlight=False)
     console.print(f"{args.schedule}: {schedule.graph_name} on {hw.name}, {len(schedule.tasks)} tasks")
+    for line in efficiency_lines(run_summary(schedule, hw)):
+        console.print(f"  {line}")
     write_json(args.json, _simulate_and_plot(schedule, hw, args, console))
     return 0
 

@@ -3,7 +3,8 @@ hardware description alone (one source of truth for each).
 
 cycles = unit pipeline latency + max(compute cycles + stall cycles, memory-traffic cycles).
 Stall cycles come from an array unit's operand buffers (cost/operand_traffic.py); without them a node
-moves each operand byte once and never stalls.
+moves each operand byte once and never stalls. Energy is flops and bytes at the effective figures of
+cost/energy.py.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from accelsim.cost.energy import node_energy_pj
 from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.cost.systolic import gemm_cycles, run_cycles
 from accelsim.errors import MappingError
@@ -166,12 +168,7 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     cycles = unit.latency_cycles + max(compute + stall, memory, 1)
     peak = peak_ops_per_cycle(unit) * (unit.count if unit.gang else 1)
     utilization = flops / (cycles * peak) if peak else compute / cycles
-    energy = None
-    if unit.energy_pj_per_op is not None:
-        energy = flops * unit.energy_pj_per_op
-        for name, nbytes in ((unit.reads[0], bytes_read), (unit.writes[0], bytes_written)):
-            per_byte = _memory(chip, name).energy_pj_per_byte
-            energy += nbytes * (per_byte or 0.0)
+    energy = node_energy_pj(hw, chip, unit, flops, bytes_read, bytes_written, buffer_bytes)
     return NodeCost(node.id, node.op, unit.name, flops, bytes_read, bytes_written, compute, memory,
                     unit.latency_cycles, cycles, min(utilization, 1.0),
                     "compute" if compute >= memory and not channels_bound else "memory", energy, stall, buffer_bytes)

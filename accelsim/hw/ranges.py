@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from accelsim.hw.quantity import parse_number
+from accelsim.hw.tech import NODES, known_nodes
 
 NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]*"
 MAX_NAME_CHARS = 64
@@ -83,6 +84,15 @@ def check_name(value: Any) -> str:
         raise ValueError(f"{value!r} is reserved for the scheduler's own resources "
                          f"({', '.join(sorted(RESERVED_NAMES))}); choose another name")
     return value
+
+
+def check_technology_nm(value: Any) -> int:
+    """A node of the published-figures table (hw/tech.py NODES), in nm: area and energy are derived there."""
+    expected = f"a technology node in nm from the table in accelsim/hw/tech.py ({known_nodes()})"
+    x = parse_number(value, expected)
+    if x not in NODES:
+        raise ValueError(f"expected {expected}; other nodes have no published figures there")
+    return int(x)
 
 
 Problem = tuple[tuple[str | int, ...], str, Any]  # (key path, message, offending value or None)

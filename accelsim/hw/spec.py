@@ -16,7 +16,9 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
-from accelsim.hw.ranges import Problem, Range, check_in_range, check_name, in_range, raise_problems
+from accelsim.hw.ranges import (Problem, Range, check_in_range, check_name, check_technology_nm, in_range,
+                                raise_problems)
+from accelsim.hw.tech import PRECISION_OF_BYTES, Precision
 from accelsim.hw.when import check_when
 from accelsim.ops.registry import CATEGORIES, OPS
 
@@ -59,6 +61,9 @@ RANGES: dict[str, Range] = {
     "energy_pj": Range(0, 1e6, "pJ", min_nonzero=1e-6, why=(
         "0 to 1 uJ per byte or op, 4 orders of magnitude above an off-chip access (~100 pJ/byte); a nonzero "
         "energy below 1e-6 pJ (300x the Landauer limit per bit) is a typo or a denormal")),
+    "area_mm2": Range(0, 1e5, "mm^2", min_nonzero=1e-9, why=(
+        "0 (nothing on the die) to 1e5 mm^2, 100x a wafer-scale engine's 46,225 mm^2; a nonzero area below "
+        "1e-9 mm^2 (1e-3 um^2, smaller than one transistor) is a typo or a denormal")),
 }
 # Lengths of lists and strings: far above any real description, small enough that nothing downstream
 # (names in messages, difflib hints, per-instance tables) can be made slow by them.
@@ -88,9 +93,12 @@ OpsPerLane = Annotated[float, _field("ops_per_lane_per_cycle")]
 CyclesPerElement = Annotated[float, _field("cycles_per_element")]
 BytesPerElement = Annotated[int, _field("bytes_per_element")]
 Energy = Annotated[float, _field("energy_pj")]
+AreaMm2 = Annotated[float, _field("area_mm2")]
 Name = Annotated[str, BeforeValidator(check_name)]
 OpName = Annotated[str, StringConstraints(max_length=64)]
 UNIT_CATEGORIES = tuple(c for c in CATEGORIES if c != "leaf")
+
+TechnologyNm = Annotated[int, BeforeValidator(check_technology_nm)]
 
 
 class Spec(BaseModel):
@@ -137,6 +145,8 @@ class OperandBuffers(Bandwidth):
     output_bytes: CapacityBytes
     double_buffered: StrictBool = True
     traffic: Literal["tile", "scalesim"] = "tile"
+    energy_pj_per_byte: Energy | None = None  # None: derived from the capacities (cost/energy.py)
+    area_mm2: AreaMm2 | None = None  # the three SRAMs together; None: derived (cost/area.py)
 
 
 class Memory(Bandwidth):
@@ -146,7 +156,8 @@ class Memory(Bandwidth):
     kind: Literal["sram", "cache", "dram", "hbm"]
     capacity_bytes: CapacityBytes
     latency_cycles: LatencyCycles = 0
-    energy_pj_per_byte: Energy | None = None
+    energy_pj_per_byte: Energy | None = None  # None: from the chip's technology_nm and the kind (cost/energy.py)
+    area_mm2: AreaMm2 | None = None  # None: derived (cost/area.py); DRAM and HBM are off the die
 
 
 class SystolicArray(Spec):
@@ -220,7 +231,9 @@ class Unit(Spec):
     input_buffer: Buffer | None = None
     output_buffer: Buffer | None = None
     operand_buffers: OperandBuffers | None = None  # array units only: operand SRAMs and their traffic model
-    energy_pj_per_op: Energy | None = None
+    energy_pj_per_op: Energy | None = None  # None: from the chip's technology_nm and `precision` (cost/energy.py)
+    precision: Precision | None = None  # the datapath's number format; None: from bytes_per_element (HwSpec.precision)
+    area_mm2: AreaMm2 | None = None  # one instance's datapath; None: derived (cost/area.py)
 
     @model_validator(mode="after")
     def _check(self) -> "Unit":
@@ -237,6 +250,9 @@ class Unit(Spec):
                 close = difflib.get_close_matches(op, runnable, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 problems.append((("ops", i), f"unit {self.name!r}: unknown op {op!r}{hint}", op))
+        if self.precision is not None and self.stream is not None:
+            problems.append((("precision",), f"unit {self.name!r}: a stream unit moves bytes and has no "
+                             f"arithmetic datapath, so no precision: drop it", self.precision))
         if self.operand_buffers is not None and self.array is None:
             problems.append((("operand_buffers",), f"unit {self.name!r}: operand_buffers describe a systolic "
                              f"array's input, weight and output SRAMs; give the unit an `array` or drop them",
@@ -267,6 +283,7 @@ class Chip(Spec):
 
     name: Name = "chip"
     count: ChipCount = 1
+    technology_nm: TechnologyNm | None = None  # derives area and energy from hw/tech.py's published figures
     units: list[Unit] = Field(min_length=1, max_length=MAX_UNITS_PER_CHIP)
     memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP)
 
@@ -299,7 +316,8 @@ class Interconnect(Bandwidth):
 
     topology: Literal["ring", "fully_connected"]
     link_latency_cycles: LatencyCycles = 0
-    energy_pj_per_byte: Energy | None = None
+    energy_pj_per_byte: Energy | None = None  # None: an assumed SerDes figure when the chips have a technology_nm
+    area_mm2: AreaMm2 | None = None  # one link's PHYs, both ends; None: not counted
 
 
 class HwSpec(Spec):
@@ -330,8 +348,30 @@ class HwSpec(Spec):
         if n > 1 and self.interconnect is None:
             problems.append(((), f"{n} chips need an interconnect (topology, link bandwidth, latency)", None))
         problems += self._per_second_bandwidths_in_range()
+        problems += self._precisions_resolve()
         raise_problems("HwSpec", problems)
         return self
+
+    def _precisions_resolve(self) -> list[Problem]:
+        """On a chip whose figures come from the technology table, every arithmetic unit has a precision
+        the table knows: its own, or the default bytes_per_element gives."""
+        problems: list[Problem] = []
+        for c, chip in enumerate(self.chips):
+            if chip.technology_nm is None:
+                continue
+            for i, u in enumerate(chip.units):
+                derived = u.energy_pj_per_op is None or u.area_mm2 is None
+                if u.stream is None and derived and self.precision(u) is None:
+                    problems.append((("chips", c, "units", i, "precision"), f"unit {u.name!r} on chip {chip.name!r} "
+                                     f"(technology_nm {chip.technology_nm}) needs a precision: float32 is stored in "
+                                     f"{self.elem_bytes('float32')} bytes, which names none (1: int8, 2: fp16, 4: "
+                                     f"fp32); give precision: int8, int16, int32, fp16 or fp32", None))
+        return problems
+
+    def precision(self, unit: Unit) -> str | None:
+        """The unit's datapath format: its own `precision`, else the one the hardware's float32 bytes imply
+        (hw/tech.py PRECISION_OF_BYTES: 1 -> int8, 2 -> fp16, 4 -> fp32); None for other byte counts."""
+        return unit.precision or PRECISION_OF_BYTES.get(self.elem_bytes("float32"))
 
     def _per_second_bandwidths_in_range(self) -> list[Problem]:
         """A bandwidth in bytes/s becomes bytes per cycle through the clock; both ends must be physical."""

@@ -250,7 +250,7 @@ def _check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names) -> l
                 "microbatch": spec.microbatch, "replica": spec.replica, "stage": spec.stage, "chip": spec.chip,
                 "out_chip": spec.out_chip, "deps": tuple(spec.deps), "after": tuple(spec.after), "reads": tuple(spec.reads),
                 "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group,
-                "energy_pj": float(spec.energy_pj), **spec.part_fields()}
+                "energy_pj": float(spec.energy_pj), "flops": spec.flops, **spec.part_fields()}
         wrong = [f"{k} {getattr(t, k)!r} (expected {v!r})" for k, v in want.items() if getattr(t, k) != v]
         got_options = tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates])
         if got_options != tuple(spec.options):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from accelsim.cost.energy import link_pj_per_byte
 from accelsim.cost.model import capable_units, node_cost
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
@@ -43,6 +44,7 @@ class TaskSpec:
     group: int = -1  # all-reduce tasks of one gradient share a group and are scheduled together
     reads: list[tuple[int, int]] = field(default_factory=list)  # leaf tensors on its chip: (node, mb)
     energy_pj: float = 0.0
+    flops: int = 0  # arithmetic it does on a unit (a node's or an accumulation's FLOPs); 0 for communication
     after: list[int] = field(default_factory=list)  # ordering only: tasks it waits for but does not read
     lag: dict[int, int] = field(default_factory=dict)  # predecessor -> cycles between its end and this start
     part: Part | None = None  # which part of its node's output it computes or moves (None: all of it)
@@ -86,11 +88,12 @@ def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int], int]:
 @dataclass(frozen=True)
 class NodeCosts:
     """A node on one chip: where it may run and its cycles there, the energy on the fastest unit, and
-    the bytes it streams through its unit's memory port (the same on every unit)."""
+    the bytes it streams through its unit's memory port and its FLOPs (the same on every unit)."""
 
     options: tuple[Option, ...]
     energy_pj: float | None
     port_bytes: int
+    flops: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class CostTable:
     def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
         self.graph, self.hw, self.chips = graph, hw, chips
         self._node: dict[tuple[int, int], NodeCosts] = {}
-        self._add: dict[tuple[tuple[int, ...], str, int], tuple[Option, ...]] = {}
+        self._add: dict[tuple[tuple[int, ...], str, int], NodeCosts] = {}
         self._split: dict[tuple[int, int], tuple[PartCosts, ...]] = {}
         self._part: dict[tuple, NodeCosts] = {}
         self.has_energy = False
@@ -122,7 +125,8 @@ class CostTable:
         self.has_energy |= best.energy_pj is not None
         return NodeCosts(options=tuple((c.unit, 1 if units[c.unit].gang else units[c.unit].count, c.cycles)
                                        for c in costs),
-                         energy_pj=best.energy_pj, port_bytes=costs[0].bytes_read + costs[0].bytes_written)
+                         energy_pj=best.energy_pj, port_bytes=costs[0].bytes_read + costs[0].bytes_written,
+                         flops=costs[0].flops)
 
     def node(self, node_id: int, chip: int) -> NodeCosts:
         key = (node_id, chip)
@@ -160,14 +164,13 @@ class CostTable:
             self._split[key] = best
         return self._split[key]
 
-    def add_options(self, shape: tuple[int, ...], dtype: str, chip: int) -> tuple[Option, ...]:
+    def add(self, shape: tuple[int, ...], dtype: str, chip: int) -> NodeCosts:
+        """An elementwise add of two tensors of `shape` on `chip` (an accumulation, an on-chip reduction)."""
         key = (shape, dtype, chip)
         if key not in self._add:
             g = Graph("accumulate", dtype="float64" if dtype == "float64" else "float32")
             s = add(g.input("a", shape), g.input("b", shape))
-            units = capable_units(self.hw, g, s.node, self.chips[chip])
-            self._add[key] = tuple((u.name, 1 if u.gang else u.count,
-                                    node_cost(self.hw, g, s.node, u, self.chips[chip]).cycles) for u in units)
+            self._add[key] = self._costs(g, s.node, chip)
         return self._add[key]
 
 
@@ -183,6 +186,7 @@ class Planner:
         ic = hw.interconnect
         self.link_bytes_per_cycle = ic.bytes_per_cycle(hw.clock_hz) if ic else 0.0
         self.link_latency = ic.link_latency_cycles if ic else 0
+        self.link_pj_per_byte = link_pj_per_byte(hw)
         self.compute = [n for n in graph.nodes if not n.is_leaf]
         serial = {n.id: min(c for _, _, c in self.costs.node(n.id, 0).options) for n in self.compute}
         self.stage = partition_stages(graph, serial, options.pipeline_stages)
@@ -199,6 +203,13 @@ class Planner:
         t = TaskSpec(id=len(self.tasks), **fields)
         self.tasks.append(t)
         return t
+
+    def link_energy_pj(self, nbytes: int) -> float:
+        """Energy of `nbytes` over the links (0 without a figure); a figure makes the step's energy known."""
+        if self.link_pj_per_byte is None:
+            return 0.0
+        self.costs.has_energy = True
+        return nbytes * self.link_pj_per_byte
 
     def hops(self, a: int, b: int) -> int:
         ic = self.hw.interconnect
@@ -217,7 +228,8 @@ class Planner:
             cycles = max(1, math.ceil(nb / self.link_bytes_per_cycle) + self.link_latency * self.hops(t.out_chip, chip))
             tr = self.new(kind="transfer", node=t.node, op="transfer", phase=t.phase, microbatch=t.microbatch,
                           replica=t.replica, stage=t.stage, chip=t.out_chip, out_chip=chip, deps=[src],
-                          options=((LINK, 1, cycles),), out_bytes=nb, port_bytes=nb, part=t.part)
+                          options=((LINK, 1, cycles),), out_bytes=nb, port_bytes=nb, part=t.part,
+                          energy_pj=self.link_energy_pj(nb))
             self.transfers[(src, chip)] = tr.id
         return self.transfers[(src, chip)]
 
@@ -254,12 +266,12 @@ class Planner:
         if parts:
             tasks = [self.new(**common, deps=list(deps), reads=list(reads), options=p.costs.options,
                               out_bytes=p.out_bytes, port_bytes=p.costs.port_bytes,
-                              energy_pj=p.costs.energy_pj or 0.0, part=p.part)
+                              energy_pj=p.costs.energy_pj or 0.0, flops=p.costs.flops, part=p.part)
                      for p in parts]
         else:
             costs = self.costs.node(n.id, chip)
             tasks = [self.new(**common, deps=deps, reads=reads, options=costs.options, out_bytes=self.nbytes(n),
-                              port_bytes=costs.port_bytes, energy_pj=costs.energy_pj or 0.0)]
+                              port_bytes=costs.port_bytes, energy_pj=costs.energy_pj or 0.0, flops=costs.flops)]
         self.producer[(n.id, mb, replica)] = [t.id for t in tasks]
         return tasks
 
@@ -291,17 +303,18 @@ class Planner:
         last = self.only(g, 0, replica)
         chip = self.tasks[last].out_chip
         for mb in range(1, self.options.microbatches):
+            costs = self.costs.add(gn.shape, gn.dtype, chip)
             acc = self.new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb,
                            replica=replica, stage=self.stage[g], chip=chip, out_chip=chip,
-                           deps=[last, self.only(g, mb, replica)],
-                           options=self.costs.add_options(gn.shape, gn.dtype, chip), out_bytes=self.nbytes(gn),
-                           port_bytes=3 * self.nbytes(gn))
+                           deps=[last, self.only(g, mb, replica)], options=costs.options, out_bytes=self.nbytes(gn),
+                           port_bytes=3 * self.nbytes(gn), energy_pj=costs.energy_pj or 0.0, flops=costs.flops)
             last = acc.id
         return last
 
     def allreduce(self, g: int, finals: list[int]) -> None:
         """Sum gradient `g` across replicas: a ring over the chips (2(d-1)/d of its bytes per link,
-        2(d-1) link latencies), or d-1 on-chip additions when the replicas share one chip."""
+        2(d-1) link latencies), or d-1 on-chip additions when the replicas share one chip. Each member task
+        carries its share of the energy: its bytes over the links, or 1/d of the d-1 additions."""
         d = len(finals)
         gn = self.graph.nodes[g]
         nb = self.nbytes(gn)
@@ -309,16 +322,19 @@ class Planner:
         if len({self.tasks[f].out_chip for f in finals}) > 1:
             cycles = math.ceil(2 * (d - 1) / d * nb / self.link_bytes_per_cycle) + 2 * (d - 1) * self.link_latency
             bytes_moved = math.ceil(2 * (d - 1) / d * nb)
+            energy = self.link_energy_pj(bytes_moved)
         else:
             chip = self.tasks[finals[0]].out_chip
-            cycles = (d - 1) * min(c for _, _, c in self.costs.add_options(gn.shape, gn.dtype, chip))
+            adds = self.costs.add(gn.shape, gn.dtype, chip)
+            cycles = (d - 1) * min(c for _, _, c in adds.options)
             bytes_moved = 3 * (d - 1) * nb
+            energy = (d - 1) / d * (adds.energy_pj or 0.0)
         for r, f in enumerate(finals):
             chip = self.tasks[f].out_chip
             ar = self.new(kind="allreduce", node=g, op="allreduce", phase="backward", microbatch=PER_STEP, replica=r,
                           stage=self.stage[g], chip=chip, out_chip=chip, deps=sorted(finals),
                           options=((COLLECTIVE, 1, max(1, cycles)),), out_bytes=nb, port_bytes=bytes_moved,
-                          group=group)
+                          group=group, energy_pj=energy)
             self.producer[(g, PER_STEP, r)] = [ar.id]
 
     def plan(self, window: int | None) -> Plan:

@@ -24,7 +24,7 @@ LINK = "link"
 """The resource of a transfer: the link from `chip` to `out_chip`."""
 COLLECTIVE = "allreduce"
 """The resource of an all-reduce: every participating chip's share of the collective at once."""
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: tasks carry their FLOPs
 
 NonNegInt = Field(ge=0)
 
@@ -76,6 +76,7 @@ class Task(Data):
     keep: bool = False  # its output is a result of the step (a forward output, an update): never freed
     group: int = -1  # all-reduce tasks of one gradient share a group (the first member's id)
     energy_pj: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    flops: int = Field(default=0, ge=0)  # arithmetic it does on a unit (node, accumulate); 0 for communication
     split: int = Field(default=-1, ge=-1)  # a part of its node: the index of the op's Split it is cut along; -1: whole
     part: int = Field(default=0, ge=0)  # which part (schedule/split.py), of `parts`
     parts: int = Field(default=1, ge=1)

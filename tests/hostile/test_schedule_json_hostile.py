@@ -342,6 +342,9 @@ TAMPERS: dict[str, Tamper] = {
     # energy on hardware without energy figures: a number the reports would carry
     "task_energy_edited": Tamper(lambda d: d["tasks"][0].update(energy_pj=3.9e9), ("energy",)),
     "total_energy_edited": Tamper(lambda d: d.update(energy_pj=5.0), ("energy",)),
+    # FLOPs: what TOPS/W is computed from
+    "task_flops_edited": Tamper(lambda d: d["tasks"][0].update(flops=d["tasks"][0].get("flops", 0) + 1), ("flops",)),
+    "task_flops_negative": Tamper(lambda d: d["tasks"][0].update(flops=-1), ("flops",)),
     "capacity_inflated": Tamper(lambda d: set_capacity(d, 2**50), ("capacity",)),
     "bound_above_makespan": Tamper(lambda d: d["bounds"].update(bound_cycles=d["makespan_cycles"] + 1), ("bound",)),
     "bounds_nan": Tamper(_nan_text("bounds.bound_cycles"), (("bound", "nan"),)),

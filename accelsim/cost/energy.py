@@ -1,0 +1,86 @@
+"""Effective energy figures of a hardware description: pJ per op of each unit, pJ per byte of each memory,
+buffer and link; an explicit figure in the file wins, else it is derived from the chip's `technology_nm`
+through the published table and scaling rule of hw/tech.py, else there is none (None).
+
+Derivations:
+- unit: one multiply and one add at the unit's precision (HwSpec.precision) per MAC, and the cost model
+  counts a MAC as 2 ops (OpDef.flops), so an op costs (mult + add) / 2. Vector and per-element units are
+  charged the same per op. A stream unit has no datapath: 0 pJ per op (its bytes are charged at the
+  memories). An int8 array's wider (32-bit) accumulation adds are not in Horowitz's int8 MAC and are not
+  counted.
+- SRAM and cache: a 64-bit access of an array of the memory's capacity (tech.sram_pj_per_64b) / 8 per byte.
+- DRAM and HBM: the device's published energy per bit (not scaled with the chip's node).
+- operand buffers: an SRAM access at the three buffers' mean capacity (the traffic models count their
+  accesses together).
+- input/output buffers: only an explicit figure (they have no capacity to derive one from): 0 otherwise.
+- links: an assumed SerDes figure (tech.SERIAL_LINK_PJ_PER_BIT) when every chip has a technology_nm.
+Only dynamic energy is modelled: leakage (static power), clocks, control and wires are not counted.
+"""
+from __future__ import annotations
+
+from accelsim.hw import tech
+from accelsim.hw.spec import Chip, HwSpec, Memory, OperandBuffers, Unit
+
+
+def unit_pj_per_op(hw: HwSpec, chip: Chip, unit: Unit) -> float | None:
+    """Energy of one op on `unit` of `chip`, pJ; None without an explicit figure or a technology node."""
+    if unit.energy_pj_per_op is not None:
+        return unit.energy_pj_per_op
+    if chip.technology_nm is None:
+        return None
+    if unit.stream is not None:
+        return 0.0
+    return tech.mac_energy_pj(hw.precision(unit), chip.technology_nm) / 2
+
+
+def memory_pj_per_byte(chip: Chip, memory: Memory) -> float | None:
+    """Energy of one byte read or written in `memory`, pJ."""
+    if memory.energy_pj_per_byte is not None:
+        return memory.energy_pj_per_byte
+    if memory.kind in ("dram", "hbm"):
+        return tech.dram_pj_per_byte(memory.kind) if chip.technology_nm is not None else None
+    if chip.technology_nm is None:
+        return None
+    return tech.sram_pj_per_byte(memory.capacity_bytes, chip.technology_nm)
+
+
+def operand_buffers_pj_per_byte(chip: Chip, buffers: OperandBuffers) -> float | None:
+    """Energy of one byte moved between an array and its operand SRAMs, pJ."""
+    if buffers.energy_pj_per_byte is not None:
+        return buffers.energy_pj_per_byte
+    if chip.technology_nm is None:
+        return None
+    mean = (buffers.input_bytes + buffers.weight_bytes + buffers.output_bytes) // 3
+    return tech.sram_pj_per_byte(max(mean, 1), chip.technology_nm)
+
+
+def link_pj_per_byte(hw: HwSpec) -> float | None:
+    """Energy of one byte over one link between chips, pJ; None without an interconnect or figures."""
+    ic = hw.interconnect
+    if ic is None:
+        return None
+    if ic.energy_pj_per_byte is not None:
+        return ic.energy_pj_per_byte
+    if all(c.technology_nm is not None for c in hw.chips):
+        return tech.link_pj_per_byte()
+    return None
+
+
+def node_energy_pj(hw: HwSpec, chip: Chip, unit: Unit, flops: int, bytes_read: int, bytes_written: int,
+                   buffer_bytes: int) -> float | None:
+    """flops x pJ/op + each byte at its memory's (and buffer's) pJ/byte; None when the unit has no figure.
+    Operands come from the unit's first `reads` memory and results go to its first `writes` memory, as
+    the cost model streams them."""
+    per_op = unit_pj_per_op(hw, chip, unit)
+    if per_op is None:
+        return None
+    memories = {m.name: m for m in chip.memories}
+    energy = flops * per_op
+    for name, buffer, nbytes in ((unit.reads[0], unit.input_buffer, bytes_read),
+                                 (unit.writes[0], unit.output_buffer, bytes_written)):
+        energy += nbytes * (memory_pj_per_byte(chip, memories[name]) or 0.0)
+        if buffer is not None:
+            energy += nbytes * (buffer.energy_pj_per_byte or 0.0)
+    if unit.operand_buffers is not None:
+        energy += buffer_bytes * (operand_buffers_pj_per_byte(chip, unit.operand_buffers) or 0.0)
+    return energy

@@ -1,0 +1,126 @@
+"""Where a sweep's points run: in this process (one worker), a local process pool ("spawn"), or a
+Dask cluster (a LocalCluster, or a scheduler's tcp:// address). Each yields (point id, record) as
+points finish; evaluate_point never raises for a point's own failure, so an exception here is the
+executor's (a worker that died) and stops the sweep with the finished points saved."""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Iterator
+
+from accelsim.errors import SweepError
+from accelsim.dse.deps import require
+from accelsim.dse.evaluate import evaluate_point
+
+MAX_WORKERS = 1024
+DASK_CONNECT_TIMEOUT_S = 3
+_DASK_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
+START_SCHEDULER = ("start one with `dask scheduler` (it prints its tcp:// address) and workers with "
+                   "`dask worker tcp://HOST:8786`, with accelsim installed where they run, or use --dask local "
+                   "for a cluster on this machine")
+
+Todo = list[tuple[str, dict[str, Any]]]
+
+
+def check_workers(workers: Any) -> int:
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise SweepError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
+    return workers
+
+
+def check_dask_address(dask: Any) -> str | None:
+    """None, "local", or a scheduler address tcp://HOST:PORT (tls:// too)."""
+    if dask is None or dask == "local":
+        return dask
+    m = _DASK_ADDRESS.fullmatch(dask) if isinstance(dask, str) else None
+    if m is None or not 1 <= int(m.group(3)) <= 65535:
+        raise SweepError(f"--dask {str(dask)[:100]!r}: expected 'local' or a scheduler address tcp://HOST:PORT "
+                         f"(port 1 to 65535), e.g. tcp://127.0.0.1:8786; {START_SCHEDULER}")
+    return dask
+
+
+def _died(pid: str, e: BaseException) -> SweepError:
+    return SweepError(f"a worker failed while evaluating point {pid} ({type(e).__name__}: {e}); the points "
+                      f"finished so far are saved; rerun the sweep to resume (a worker killed for memory? try "
+                      f"fewer workers)")
+
+
+class InProcess:
+    """Points one after the other in this process (workers=1): nothing to start, easiest to debug."""
+
+    def run(self, payload: dict[str, Any], todo: Todo) -> Iterator[tuple[str, dict[str, Any]]]:
+        for pid, params in todo:
+            yield pid, evaluate_point(payload, params)
+
+    def close(self) -> None:
+        pass
+
+
+class LocalPool:
+    """A ProcessPoolExecutor with the "spawn" context: fresh interpreters, no state forked from the
+    parent (numba, threads), and the same on every platform."""
+
+    def __init__(self, workers: int) -> None:
+        import concurrent.futures
+        import multiprocessing
+
+        self._futures = concurrent.futures
+        self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers,
+                                                            mp_context=multiprocessing.get_context("spawn"))
+
+    def run(self, payload: dict[str, Any], todo: Todo) -> Iterator[tuple[str, dict[str, Any]]]:
+        futures = {self._pool.submit(evaluate_point, payload, params): pid for pid, params in todo}
+        for future in self._futures.as_completed(futures):
+            try:
+                record = future.result()
+            except Exception as e:  # noqa: BLE001 - BrokenProcessPool, a pickling failure: the pool's, not the point's
+                raise _died(futures[future], e) from None
+            yield futures[future], record
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskPool:
+    """A dask.distributed Client: on a LocalCluster of `workers` single-threaded processes ("local"), or
+    connected to a running scheduler, whose workers need accelsim installed."""
+
+    def __init__(self, address: str, workers: int) -> None:
+        distributed = require("dask.distributed", "dask")
+        self._distributed = distributed
+        self._cluster = None
+        if address == "local":
+            try:
+                self._cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                         dashboard_address=None, silence_logs=logging.ERROR)
+            except (OSError, RuntimeError, TimeoutError) as e:
+                raise SweepError(f"--dask local: could not start a Dask LocalCluster of {workers} worker(s) "
+                                 f"({type(e).__name__}: {e}); try --workers without --dask") from None
+            self._client = distributed.Client(self._cluster)
+            return
+        try:
+            self._client = distributed.Client(address, timeout=DASK_CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, ValueError) as e:
+            reason = (str(e).splitlines() or [""])[0][:200]
+            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there within "
+                             f"{DASK_CONNECT_TIMEOUT_S} s ({type(e).__name__}: {reason}); {START_SCHEDULER}") from None
+
+    def run(self, payload: dict[str, Any], todo: Todo) -> Iterator[tuple[str, dict[str, Any]]]:
+        futures = {self._client.submit(evaluate_point, payload, params, pure=False): pid for pid, params in todo}
+        for future in self._distributed.as_completed(list(futures)):
+            try:
+                record = future.result()
+            except Exception as e:  # noqa: BLE001 - KilledWorker, a lost connection: the cluster's, not the point's
+                raise _died(futures[future], e) from None
+            yield futures[future], record
+
+    def close(self) -> None:
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def make_executor(workers: int, dask: str | None) -> InProcess | LocalPool | DaskPool:
+    if dask is not None:
+        return DaskPool(dask, workers)
+    return InProcess() if workers == 1 else LocalPool(workers)
