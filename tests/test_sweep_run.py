@@ -205,3 +205,18 @@ def test_an_unreachable_dask_scheduler_is_one_paragraph_quickly(tmp_path, capsys
 def test_workers_must_be_a_positive_integer(bad):
     with pytest.raises(A.SweepError, match="workers must be an integer"):
         A.sweep(GRID, workers=bad)
+
+
+def test_a_tied_parameter_sets_every_path_it_names():
+    """"rows, cols": [..] sweeps square arrays: each point's hardware has both set to the value."""
+    key = "chips.0.units.mxm.array.rows, chips.0.units.mxm.array.cols"
+    spec = load_spec({"hw": "groq_like", **SMALL_MLP, "parameters": {key: [16, 64]}, "options": {"simulate": False}})
+    for side in (16, 64):
+        _, hw, _ = compile_point(spec, {key: side})
+        array = next(u for u in hw.chips[0].units if u.name == "mxm").array
+        assert (array.rows, array.cols) == (side, side)
+    results = run_sweep(spec).results
+    assert list(results[key]) == [16, 64] and results["error"].eq("").all()
+    # the two points compiled different hardware: a 64x64 array takes longer to fill and drain on this tiny MLP
+    assert results["config_hash"].nunique() == 2
+    assert results["makespan_cycles"].iloc[0] < results["makespan_cycles"].iloc[1]

@@ -264,3 +264,19 @@ def test_a_missing_extra_names_the_install_command(monkeypatch):
     spec = spec_with(search={"method": "optuna", "points": 2, "objectives": {"tasks": "min"}})
     with pytest.raises(A.SweepError, match=r"needs optuna, .*pip install 'accelsim\[sweep\]'"):
         A.sweep(spec)
+
+
+@pytest.mark.parametrize("key, expected", [
+    ("options.microbatches, options.data_parallel", "only hardware key paths can be tied"),
+    ("chips.0.units.mxm.array.rows, chips.0.units.mxm.array.rows", "names each hardware path once"),
+    ("chips.0.units.mxm.array.rows, ", "names each hardware path once"),
+    ("chips.0.units.mxm.array.rows, chips.0.units.mxm.array.colz", "colz"),
+])
+def test_bad_tied_parameters_are_refused(key, expected, tmp_path):
+    refused(spec_with(parameters={key: [16, 32]}), tmp_path, f"parameters.{key}", expected)
+
+
+def test_a_tied_value_is_validated_on_every_path(tmp_path):
+    """0 rows is refused by the schema whichever of the tied paths it reaches first."""
+    refused(spec_with(parameters={"chips.0.units.mxm.array.rows, chips.0.units.mxm.array.cols": [16, 0]}),
+            tmp_path, "value 0 is refused")

@@ -17,7 +17,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.pydantic_errors import describe_errors
 from accelsim.dse.constraints import Constraint, parse_constraint
 from accelsim.dse.metrics import DEFAULT_OBJECTIVES, METRICS
-from accelsim.dse.params import Parameter, parameters
+from accelsim.dse.params import TIE, Parameter, parameters
 from accelsim.dse.spec import MAX_POINTS, RESULT_OPTIONS, RunOptions, SweepSpec
 
 MAX_TOTAL_VALUES = 5_000
@@ -159,6 +159,10 @@ def _parameter_problems(spec: SweepSpec, params: list[Parameter], base: HwSpec |
         return [f"parameters: {total:,} values listed in all, more than the limit of {MAX_TOTAL_VALUES:,}"]
     for p in params:
         where = f"parameters.{p.key}"
+        if p.kind != "hw" and TIE in p.name:
+            problems.append(f"{where}: only hardware key paths can be tied with commas; give each {p.kind} "
+                            f"option its own parameter")
+            continue
         if p.kind == "option" and p.name in RESULT_OPTIONS:
             problems.append(f"{where}: {p.name} decides which metrics are recorded; set it in options, not as a "
                             f"parameter")
@@ -170,11 +174,15 @@ def _parameter_problems(spec: SweepSpec, params: list[Parameter], base: HwSpec |
             problems.append(f"{where}: model {spec.model!r} has no option {_shown(p.name)}; its options are: "
                             f"{', '.join(model_names)}")
             continue
+        if p.kind == "hw" and (len(set(p.paths)) != len(p.paths) or not all(p.paths)):
+            problems.append(f"{where}: a tied parameter names each hardware path once, none empty "
+                            f"(got {', '.join(map(repr, p.paths))})")
+            continue
         if (p.kind == "model" and not model_ok) or (p.kind == "hw" and base_data is None):
             continue
         for value in _probe_values(p):
             if p.kind == "hw":
-                refusal = _hw_refusal(base_data, {**spec.hw_set, p.name: value})
+                refusal = _hw_refusal(base_data, {**spec.hw_set, **dict.fromkeys(p.paths, value)})
             elif p.kind == "model":
                 refusal = _model_refusal(spec, p.name, value)
             else:

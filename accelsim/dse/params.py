@@ -9,19 +9,28 @@ from accelsim.dse.spec import RangeSpec, RunOptions, SweepSpec
 
 OPTION_PREFIX = "options."
 MODEL_PREFIX = "model."
+TIE = ","
+"""Separates the hardware paths of one tied parameter."""
 
 
 @dataclass(frozen=True)
 class Parameter:
     """One swept key. `kind`: "hw" (a key path into the hardware, as --hw-set takes), "option" (a step
     option, `options.microbatches`) or "model" (a model option, `model.width`); `name` is the key
-    without its prefix. Exactly one of `values` (a list) and `range` is set."""
+    without its prefix. A hardware key may tie several paths, separated by commas
+    ("chips.0.units.mxu.array.rows, chips.0.units.mxu.array.cols": a square array): each point sets
+    all of them to its value (`paths`). Exactly one of `values` (a list) and `range` is set."""
 
     key: str
     kind: str
     name: str
     values: tuple[Any, ...] | None = None
     range: RangeSpec | None = None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The hardware key paths this parameter sets (one, or several tied by commas)."""
+        return tuple(part.strip() for part in self.name.split(TIE)) if self.kind == "hw" else (self.name,)
 
     @property
     def dtype(self) -> str:
@@ -72,6 +81,9 @@ def point_config(spec: SweepSpec, params: dict[str, Any]) -> PointConfig:
     hw, options, model = dict(spec.hw_set), {}, dict(spec.model_options)
     for key, value in params.items():
         kind, name = kind_of(key)
-        {"hw": hw, "option": options, "model": model}[kind][name] = value
+        if kind == "hw":
+            hw.update({path.strip(): value for path in name.split(TIE)})
+        else:
+            {"option": options, "model": model}[kind][name] = value
     run = RunOptions.model_validate({**spec.options.model_dump(), **options}) if options else spec.options
     return PointConfig(hw_overrides=hw, options=run, model_options=model)
