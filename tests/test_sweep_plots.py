@@ -8,7 +8,7 @@ import pytest
 import accelsim as A
 from accelsim.errors import AccelsimError
 from accelsim.dse.pareto import pareto_front, pareto_mask, staircase
-from accelsim.dse.plots import LOG_NAME, plot_metrics_vs_parameter, sweep_plots, sweep_view
+from accelsim.dse.plots import LOG_NAME, MAX_SERIES, plot_metrics_vs_parameter, sweep_plots, sweep_view
 
 ROWS = "chips.0.units.mxu.array.rows"
 MB = "options.microbatches"
@@ -190,11 +190,18 @@ def test_empty_and_all_failed_tables_give_no_plots_and_no_files(tmp_path):
 
 
 def test_many_series_are_drawn_as_a_median_band_and_the_title_says_so():
-    grid = list(itertools.product([1, 2, 4], range(10)))  # "seed" splits each x into 10 series
+    n = MAX_SERIES + 1
+    grid = list(itertools.product([1, 2, 4], range(n)))  # "seed" splits each x into MAX_SERIES + 1 series
     df = table(x=[x for x, _ in grid], seed=[s for _, s in grid], thr=[float(x + s) for x, s in grid])
     view = sweep_view(df, ["x", "seed"], "many")
     fig = plot_metrics_vs_parameter(view, "x", ["thr"])
-    assert "median of 10 series, band = min-max" in fig.get_suptitle()
+    assert f"median of {n} series, band = min-max" in fig.get_suptitle()
+
+
+def test_quantity_strings_sort_by_magnitude_not_as_text():
+    df = table(bw=["34 GB/s", "136 GB/s", "17 GB/s"], thr=[2.0, 3.0, 1.0])
+    fig = plot_metrics_vs_parameter(sweep_view(df, ["bw"], "q"), "bw", ["thr"])
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["17 GB/s", "34 GB/s", "136 GB/s"]
 
 
 def test_a_parameter_spanning_two_decades_gets_a_log_axis_and_failures_are_counted():

@@ -20,6 +20,7 @@ from matplotlib.ticker import NullLocator
 
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
+from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.plan import Schedule
 from accelsim.dse.metrics import METRICS
@@ -29,7 +30,7 @@ CompilePoint = Callable[[dict[str, Any]], tuple[Schedule, HwSpec, Graph]]
 
 DPI = 100
 PNG_METADATA = {"Software": None}  # matplotlib's version string is the only thing a PNG would add; keep bytes stable
-MAX_SERIES = 8  # more series than this (or legend entries) are drawn as a median with a min-max band
+MAX_SERIES = 12  # more series than this (or legend entries) are drawn as a median with a min-max band
 MAX_FRONT_LABELS = 16  # Pareto points labelled on a front; more are labelled evenly spaced along it
 MAX_TIMELINES = 8  # timelines drawn, evenly spaced along the first front (both ends included)
 MAX_VALUE_TICKS = 12  # a numeric parameter with at most this many values gets a tick at each
@@ -299,9 +300,10 @@ def _check_columns(results: pd.DataFrame, parameters: list[str], metrics: list[s
 
 
 def _short_names(parameters: list[str]) -> dict[str, str]:
-    """Last key of each path ('chips.0.units.mxu.array.rows' -> 'rows'), abbreviated; the full key where two
-    parameters would share a name."""
-    short = {p: _SHORT_NAMES.get(p.rsplit(".", 1)[-1], p.rsplit(".", 1)[-1]) for p in parameters}
+    """Last key of each path ('chips.0.units.mxu.array.rows' -> 'rows', a tied 'rows, cols' -> 'rows=cols'),
+    abbreviated; the full key where two parameters would share a name."""
+    short = {p: "=".join(_SHORT_NAMES.get(k, k) for k in (path.strip().rsplit(".", 1)[-1] for path in p.split(",")))
+             for p in parameters}  # a tied key's paths: "rows=cols"
     return {p: s if list(short.values()).count(s) == 1 else p for p, s in short.items()}
 
 
@@ -315,9 +317,30 @@ def _positions(column: pd.Series) -> tuple[np.ndarray, list[str] | None]:
         numbers = pd.to_numeric(column, errors="coerce")
         if numbers.isna().sum() == column.isna().sum():
             return numbers.astype("float64").to_numpy(), None
-    categories = sorted({_short_value(v, 12): v for v in column}.items(), key=lambda kv: _value_order(kv[1]))
+    magnitudes = _quantities(column)
+    order = (lambda kv: (0, magnitudes[kv[1]], "")) if magnitudes is not None else (lambda kv: _value_order(kv[1]))
+    categories = sorted({_short_value(v, 12): v for v in column}.items(), key=order)
     index = {name: i for i, (name, _) in enumerate(categories)}
     return np.array([index[_short_value(v, 12)] for v in column], dtype=float), [name for name, _ in categories]
+
+
+def _quantities(column: pd.Series) -> dict[str, float] | None:
+    """Each value's magnitude when every value is a quantity as hardware files write them ("17 GB/s",
+    "4 MiB", "700 MHz"), so such categories sort by size and not as text; else None."""
+    values = {v for v in column if isinstance(v, str)}
+    if len(values) != len(column.unique()):
+        return None
+    out = {}
+    for v in values:
+        for parse in (parse_bandwidth, parse_bytes, parse_hz):
+            try:
+                out[v] = float(parse(v))
+                break
+            except (ValueError, TypeError):
+                continue
+        else:
+            return None
+    return out
 
 
 def _value_order(value: Any) -> tuple[int, float, str]:
@@ -422,7 +445,7 @@ def _slug(text: str) -> str:
 def _save(fig: Figure, path: Path, log: list[str]) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi="figure", metadata=PNG_METADATA)
+        fig.savefig(path, dpi="figure", metadata=PNG_METADATA, bbox_inches="tight")  # labels may reach past the axes
     except OSError as e:
         raise AccelsimError(f"cannot write the figure {str(path)!r}: {e}") from None
     log.append(f"wrote {path.name}")
