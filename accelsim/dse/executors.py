@@ -70,15 +70,22 @@ class LocalPool:
 
     def run(self, payload: dict[str, Any], todo: Todo) -> Iterator[tuple[str, dict[str, Any]]]:
         futures = {self._pool.submit(evaluate_point, payload, params): pid for pid, params in todo}
-        for future in self._futures.as_completed(futures):
-            try:
-                record = future.result()
-            except Exception as e:  # noqa: BLE001 - BrokenProcessPool, a pickling failure: the pool's, not the point's
-                raise _died(futures[future], e) from None
-            yield futures[future], record
+        yield from _records(futures, self._futures.as_completed)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _records(futures: dict[Any, str], as_completed: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(point id, record) as each future finishes. evaluate_point never raises for a point's own failure,
+    so an exception here is the executor's (BrokenProcessPool, KilledWorker, a lost connection, a
+    pickling failure): it stops the sweep, and the points already finished are kept."""
+    for future in as_completed(list(futures)):
+        try:
+            record = future.result()
+        except Exception as e:  # noqa: BLE001 - the pool's or cluster's failure, not the point's
+            raise _died(futures[future], e) from None
+        yield futures[future], record
 
 
 class DaskPool:
@@ -107,12 +114,7 @@ class DaskPool:
 
     def run(self, payload: dict[str, Any], todo: Todo) -> Iterator[tuple[str, dict[str, Any]]]:
         futures = {self._client.submit(evaluate_point, payload, params, pure=False): pid for pid, params in todo}
-        for future in self._distributed.as_completed(list(futures)):
-            try:
-                record = future.result()
-            except Exception as e:  # noqa: BLE001 - KilledWorker, a lost connection: the cluster's, not the point's
-                raise _died(futures[future], e) from None
-            yield futures[future], record
+        yield from _records(futures, self._distributed.as_completed)
 
     def close(self) -> None:
         self._client.close()
