@@ -8,6 +8,7 @@ from accelsim.api import check, simulate
 from accelsim.execute import CheckReport
 from accelsim.graph import Graph, Node, Var
 from accelsim.hw import HwSpec, load_hw
+from accelsim.passes import optimize
 from accelsim.report import run_summary
 from accelsim.schedule import Schedule, compile
 from accelsim.schedule.io import load_schedule, save_schedule
@@ -18,4 +19,4 @@ from accelsim.training import training_graph
 
 __all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",
            "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
-           "models", "ops", "run_summary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]
+           "models", "ops", "optimize", "run_summary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]

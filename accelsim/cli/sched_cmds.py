@@ -18,7 +18,7 @@ from accelsim.hw import load_hw
 from accelsim.hw.overrides import parse_assignments
 from accelsim.kernels.registry import BACKENDS, load_backend
 from accelsim.limits import check_eval_size, check_step_size
-from accelsim.passes import inference_graph
+from accelsim.passes import PASSES, inference_graph, optimize_with_log
 from accelsim.report import run_summary
 from accelsim.schedule import compile as compile_schedule
 from accelsim.schedule.exact import MAX_EXACT_TASKS
@@ -42,6 +42,9 @@ def _compile(args: argparse.Namespace, checking: bool = False):
     sizes the check's tensors (every micro-batch and replica is evaluated) under --max-bytes first."""
     hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
     graph = step_graph(args)
+    if args.passes:
+        graph, log = optimize_with_log(graph, args.passes, hw=hw)
+        print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     limits = limits_from(args)
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
@@ -249,9 +252,19 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
                    help="directory the plots and the trace go to (created; default plots/<model>_<hw>/)")
 
 
+def _add_passes_arg(p: argparse.ArgumentParser) -> None:
+    """--passes (A.optimize) for the commands that use the graph they compile; `compile` has none, because
+    a saved schedule records the model that rebuilds its graph but not yet the passes that rewrote it.
+    (Not --optimize: argparse would take it for an abbreviation of --optimizer where it is absent.)"""
+    p.add_argument("--passes", metavar="PASSES", default="",
+                   help="rewrite the step with these graph passes first, comma-separated, each verified "
+                        f"numerically (known: {', '.join(PASSES)})")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="compile a training step (or inference), simulate it, plot it")
     _add_step_args(p)
+    _add_passes_arg(p)
     _add_sim_args(p)
     p.add_argument("--no-sim", action="store_true", help="compile and summarize only")
     p.add_argument("--check", action="store_true", help="also execute the schedule on real numbers and check them")
@@ -261,6 +274,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="execute a compiled step with real kernels and compare with the reference")
     _add_step_args(p)
+    _add_passes_arg(p)
     p.add_argument("--backend", choices=BACKENDS, default="numba")
     add_json_arg(p, "the report")
     add_limit_args(p)
@@ -276,4 +290,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_step_args(p)
     p.add_argument("-o", "--output", type=path_arg, help="schedule path (default schedules/<graph>_<hw>.json)")
     add_limit_args(p)
-    p.set_defaults(fn=cmd_compile)
+    p.set_defaults(fn=cmd_compile, passes="")

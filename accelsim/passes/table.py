@@ -1,0 +1,51 @@
+"""The passes the pass manager knows, one typed record each (name -> PassDef).
+
+A pass is a pure function Graph -> Rewrite (the new graph and one line per rewrite); adding a pass is
+adding a record. `applies_to` names the kinds of graph it may rewrite: an inference graph has only
+forward nodes, a training graph also backward and update nodes (passes/kind.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from accelsim.errors import GraphError
+from accelsim.graph.ir import Graph
+from accelsim.passes.constant_fold import run as constant_fold
+from accelsim.passes.cse import run as cse
+from accelsim.passes.fold_batchnorm import run as fold_batchnorm
+from accelsim.passes.kind import GRAPH_KINDS
+from accelsim.passes.merge_parallel import run_convs, run_qkv
+from accelsim.passes.simplify import run as simplify
+from accelsim.passes.rebuild import Rewrite
+
+
+@dataclass(frozen=True)
+class PassDef:
+    """One rewrite pass: what it is called, what it runs, which graphs it may rewrite, what it does."""
+
+    name: str
+    run: Callable[[Graph], Rewrite]
+    applies_to: tuple[str, ...]
+    doc: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or not callable(self.run):
+            raise GraphError(f"pass {self.name!r}: a PassDef needs a non-empty name and a callable run, "
+                             f"got run={self.run!r}")
+        if not self.applies_to or any(k not in GRAPH_KINDS for k in self.applies_to):
+            raise GraphError(f"pass {self.name!r}: applies_to must name some of {GRAPH_KINDS}, got {self.applies_to!r}")
+
+
+BOTH = GRAPH_KINDS
+PASSES: dict[str, PassDef] = {p.name: p for p in (
+    PassDef("cse", cse, BOTH, "common-subexpression elimination: same op, inputs and attributes -> one node"),
+    PassDef("constant_fold", constant_fold, BOTH, "nodes whose inputs are all constants -> one constant"),
+    PassDef("simplify", simplify, BOTH, "algebraic identities: x*1, x+0, -(-x), transpose of transpose, ..."),
+    PassDef("fold_batchnorm", fold_batchnorm, ("inference",),
+            "conv2d (+ bias) then inference batch norm -> one conv2d with folded weights and bias"),
+    PassDef("merge_qkv", run_qkv, BOTH,
+            "matmuls sharing their left operand (q, k, v) -> one matmul on concatenated weights, then slices"),
+    PassDef("merge_parallel_convs", run_convs, BOTH,
+            "conv2d nodes sharing their input and kernel -> one conv2d on stacked filters, then slices"),
+)}
