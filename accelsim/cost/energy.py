@@ -74,11 +74,10 @@ def node_energy_pj(hw: HwSpec, chip: Chip, unit: Unit, flops: int, bytes_read: i
     per_op = unit_pj_per_op(hw, chip, unit)
     if per_op is None:
         return None
-    memories = {m.name: m for m in chip.memories}
     energy = flops * per_op
     for name, buffer, nbytes in ((unit.reads[0], unit.input_buffer, bytes_read),
                                  (unit.writes[0], unit.output_buffer, bytes_written)):
-        energy += nbytes * (memory_pj_per_byte(chip, memories[name]) or 0.0)
+        energy += nbytes * (memory_pj_per_byte(chip, chip.memory(name)) or 0.0)
         if buffer is not None:
             energy += nbytes * (buffer.energy_pj_per_byte or 0.0)
     if unit.operand_buffers is not None:

@@ -17,7 +17,7 @@ from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.cost.systolic import gemm_cycles, run_cycles
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
-from accelsim.hw.spec import Chip, HwSpec, Memory, Unit
+from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.ops.registry import OpDef, get_op, numel
 
 
@@ -100,10 +100,6 @@ def capable_units(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None
     return units
 
 
-def _memory(chip: Chip, name: str) -> Memory:
-    return next(m for m in chip.memories if m.name == name)
-
-
 def peak_ops_per_cycle(unit: Unit) -> float:
     """Per instance: 2 per MAC for an array, lanes x ops for a vector unit, 0 for the others."""
     if unit.array is not None:
@@ -135,7 +131,7 @@ def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, bytes_read: int, bytes_wr
     """Operands stream in from the unit's first `reads` memory (through its input buffer, if it has
     one) and results out to its first `writes` memory; one shared port when both are the same memory."""
     clock = hw.clock_hz
-    src, dst = _memory(chip, unit.reads[0]), _memory(chip, unit.writes[0])
+    src, dst = chip.memory(unit.reads[0]), chip.memory(unit.writes[0])
     read_bw = src.bytes_per_cycle(clock)
     write_bw = dst.bytes_per_cycle(clock)
     if unit.input_buffer is not None:

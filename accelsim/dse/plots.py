@@ -23,7 +23,7 @@ from accelsim.graph.ir import Graph
 from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.plan import Schedule
-from accelsim.dse.metrics import METRICS
+from accelsim.dse.metrics import DEFAULT_OBJECTIVES, METRICS
 from accelsim.dse.pareto import GOALS, failed_rows, feasible_rows, objective_values, pareto_front, staircase
 
 CompilePoint = Callable[[dict[str, Any]], tuple[Schedule, HwSpec, Graph]]
@@ -39,7 +39,6 @@ LOG_NAME = "plots.log"
 
 # The fronts every sweep gets, when its table has their metrics: (x, y), and their goals unless objectives say.
 DEFAULT_FRONTS = (("area_mm2", "throughput_samples_per_s"), ("throughput_samples_per_s", "energy_per_sample_j"))
-DEFAULT_GOALS = {"area_mm2": "min", "throughput_samples_per_s": "max", "energy_per_sample_j": "min"}
 
 # Units of columns the metric table (accelsim.dse.metrics.METRICS) does not define, by the name's suffix.
 _UNIT_SUFFIXES = (("_samples_per_s", "samples/s"), ("_cycles", "cycles"), ("_bytes", "bytes"), ("_mm2", "mm^2"),
@@ -97,7 +96,7 @@ def sweep_plots(results: pd.DataFrame, out_dir: Path, *, parameters: list[str], 
 
     first_front: pd.DataFrame | None = None
     for x, y in front_pairs(results, objectives):
-        goals = {x: objectives.get(x, DEFAULT_GOALS.get(x)), y: objectives.get(y, DEFAULT_GOALS.get(y))}
+        goals = {x: objectives.get(x, DEFAULT_OBJECTIVES.get(x)), y: objectives.get(y, DEFAULT_OBJECTIVES.get(y))}
         drawn = _finite_feasible(view, (x, y))
         if not drawn.any():
             log.append(f"skipped the front {y} vs {x}: no feasible point has finite values of both")

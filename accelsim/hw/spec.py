@@ -287,6 +287,10 @@ class Chip(Spec):
     units: list[Unit] = Field(min_length=1, max_length=MAX_UNITS_PER_CHIP)
     memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP)
 
+    def memory(self, name: str) -> Memory:
+        """The memory named `name` (a unit's reads and writes are validated to name one of them)."""
+        return next(m for m in self.memories if m.name == name)
+
     @model_validator(mode="after")
     def _names_resolve(self) -> "Chip":
         problems: list[Problem] = []
