@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.compare import scale as finite_max
 from accelsim.evaluate import evaluate
 from accelsim.graph.ir import NUMPY_BYTES, Graph
 from accelsim.limits import Limits, estimate_eval_bytes, graph_flops
@@ -94,11 +95,6 @@ def _run(graph: Graph, feeds: dict[str, np.ndarray], dtype: str, limits: Limits)
                     limits=Limits(max_tensor_bytes=2 * limits.max_tensor_bytes))
 
 
-def _max_abs(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-    return float(np.max(np.abs(finite))) if finite.size else 0.0
-
-
 def _worst(got: np.ndarray, ref: np.ndarray, scale: float) -> tuple[float, tuple[int, ...]]:
     """(error, index of the worst element) of `got` against `ref` (same shape), relative to `scale`."""
     if ref.dtype.kind != "f":
@@ -124,8 +120,8 @@ def reference(graph: Graph, limits: Limits) -> Reference:
     """Evaluate the original `graph` once for every later comparison (the caller checked its size)."""
     feeds = {n.name: graph.input_value(n.id, sample=1) for n in graph.inputs}
     values = _run(graph, feeds, "float64", limits)
-    top = max((_max_abs(v) for v in values.values()), default=0.0)
-    scale = {k: max(_max_abs(v), SCALE_FLOOR * top) for k, v in values.items()}
+    top = max((finite_max(v) for v in values.values()), default=0.0)
+    scale = {k: max(finite_max(v), SCALE_FLOOR * top) for k, v in values.items()}
     tolerance = {k: TOLERANCE[graph.dtype] for k in values}
     if graph.dtype != "float64":  # the graph's own rounding: what a folded float32 constant may add
         own = _run(graph, feeds, graph.dtype, limits)
