@@ -132,6 +132,30 @@ def test_a_damaged_point_file_is_evaluated_again(tmp_path):
     assert (again.new, again.reused) == (1, 3)
 
 
+@pytest.mark.parametrize("tamper", [
+    lambda d: d["metrics"].update(makespan_cycles="oops"),  # a metric that is not a number
+    lambda d: d["metrics"].update(makespan_cycles=True),  # a bool where a number belongs
+    lambda d: d.update(feasible="yes"),
+    lambda d: d.update(error=None),
+    lambda d: d.update(params={"model.batch": 999, "options.microbatches": 1}),  # another point's values
+    lambda d: d.update(point_id="0" * 16),
+    lambda d: d.update(version=0),
+    lambda d: d.update(metrics=[1, 2]),
+    lambda d: d.clear(),
+])
+def test_a_tampered_point_file_is_evaluated_again_not_trusted(tamper, tmp_path):
+    import json
+
+    first = run_sweep(GRID, out=tmp_path)
+    path = sorted((tmp_path / "points").glob("*.json"))[0]
+    data = json.loads(path.read_text())
+    tamper(data)
+    path.write_text(json.dumps(data))
+    again = run_sweep(GRID, out=tmp_path)
+    assert (again.new, again.reused) == (1, 3)
+    assert again.results.drop(columns="wall_s").equals(first.results.drop(columns="wall_s"))
+
+
 def test_optuna_resume_replays_the_study_from_the_store(tmp_path):
     full = run_sweep(OPTUNA, out=tmp_path)
     assert full.failed > 0 and full.new == len(full.results)  # the 2000-byte memory fails: told as FAIL
