@@ -65,13 +65,24 @@ def test_gradient_rule_matches_central_finite_differences(name):
 
 @pytest.mark.parametrize("name", sorted(n for n, op in OPS.items() if op.gemm is not None))
 def test_gemm_view_accounts_for_every_flop(name):
-    """A tensor op's GEMM (batch, m, k, n) does exactly its multiply-adds: 2*b*m*k*n == flops."""
+    """A tensor op's GEMM (batch, m, k, n) does exactly its multiply-adds: 2*b*m*k*n == flops. A fused
+    epilogue op (ops/epilogue.py) also counts its bias add and activation per output element, so its
+    GEMM does exactly its base op's flops and the rest is the epilogue's."""
+    from accelsim.ops.epilogue import BASES
     op = OPS[name]
     for arrays, attrs in op.examples(np.random.default_rng(0)):
         shapes = [np.shape(a) for a in arrays]
         out = tuple(op.infer(*shapes, **attrs))
         b, m, k, n = op.gemm(out, *shapes, **attrs)
-        assert 2 * b * m * k * n == op.flops(out, *shapes, **attrs)
+        if name not in BASES:
+            assert 2 * b * m * k * n == op.flops(out, *shapes, **attrs)
+            continue
+        spec = BASES[name]
+        base_flops = OPS[spec.base].flops(out, *shapes[:2], **{a.name: attrs[a.name] for a in spec.attrs})
+        assert 2 * b * m * k * n == base_flops
+        act = attrs.get("activation", "none")
+        per_elem = (len(shapes) == 3) + (OPS[act].flops((1,), (1,)) if act != "none" else 0)
+        assert op.flops(out, *shapes, **attrs) - base_flops == per_elem * int(np.prod(out))
 
 
 def test_every_tensor_op_has_a_gemm_view():

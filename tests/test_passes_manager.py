@@ -6,7 +6,7 @@ import pytest
 import accelsim as A
 from accelsim.limits import Limits
 from accelsim.models.sizes import SMALL
-from accelsim.passes import PASSES, PassDef, Rewrite, inference_graph, optimize_with_log
+from accelsim.passes import PASSES, AppliedPass, PassDef, Rewrite, inference_graph, optimize_with_log
 from accelsim.passes.fold_batchnorm import fold_batchnorm
 from accelsim.passes.freeze import freeze_batchnorm
 from accelsim.passes.rebuild import Rebuild
@@ -149,10 +149,13 @@ def test_log_counts_nodes_flops_and_bytes_of_each_pass():
     assert len(log.summary().splitlines()) == 3
 
 
-def test_optimized_graph_drops_its_model_source_only_when_rewritten():
+def test_optimized_graph_keeps_its_model_source_and_records_only_the_passes_that_applied():
     g = _transformer()
-    assert A.optimize(g, ["fold_batchnorm"]).source == g.source
-    assert A.optimize(g, ["merge_qkv"]).source is None
+    unchanged = A.optimize(g, ["fold_batchnorm"])
+    assert unchanged.source == g.source and unchanged.passes == ()
+    merged = A.optimize(g, ["cse", "merge_qkv"])  # cse finds nothing in the inference block
+    assert merged.source == g.source and merged.passes == (AppliedPass("merge_qkv"),)
+    assert A.optimize(merged, ["simplify", "cse"]).passes == merged.passes  # nothing more applies
 
 
 def test_optimize_leaves_its_input_graph_unchanged():

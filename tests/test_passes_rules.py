@@ -175,3 +175,48 @@ def test_freeze_batchnorm_matches_on_its_calibration_batch_only():
     other = {"x": g.input_value(g.by_name("x").id, sample=1)}
     assert not np.allclose(A.evaluate(frozen, feeds=other)["y"], A.evaluate(g, feeds=other)["y"])
     assert frozen.source is None
+
+
+def _two_qkv_groups() -> A.Graph:
+    """Two inputs, each read by two matmuls against weights: two places merge_qkv rewrites."""
+    g = A.Graph("two", dtype="float64")
+    for name in ("a", "b"):
+        x = g.input(name, (3, 4))
+        g.output(f"{name}q", F.matmul(x, g.param(f"{name}wq", (4, 2))))
+        g.output(f"{name}k", F.matmul(x, g.param(f"{name}wk", (4, 5))))
+    return g
+
+
+def test_a_sited_merge_reports_its_anchors_and_merges_only_where_told():
+    from accelsim.passes.merge_parallel import run_qkv
+
+    g = _two_qkv_groups()
+    everywhere = run_qkv(g)
+    anchors = [n.id for n in g.nodes if n.op == "matmul"][::2]  # the first matmul of each pair
+    assert everywhere.sites == tuple(anchors) and _ops(everywhere.graph).count("concat") == 2
+    for anchor in anchors:
+        one = run_qkv(g, only=frozenset({anchor}))
+        assert one.sites == (anchor,) and _ops(one.graph).count("concat") == 1
+        assert all(f"%{anchor} " in line or "one matmul with" in line for line in one.rewrites)
+        _same_outputs(g, one.graph)
+    nowhere = run_qkv(g, only=frozenset({0}))  # an input is no anchor
+    assert nowhere.sites == () and nowhere.rewrites == ()
+
+
+def test_merge_passes_are_sited_in_the_table():
+    from accelsim.passes import PASSES
+
+    assert PASSES["merge_qkv"].sited and PASSES["merge_parallel_convs"].sited
+    assert not PASSES["cse"].sited
+
+
+def test_an_anchor_that_is_no_place_of_the_pass_is_refused_by_the_manager():
+    from accelsim.passes import AppliedPass
+
+    g = _two_qkv_groups()
+    with pytest.raises(A.GraphError, match=r"restricted to anchors %0 .* rewrote at none of them"):
+        A.optimize(g, [AppliedPass("merge_qkv", (0,))])
+    with pytest.raises(A.GraphError, match="only a sited pass takes anchor ids"):
+        A.optimize(g, [AppliedPass("cse", (0,))])
+    with pytest.raises(A.GraphError, match="non-empty set of node ids"):
+        AppliedPass("merge_qkv", ())

@@ -51,6 +51,15 @@ APPLIES = [
     # layer1.0's conv1 and downsample shortcut share the stem's output (both 1x1, stride 1)
     ("merge_parallel_convs", "resnet50", "inf", lambda g: len(g) + 2),
     ("merge_parallel_convs", "resnet50", "train", lambda g: len(g) + 2),
+    # fusions: strictly fewer nodes (their own tests count groups and places)
+    ("fuse_epilogue", "superres", "inf", lambda g: len(g) - 1),
+    ("fuse_epilogue", "resnet50", "inf", lambda g: len(g) - 1),  # the fc's bias (convs have none until folded)
+    ("fuse_epilogue", "gpt2", "train", lambda g: len(g) - 1),
+    ("fuse_epilogue", "transformer_block", "inf", lambda g: len(g) - 1),
+    ("fuse_elementwise", "transformer_block", "train", lambda g: len(g) - 1),
+    ("fuse_elementwise", "gpt2", "inf", lambda g: len(g) - 1),
+    ("fuse_elementwise", "superres", "train", lambda g: len(g) - 1),
+    ("fuse_elementwise", "resnet_block", "train", lambda g: len(g) - 1),
 ]
 
 
@@ -76,7 +85,8 @@ def test_pass_rewrites_zoo_graph_keeping_every_output(name, model, kind, expecte
 
 ONE_PER_PASS = [("cse", "gpt2", "train"), ("constant_fold", "transformer_block", "train"),
                 ("simplify", "gpt2", "train"), ("fold_batchnorm", "resnet50", "inf"),
-                ("merge_qkv", "gpt2", "train"), ("merge_parallel_convs", "resnet50", "inf")]
+                ("merge_qkv", "gpt2", "train"), ("merge_parallel_convs", "resnet50", "inf"),
+                ("fuse_epilogue", "superres", "train"), ("fuse_elementwise", "gpt2", "train")]
 
 
 @pytest.mark.parametrize("name,model,kind", ONE_PER_PASS, ids=[p for p, _, _ in ONE_PER_PASS])
@@ -107,7 +117,7 @@ def test_pass_with_nothing_to_rewrite_returns_an_equal_graph(name, model, kind):
 def test_every_pass_in_sequence_keeps_the_outputs(model, kind):
     g = _graph(model, kind)
     out, log = optimize_with_log(g, "cse,constant_fold,simplify,fold_batchnorm,merge_qkv,merge_parallel_convs,"
-                                    "constant_fold,cse")
+                                    "fuse_epilogue,fuse_elementwise,constant_fold,cse")
     assert all(r.max_error_ratio is None or r.max_error_ratio <= 1.0 for r in log.records)
     assert log.records[-1].nodes_after == len(out)
 

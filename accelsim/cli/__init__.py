@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from accelsim.cli import graph_cmds, hw_cmds, sched_cmds, sweep_cmd
+from accelsim.cli import graph_cmds, hw_cmds, optimize_cmd, sched_cmds, sweep_cmd
 from accelsim.cli.common import check_dir_target, check_file_target
 from accelsim.errors import AccelsimError
 
@@ -16,6 +16,7 @@ def make_parser() -> argparse.ArgumentParser:
     graph_cmds.register(sub)
     hw_cmds.register(sub)
     sched_cmds.register(sub)
+    optimize_cmd.register(sub)
     sweep_cmd.register(sub)
     return parser
 

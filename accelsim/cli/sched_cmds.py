@@ -1,24 +1,30 @@
 """CLI commands on schedules: compile (write one), run (compile, simulate, plot), simulate (replay one),
-check (execute one on real numbers)."""
+check (execute one on real numbers); and the step options `accelsim optimize` shares with them."""
 from __future__ import annotations
 
 import argparse
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_limit_args, add_model_args, add_optimizer_args, check_file_target,
-                                 exact_seconds_arg, format_si, forward_model, limits_from, path_arg, positive_int,
-                                 write_json, write_problem)
+from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_limit_args, add_model_args, add_optimizer_args,
+                                 check_file_target, exact_seconds_arg, finite_float, format_si, forward_model,
+                                 limits_from, path_arg, positive_int, write_json, write_problem)
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.overrides import parse_assignments
+from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import BACKENDS, load_backend
-from accelsim.limits import check_eval_size, check_step_size
-from accelsim.passes import PASSES, inference_graph, optimize_with_log
+from accelsim.limits import Limits, check_eval_size, check_step_size
+from accelsim.passes import PASSES, OptimizeLog, inference_graph, optimize_with_log
+from accelsim.passes.auto import DEFAULT_BUDGET, SearchOptions
+from accelsim.passes.score import CompileOptions
+from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
 from accelsim.schedule import compile as compile_schedule
 from accelsim.schedule.exact import MAX_EXACT_TASKS
@@ -37,15 +43,55 @@ def step_graph(args: argparse.Namespace) -> Graph:
     return training_graph(fwd, optimizer=args.optimizer, lr=args.lr)
 
 
+def compile_options(args: argparse.Namespace, limits: Limits) -> CompileOptions:
+    """How the step of --microbatches, --data-parallel, --pipeline-stages and --split is compiled."""
+    return CompileOptions(microbatches=args.microbatches, data_parallel=args.data_parallel,
+                          pipeline_stages=args.pipeline_stages, split=SPLIT_CHOICES[args.split], limits=limits)
+
+
+@contextmanager
+def search_progress(budget: int) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient progress bar on stderr for the auto search (compiles of the budget); None where stderr
+    is no terminal (a log file gets no bar)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("optimize auto: compiling candidates"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("search", total=budget)
+        yield lambda done, budget: bar.update(task, completed=done, total=max(done, budget))
+
+
+def optimize_step(graph: Graph, hw: HwSpec, args: argparse.Namespace,
+                  limits: Limits) -> tuple[Graph, OptimizeLog | None]:
+    """`graph` rewritten as --optimize says (None: no log when it is empty); auto compiles its candidates
+    with the step's own options, within --budget and --time-limit."""
+    auto = args.optimize.strip() == AUTO
+    if not auto and (args.budget is not None or args.time_limit is not None):
+        raise AccelsimError(f"--budget and --time-limit bound the search of --optimize {AUTO}; got --optimize "
+                            f"{args.optimize!r}")
+    if not args.optimize.strip():
+        return graph, None
+    if not auto:
+        return optimize_with_log(graph, args.optimize, hw=hw)
+    search = SearchOptions(budget=args.budget or DEFAULT_BUDGET, time_limit_s=args.time_limit,
+                           step=compile_options(args, limits))
+    with search_progress(search.budget) as progress:
+        return optimize_with_log(graph, AUTO, hw=hw, search=search, progress=progress)
+
+
 def _compile(args: argparse.Namespace, checking: bool = False):
-    """Load --hw, build the step and compile it under --max-tasks; `checking` also loads --backend and
-    sizes the check's tensors (every micro-batch and replica is evaluated) under --max-bytes first."""
-    hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
-    graph = step_graph(args)
-    if args.passes:
-        graph, log = optimize_with_log(graph, args.passes, hw=hw)
-        print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
+    """Load --hw, build the step (rewritten by --optimize) and compile it under --max-tasks; `checking`
+    also loads --backend and sizes the check's tensors (every micro-batch and replica is evaluated)
+    under --max-bytes first."""
+    hw = load_hw(args.hw or DEFAULT_HW, overrides=parse_assignments(args.hw_set))
     limits = limits_from(args)
+    graph, log = optimize_step(step_graph(args), hw, args, limits)
+    if log is not None:
+        print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
     check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits)
@@ -195,14 +241,25 @@ def _check(schedule, graph: Graph, hw, backend: str, console: Console) -> dict:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    hw, graph, schedule, _ = _compile(args, checking=True)
+    if args.schedule is not None:
+        if args.optimize.strip():
+            raise AccelsimError(f"--optimize rewrites a step before compiling it; {args.schedule} is compiled "
+                                "already (its source records the passes that rewrote its graph)")
+        schedule, hw, graph = _saved(args)
+        check_eval_size(graph, samples=schedule.options.microbatches * schedule.options.data_parallel,
+                        limits=limits_from(args), what="checking")
+        load_backend(args.backend)
+    else:
+        hw, graph, schedule, _ = _compile(args, checking=True)
     console = Console(width=140, highlight=False)
     result = _check(schedule, graph, hw, args.backend, console)
     write_json(args.json, result)
     return 0 if result["passed"] else 1
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
+def _saved(args: argparse.Namespace) -> tuple[Schedule, HwSpec, Graph]:
+    """The schedule file args.schedule, its hardware (--hw, else the one it names, with its overrides) and
+    its graph rebuilt from its source, the schedule validated against both."""
     from accelsim.api import resolve
     from accelsim.schedule.io import read_schedule
 
@@ -212,9 +269,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if hw.name != schedule.hw_name:
         raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
     try:  # validated once: itself, against the hardware (its hash too) and against its rebuilt graph
-        resolve(schedule, hw)
+        hw, graph = resolve(schedule, hw)
     except AccelsimError as e:
         raise AccelsimError(f"{args.schedule}: {e}") from None
+    return schedule, hw, graph
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    schedule, hw, _ = _saved(args)
     console = Console(width=120, highlight=False)
     console.print(f"{args.schedule}: {schedule.graph_name} on {hw.name}, {len(schedule.tasks)} tasks")
     for line in efficiency_lines(run_summary(schedule, hw)):
@@ -226,24 +288,55 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 SPLIT_CHOICES = {"auto": None, "on": True, "off": False}
 
 
+def add_parallel_args(p: argparse.ArgumentParser) -> None:
+    """--microbatches, --data-parallel, --pipeline-stages and --split: how one step is compiled."""
+    p.add_argument("--microbatches", type=positive_int, default=1, help="inputs in flight (pipeline parallelism)")
+    p.add_argument("--data-parallel", type=positive_int, default=1, help="replicas (data parallelism)")
+    p.add_argument("--pipeline-stages", type=positive_int, default=1, help="graph partitions on separate chips")
+    p.add_argument("--split", choices=tuple(SPLIT_CHOICES), default="auto",
+                   help="cut matmuls and convolutions over the instances of their unit where the parts finish "
+                        "sooner: 'on', 'off', or 'auto' (default): schedule the step both ways and keep the shorter")
+
+
+def add_optimize_args(p: argparse.ArgumentParser, default: str = "") -> None:
+    """--optimize PASSES|auto (alias --passes), --budget and --time-limit. (argparse takes a prefix of an
+    option for the option: where --optimizer is defined too, the exact --optimize wins.)"""
+    p.add_argument("--optimize", "--passes", dest="optimize", metavar="PASSES|auto", default=default,
+                   help=f"rewrite the step first with these graph passes, comma-separated, each verified "
+                        f"numerically (known: {', '.join(PASSES)}), or '{AUTO}': search sequences of them, and "
+                        f"where each applies, for the shortest compiled makespan of this step on --hw"
+                        + (f" (default {default})" if default else "") + "; --passes is an older name")
+    p.add_argument("--budget", type=positive_int, metavar="N",
+                   help=f"compiles the {AUTO} search may spend (default {DEFAULT_BUDGET}; the unoptimized step "
+                        "and the rule-based pipelines are always compiled)")
+    p.add_argument("--time-limit", type=positive_seconds, metavar="SECONDS",
+                   help=f"also stop the {AUTO} search after SECONDS of wall time (the result may then depend on "
+                        "the machine's speed; the log says when it did)")
+
+
+def positive_seconds(text: str) -> float:
+    """Seconds: a finite number above 0."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
 def _add_step_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hw", default=DEFAULT_HW, type=path_arg,
-                   help=f"hardware YAML or bundled name (default {DEFAULT_HW})")
+    p.add_argument("--hw", type=path_arg,
+                   help=f"hardware YAML or bundled name (default {DEFAULT_HW}; for a saved schedule, the one it "
+                        "was compiled for)")
     add_hw_set_arg(p)
     add_model_args(p, batch_help="micro-batch size")
     p.add_argument("--inference", action="store_true", help="schedule inference instead of a training step")
     add_optimizer_args(p)
-    p.add_argument("--microbatches", type=positive_int, default=1, help="inputs in flight (pipeline parallelism)")
-    p.add_argument("--data-parallel", type=positive_int, default=1, help="replicas (data parallelism)")
-    p.add_argument("--pipeline-stages", type=positive_int, default=1, help="graph partitions on separate chips")
+    add_parallel_args(p)
+    add_optimize_args(p)
     p.add_argument("--exact", nargs="?", const=DEFAULT_EXACT_SECONDS, type=exact_seconds_arg, metavar="SECONDS",
                    help=f"also solve the step with OR-Tools CP-SAT (pip install accelsim[exact]) seeded with the "
                         f"list schedule, for SECONDS of CP-SAT's deterministic time (default "
                         f"{DEFAULT_EXACT_SECONDS:g}; reproducible, often 2-7x that in wall time); prints the "
                         f"proved bound and gap. Steps above {MAX_EXACT_TASKS:,} tasks are refused")
-    p.add_argument("--split", choices=tuple(SPLIT_CHOICES), default="auto",
-                   help="cut matmuls and convolutions over the instances of their unit where the parts finish "
-                        "sooner: 'on', 'off', or 'auto' (default): schedule the step both ways and keep the shorter")
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:
@@ -252,19 +345,9 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
                    help="directory the plots and the trace go to (created; default plots/<model>_<hw>/)")
 
 
-def _add_passes_arg(p: argparse.ArgumentParser) -> None:
-    """--passes (A.optimize) for the commands that use the graph they compile; `compile` has none, because
-    a saved schedule records the model that rebuilds its graph but not yet the passes that rewrote it.
-    (Not --optimize: argparse would take it for an abbreviation of --optimizer where it is absent.)"""
-    p.add_argument("--passes", metavar="PASSES", default="",
-                   help="rewrite the step with these graph passes first, comma-separated, each verified "
-                        f"numerically (known: {', '.join(PASSES)})")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="compile a training step (or inference), simulate it, plot it")
     _add_step_args(p)
-    _add_passes_arg(p)
     _add_sim_args(p)
     p.add_argument("--no-sim", action="store_true", help="compile and summarize only")
     p.add_argument("--check", action="store_true", help="also execute the schedule on real numbers and check them")
@@ -273,8 +356,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_limit_args(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="execute a compiled step with real kernels and compare with the reference")
+    p.add_argument("schedule", nargs="?", type=path_arg,
+                   help="a schedule JSON written by `accelsim compile` to check (default: compile the step of "
+                        "--model and the step options; a saved schedule brings its own)")
     _add_step_args(p)
-    _add_passes_arg(p)
     p.add_argument("--backend", choices=BACKENDS, default="numba")
     add_json_arg(p, "the report")
     add_limit_args(p)
@@ -290,4 +375,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_step_args(p)
     p.add_argument("-o", "--output", type=path_arg, help="schedule path (default schedules/<graph>_<hw>.json)")
     add_limit_args(p)
-    p.set_defaults(fn=cmd_compile, passes="")
+    p.set_defaults(fn=cmd_compile)

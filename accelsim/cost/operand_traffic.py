@@ -63,7 +63,7 @@ def _scalesim_layer(node: Node, shapes: tuple, gemm: tuple[int, int, int, int]) 
             return dict(kind="conv", c=c, h=h, w=w, o=o, kh=kh, kw=kw, stride=a["stride"][0],
                         padding=a["padding"][0])
         return None
-    if node.op == "matmul" and batch == 1:
+    if node.op in ("matmul", "matmul_epilogue") and batch == 1:  # the fused op: the same GEMM (bias not modelled)
         return dict(kind="gemm", m=m, k=k, n=n)
     return None
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from accelsim import ops as F
 from accelsim.errors import GraphError, ShapeError
-from accelsim.graph.provenance import ModelSource, OptimizerSettings
+from accelsim.graph.provenance import AppliedPass, ModelSource, OptimizerSettings
 from accelsim.ops.registry import Shape, get_op
 
 PHASES = ("forward", "backward", "update")
@@ -170,6 +170,7 @@ class Graph:
     loss: int | None = None
     source: ModelSource | None = None  # the zoo model and options that built the forward graph
     optimizer: OptimizerSettings | None = None  # set by training_graph: a training graph
+    passes: tuple[AppliedPass, ...] = ()  # set by optimize: the rewrites since the step graph was built
     _arrays: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _names: dict[str, int] = field(default_factory=dict, repr=False)
     _phase: str = field(default="forward", repr=False)
@@ -182,6 +183,8 @@ class Graph:
         if self.optimizer is not None and not isinstance(self.optimizer, OptimizerSettings):
             raise GraphError(f"graph {self.name!r}: optimizer must be an OptimizerSettings or None, "
                              f"got {self.optimizer!r}")
+        if not isinstance(self.passes, tuple) or not all(isinstance(p, AppliedPass) for p in self.passes):
+            raise GraphError(f"graph {self.name!r}: passes must be a tuple of AppliedPass, got {self.passes!r}")
 
     # ---- building -------------------------------------------------------------------
 
@@ -334,7 +337,7 @@ class Graph:
         """A new graph sharing the (immutable) nodes, to be extended by a later stage."""
         return Graph(name=name or self.name, dtype=self.dtype, seed=self.seed, nodes=list(self.nodes),
                      outputs=dict(self.outputs), loss=self.loss, source=self.source, optimizer=self.optimizer,
-                     _arrays=dict(self._arrays), _names=dict(self._names))
+                     passes=self.passes, _arrays=dict(self._arrays), _names=dict(self._names))
 
     def dump(self) -> str:
         """A readable listing, one node per line, in topological order."""

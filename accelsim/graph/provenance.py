@@ -1,4 +1,5 @@
-"""Graph provenance: typed records of how a graph was made (which model, which optimizer settings).
+"""Graph provenance: typed records of how a graph was made (which model, which optimizer settings, which
+rewrite passes).
 
 A later stage that must rebuild a graph (a saved schedule being replayed) reads these records,
 never the builders' keyword arguments spelled out again.
@@ -101,3 +102,33 @@ class OptimizerSettings:
         """The keyword arguments of `training_graph` that rebuild this update."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedPass:
+    """One rewrite pass that changed a graph, as `optimize` applied it: its name (a key of passes.PASSES)
+    and, for a sited pass restricted to some places, the ids of their anchor nodes in the graph it was
+    given (None: everywhere it matched). Replaying a graph's `passes` in order on the graph its `source`
+    builds gives the graph again: ids are a topological order, and every pass is deterministic."""
+
+    name: str
+    only: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise GraphError(f"applied pass: name must be a pass name, got {self.name!r}")
+        if self.only is None:
+            return
+        try:
+            ids = list(self.only)
+        except TypeError:
+            raise GraphError(f"applied pass {self.name!r}: only must be node ids or None, got {self.only!r}") from None
+        if not ids or not all(isinstance(i, Integral) and not isinstance(i, bool) and i >= 0 for i in ids):
+            raise GraphError(f"applied pass {self.name!r}: only must be a non-empty set of node ids (ints >= 0) or "
+                             f"None for everywhere, got {self.only!r}")
+        object.__setattr__(self, "only", tuple(sorted({int(i) for i in ids})))
+
+    @property
+    def label(self) -> str:
+        """"merge_qkv" (everywhere) or "merge_qkv@%12,%40" (the places anchored at nodes 12 and 40)."""
+        return self.name if self.only is None else f"{self.name}@" + ",".join(f"%{i}" for i in self.only)

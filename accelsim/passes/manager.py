@@ -1,4 +1,5 @@
-"""The pass manager: run named rewrite passes in order, verifying each (Graph, pass names -> Graph).
+"""The pass manager: run named rewrite passes in order, verifying each (Graph, pass names -> Graph);
+`optimize(graph, "auto", hw=...)` instead searches sequences of passes by compiled makespan (passes/auto.py).
 
 After every pass the result must satisfy the IR's invariants (`verify`), keep the original's output
 names and shapes, and, with verify=True, compute the same outputs in float64 (passes/equivalence.py:
@@ -6,15 +7,19 @@ relative 1e-9 on a float64 graph). A rewrite that changes a result is refused wi
 the pass, the output, its node and the error. A pass is skipped, with the reason in the log, where
 it does not apply to the graph's kind (fold_batchnorm on a training graph) or, given `hw`, where its
 result has a kind of node no unit of the machine runs that the graph before it did not have.
+
+The result records what rewrote it (`Graph.passes`, one AppliedPass per pass that applied) beside the
+model `source` it keeps, so a schedule of it names everything that rebuilds its graph.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from accelsim.errors import AccelsimError, GraphError
 from accelsim.graph.ir import NUMPY_BYTES, Graph
+from accelsim.graph.provenance import AppliedPass
 from accelsim.graph.verify import verify as verify_ir
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
@@ -24,14 +29,23 @@ from accelsim.passes import equivalence
 from accelsim.passes.kind import graph_kind
 from accelsim.passes.rebuild import Rewrite
 from accelsim.passes.runnable import new_unrunnable
-from accelsim.passes.table import PASSES, PassDef
+from accelsim.passes.table import AUTO, PASSES, PassDef
+
+if TYPE_CHECKING:  # auto.py compiles schedules, a later stage: imported only when the search is asked for
+    from accelsim.passes.auto import SearchLog, SearchOptions
+
+Step = tuple[PassDef, tuple[int, ...] | None]
+"""A pass to run and where: None everywhere it matches, else the anchor ids of the places (a sited pass)."""
+
 
 @dataclass(frozen=True)
 class PassRecord:
     """What one pass did. `status`: applied (rewrote something), unchanged (nothing matched) or
     skipped (`reason` says why). `max_error_ratio`: the numeric check's largest error over its
     tolerance (None: not checked, see OptimizeLog.check). Bytes: numpy bytes every compute node
-    reads and writes once, in the graph's dtype (the hardware may store fewer)."""
+    reads and writes once, in the graph's dtype (the hardware may store fewer). `only`: the anchors it
+    was restricted to (None: everywhere); `sites`: for a sited pass, the anchors of the places it
+    rewrote (ids in the graph it was given)."""
 
     name: str
     status: str
@@ -44,13 +58,20 @@ class PassRecord:
     bytes_before: int
     bytes_after: int
     max_error_ratio: float | None
+    only: tuple[int, ...] | None = None
+    sites: tuple[int, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The pass and where it was restricted: "merge_qkv" or "merge_qkv@%12,%40"."""
+        return AppliedPass(self.name, self.only).label
 
     def summary(self) -> str:
         if self.status == "skipped":
-            return f"{self.name}: skipped: {self.reason}"
+            return f"{self.label}: skipped: {self.reason}"
         if self.status == "unchanged":
-            return f"{self.name}: unchanged (nothing matched), {self.nodes_before} nodes"
-        line = (f"{self.name}: {len(self.rewrites)} rewrite(s), nodes {self.nodes_before} -> {self.nodes_after}, "
+            return f"{self.label}: unchanged (nothing matched), {self.nodes_before} nodes"
+        line = (f"{self.label}: {len(self.rewrites)} rewrite(s), nodes {self.nodes_before} -> {self.nodes_after}, "
                 f"FLOPs {self.flops_before:,} -> {self.flops_after:,}, bytes {self.bytes_before:,} -> "
                 f"{self.bytes_after:,}")
         return line + (f", error {self.max_error_ratio:.2g} of tolerance" if self.max_error_ratio is not None else "")
@@ -58,13 +79,23 @@ class PassRecord:
 
 @dataclass(frozen=True)
 class OptimizeLog:
-    """Every pass in order, and how the numeric check ran (or why it did not)."""
+    """Every pass in order, and how the numeric check ran (or why it did not); for "auto", the passes
+    the search chose and what it tried (`search`)."""
 
     records: tuple[PassRecord, ...]
     check: str
+    search: SearchLog | None = None
+
+    @property
+    def applied(self) -> tuple[AppliedPass, ...]:
+        """The passes that rewrote the graph, in order: what replays it (Graph.passes, schedule Source)."""
+        return tuple(AppliedPass(r.name, r.only) for r in self.records if r.status == "applied")
 
     def summary(self) -> str:
-        return "\n".join([f"numeric check: {self.check}"] + [r.summary() for r in self.records])
+        lines = [f"numeric check: {self.check}"]
+        if self.search is not None:
+            lines += self.search.summary().splitlines()
+        return "\n".join(lines + [r.summary() for r in self.records])
 
 
 def moved_bytes(graph: Graph) -> int:
@@ -79,29 +110,38 @@ def moved_bytes(graph: Graph) -> int:
     return int(total)
 
 
-def resolve_passes(passes: Any) -> list[PassDef]:
-    """`passes` as PassDefs: a comma-separated string of names, or a sequence of names and PassDefs."""
+def resolve_passes(passes: Any) -> list[Step]:
+    """`passes` as steps: a comma-separated string of names, or a sequence of names, PassDefs and
+    AppliedPasses (a pass restricted to some of its sites, as Graph.passes records it)."""
     if isinstance(passes, str):
         passes = [p.strip() for p in passes.split(",") if p.strip()]
     elif not isinstance(passes, Sequence):
-        raise GraphError(f"optimize: passes must be a list of pass names or a comma-separated string, got "
-                         f"{type(passes).__name__} {passes!r:.80}")
+        raise GraphError(f"optimize: passes must be a list of pass names, {AUTO!r} or a comma-separated string, "
+                         f"got {type(passes).__name__} {passes!r:.80}")
     known = ", ".join(PASSES)
-    out = []
+    out: list[Step] = []
     for k, p in enumerate(passes):
+        name = p.name if isinstance(p, AppliedPass) else p
         if isinstance(p, PassDef):
-            out.append(p)
-        elif isinstance(p, str) and p in PASSES:
-            out.append(PASSES[p])
-        elif isinstance(p, str):
-            raise GraphError(f"optimize: unknown pass {p!r} (position {k}); known passes: {known}")
+            out.append((p, None))
+        elif isinstance(name, str) and name in PASSES:
+            only = p.only if isinstance(p, AppliedPass) else None
+            if only is not None and not PASSES[name].sited:
+                raise GraphError(f"optimize: pass {name!r} (position {k}) rewrites everywhere it matches; only "
+                                 f"a sited pass takes anchor ids (only={list(only)})")
+            out.append((PASSES[name], only))
+        elif name == AUTO:
+            raise GraphError(f"optimize: {AUTO!r} (position {k}) is the search over passes, not a pass: give "
+                             f"passes={AUTO!r} alone")
+        elif isinstance(name, str):
+            raise GraphError(f"optimize: unknown pass {name!r} (position {k}); known passes: {known}")
         else:
             raise GraphError(f"optimize: pass {k} is {p!r:.80} of type {type(p).__name__}, expected a pass name "
-                             f"(one of {known}) or a PassDef")
+                             f"(one of {known}), a PassDef or an AppliedPass")
     return out
 
 
-def _load_hw(hw: Any) -> HwSpec | None:
+def load_machine(hw: Any) -> HwSpec | None:
     if hw is None:
         return None
     if not isinstance(hw, (str, Path, dict, HwSpec)):
@@ -128,23 +168,27 @@ def _structure_problem(original: Graph, before: Graph, after: Graph, len_before:
     return None
 
 
-def _record(p: PassDef, status: str, reason: str, rewrites: tuple[str, ...], before: Graph, after: Graph,
-            ratio: float | None) -> PassRecord:
+def _record(step: Step, status: str, reason: str, rewrites: tuple[str, ...], before: Graph, after: Graph,
+            ratio: float | None, sites: tuple[int, ...] = ()) -> PassRecord:
+    p, only = step
     return PassRecord(p.name, status, reason, rewrites, len(before.nodes), len(after.nodes), graph_flops(before),
-                      graph_flops(after), moved_bytes(before), moved_bytes(after), ratio)
+                      graph_flops(after), moved_bytes(before), moved_bytes(after), ratio, only, sites)
 
 
-def _apply(p: PassDef, original: Graph, current: Graph, machine: HwSpec | None, ref: equivalence.Reference | None,
-           limits: Limits) -> tuple[PassRecord, Graph]:
-    """Run one pass on `current` and verify it: its record, and the graph that goes on (the pass's result
-    if it applied, else `current`). Raises GraphError naming the pass when the result is refused."""
+def apply_pass(step: Step, original: Graph, current: Graph, machine: HwSpec | None,
+               ref: equivalence.Reference | None, limits: Limits) -> tuple[PassRecord, Graph]:
+    """Run one pass on `current` (`original`: the graph optimize was given) and verify it: its record,
+    and the graph that goes on (the pass's result if it applied, else `current`). Raises GraphError
+    naming the pass when the result is refused, or when a sited pass restricted to some anchors did not
+    rewrite exactly there."""
+    p, only = step
     kind = graph_kind(original)
     if kind not in p.applies_to:
         reason = f"applies to {' and '.join(p.applies_to)} graphs; {original.name!r} is a {kind} graph"
-        return _record(p, "skipped", reason, (), current, current, None), current
+        return _record(step, "skipped", reason, (), current, current, None), current
     len_before = len(current.nodes)
     try:
-        result = p.run(current)
+        result = p.run(current) if only is None else p.run(current, only=frozenset(only))
     except AccelsimError as e:
         raise GraphError(f"optimize: pass {p.name!r} failed on graph {current.name!r}: {e}") from None
     if not isinstance(result, Rewrite) or not isinstance(result.graph, Graph):
@@ -159,12 +203,16 @@ def _apply(p: PassDef, original: Graph, current: Graph, machine: HwSpec | None, 
             problem = f"its result fails the IR's checks: {e}"
     if problem is not None:
         raise GraphError(f"optimize: pass {p.name!r} on graph {current.name!r} is refused: {problem}")
-    rewrites = tuple(result.rewrites)
+    rewrites, sites = tuple(result.rewrites), tuple(result.sites)
+    if only is not None and sites != only:
+        raise GraphError(f"optimize: pass {p.name!r} restricted to anchors {_ids(only)} of graph {current.name!r} "
+                         f"rewrote at {_ids(sites) or 'none of them'}: an anchor must be the first node of a place "
+                         f"the pass rewrites (run it everywhere to see its sites: PassRecord.sites)")
     if not rewrites:
-        return _record(p, "unchanged", "", (), current, current, None), current
+        return _record(step, "unchanged", "", (), current, current, None), current
     blocked = _runnable_problem(machine, current, after) if machine is not None else ""
     if blocked:
-        return _record(p, "skipped", blocked, rewrites, current, current, None), current
+        return _record(step, "skipped", blocked, rewrites, current, current, None, sites), current
     ratio = None
     if ref is not None:
         ratio, mismatch = equivalence.compare(ref, after, limits)
@@ -172,7 +220,11 @@ def _apply(p: PassDef, original: Graph, current: Graph, machine: HwSpec | None, 
             shown = "; ".join(rewrites[:3]) + (f"; and {len(rewrites) - 3} more" if len(rewrites) > 3 else "")
             raise GraphError(f"optimize: pass {p.name!r} changes a result of graph {original.name!r} and is "
                              f"refused: {mismatch.describe()}. The pass rewrote: {shown}")
-    return _record(p, "applied", "", rewrites, current, after, ratio), after
+    return _record(step, "applied", "", rewrites, current, after, ratio, sites), after
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ", ".join(f"%{i}" for i in ids)
 
 
 def _runnable_problem(hw: HwSpec, before: Graph, after: Graph) -> str:
@@ -187,8 +239,11 @@ def _runnable_problem(hw: HwSpec, before: Graph, after: Graph) -> str:
 
 
 def optimize_with_log(graph: Graph, passes: Any, hw: Any = None, verify: bool = True,
-                      limits: Limits | None = None) -> tuple[Graph, OptimizeLog]:
-    """`optimize`, also returning the log: one PassRecord per pass, and how the numeric check ran."""
+                      limits: Limits | None = None, search: SearchOptions | None = None,
+                      progress: Callable[[int, int], None] | None = None, budget: int | None = None,
+                      time_limit_s: float | None = None) -> tuple[Graph, OptimizeLog]:
+    """`optimize`, also returning the log: one PassRecord per pass, and how the numeric check ran.
+    `progress(compiles, budget)` is called after each compile of the "auto" search."""
     if not isinstance(graph, Graph):
         raise GraphError(f"optimize needs a Graph (from A.models.build, A.training_graph or A.Graph), got "
                          f"{type(graph).__name__}")
@@ -197,31 +252,72 @@ def optimize_with_log(graph: Graph, passes: Any, hw: Any = None, verify: bool = 
     if limits is not None and not isinstance(limits, Limits):
         raise GraphError(f"optimize: limits must be an accelsim.limits.Limits, got {type(limits).__name__}")
     limits = limits or equivalence.CHECK_LIMITS
-    todo, machine = resolve_passes(passes), _load_hw(hw)
+    auto = isinstance(passes, str) and passes.strip() == AUTO
+    shorthand = budget is not None or time_limit_s is not None
+    if not auto and (search is not None or progress is not None or shorthand):
+        raise GraphError(f"optimize: search=, budget=, time_limit_s= and progress= configure passes={AUTO!r}; got "
+                         f"passes={passes!r:.80}")
+    if progress is not None and not callable(progress):
+        raise GraphError(f"optimize: progress must be a function (compiles, budget) -> None, got {progress!r:.80}")
+    if search is not None and shorthand:
+        raise GraphError("optimize: give the search's budget and time limit in search= or as budget= and "
+                         "time_limit_s=, not both")
+    if auto and search is None:
+        search = _search_options(budget, time_limit_s)
+    todo, machine = ([] if auto else resolve_passes(passes)), load_machine(hw)
+    if auto and machine is None:
+        raise GraphError(f"optimize: passes={AUTO!r} scores each candidate graph by its compiled makespan, so it "
+                         "needs the hardware: give hw= (an HwSpec from A.load_hw, a bundled name or a path)")
     verify_ir(graph)
     ref, check = None, "off (verify=False)"
     if verify:
         skip = equivalence.too_large(graph, limits)
         check = f"skipped: {skip}" if skip else equivalence.describe(graph.dtype)
         ref = None if skip else equivalence.reference(graph, limits)
-    current, records = graph, []
-    for p in todo:
-        record, current = _apply(p, graph, current, machine, ref, limits)
-        records.append(record)
-    if current is graph:
-        return graph.copy(), OptimizeLog(tuple(records), check)
-    current.source = None  # the model's builder alone no longer rebuilds it (schedules cannot record passes yet)
-    return current, OptimizeLog(tuple(records), check)
+    if auto:
+        from accelsim.passes.auto import auto_search  # compiles schedules: a later stage, loaded when asked for
+
+        current, records, found = auto_search(graph, machine, ref, limits, search, progress)
+        log = OptimizeLog(tuple(records), check, found)
+    else:
+        current, records = graph, []
+        for step in todo:
+            record, current = apply_pass(step, graph, current, machine, ref, limits)
+            records.append(record)
+        log = OptimizeLog(tuple(records), check)
+    return with_provenance(graph, current, log.applied), log
 
 
-def optimize(graph: Graph, passes: Any, hw: Any = None, verify: bool = True, limits: Limits | None = None) -> Graph:
+def with_provenance(original: Graph, result: Graph, applied: tuple[AppliedPass, ...]) -> Graph:
+    """`result` (a copy of `original` when nothing applied) keeping `original`'s model source and
+    recording the passes that rewrote it after those `original` already had."""
+    out = result.copy() if result is original or not applied else result
+    out.source, out.optimizer, out.passes = original.source, original.optimizer, original.passes + applied
+    return out
+
+
+def _search_options(budget: int | None, time_limit_s: float | None) -> SearchOptions:
+    """SearchOptions from the shorthand arguments (None: the default), the step compiled with compile's defaults."""
+    from accelsim.passes.auto import DEFAULT_BUDGET, SearchOptions
+
+    return SearchOptions(budget=DEFAULT_BUDGET if budget is None else budget, time_limit_s=time_limit_s)
+
+
+def optimize(graph: Graph, passes: Any, hw: Any = None, verify: bool = True, limits: Limits | None = None,
+             search: SearchOptions | None = None, budget: int | None = None,
+             time_limit_s: float | None = None) -> Graph:
     """`graph` rewritten by `passes` in order (names from passes.PASSES: a list, or one comma-separated
     string; PassDefs are accepted too), each verified as the module docstring says.
 
     hw: a hardware description (HwSpec, bundled name or path) whose units must run every kind of node a
     pass introduces, else the pass is skipped. limits: the numeric check's ceiling (default
     equivalence.CHECK_LIMITS); a larger graph is not checked numerically, and the log says so. The
-    result drops the graph's model `source` when a pass applied: the builder alone no longer rebuilds
-    it, so a schedule of it is checked with `A.check(sched, graph=...)`. `optimize_with_log` also
-    returns what each pass did."""
-    return optimize_with_log(graph, passes, hw=hw, verify=verify, limits=limits)[0]
+    result keeps the graph's model `source` and records the passes that applied (`Graph.passes`), so a
+    schedule of it rebuilds its graph. `optimize_with_log` also returns what each pass did.
+
+    passes="auto" (hw required) searches sequences of passes, and where each applies, for the shortest
+    compiled makespan on `hw`: `search` (passes.auto.SearchOptions) holds its budget in compiles, an
+    optional wall-clock time limit and the step options it compiles with (micro-batches, replicas, ...);
+    `budget=` and `time_limit_s=` are shorthand for a search of one step as compile's defaults build it."""
+    return optimize_with_log(graph, passes, hw=hw, verify=verify, limits=limits, search=search, budget=budget,
+                             time_limit_s=time_limit_s)[0]

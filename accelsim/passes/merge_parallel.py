@@ -10,6 +10,10 @@ with the filters stacked along the output channels.
 Only weights that are leaves (parameters or constants) are merged: their concat reads no activation,
 and a leaf may move before the merged node. In a training graph the backward nodes read the original
 weights and inputs, not the merged output, so the gradients are computed exactly as before.
+
+Both passes are sited (PassDef.sited): a group is anchored at its first node, `Rewrite.sites` lists the
+anchors of the groups merged, and `run_qkv(graph, only=ids)` merges only the groups anchored there, so
+the `auto` search can merge where it pays and leave the rest.
 """
 from __future__ import annotations
 
@@ -68,7 +72,8 @@ def _attr_key(attrs: Any) -> str:
 
 
 def _merge(rb: Rebuild, rule: MergeRule, group: list[Node]) -> None:
-    """Emit concat, the merged node and one slice per member, or copy the members if refused."""
+    """Emit concat, the merged node and one slice per member, or copy the members if refused; the
+    group's anchor is a site once a member reads the merged node."""
     first = group[0]
     weights = tuple(rb.hoist(n.inputs[1]) for n in group)
     axis = rule.weight_axis(first, rb.source.nodes[first.inputs[1]].shape)
@@ -88,14 +93,19 @@ def _merge(rb: Rebuild, rule: MergeRule, group: list[Node]) -> None:
         starts = (0,) * out_axis + (offset,)
         stops = tuple(n.shape[:out_axis]) + (offset + width,)
         part = rb.emit("slice", (merged,), {"starts": starts, "stops": stops}, n.phase, name=n.name)
-        if not rb.replace(n, part, f"one {rule.op} with {names}, then a slice"):
+        if rb.replace(n, part, f"one {rule.op} with {names}, then a slice"):
+            rb.site(first.id)
+        else:
             rb.copy(n)
         offset += width
 
 
-def run_rule(graph: Graph, rule: MergeRule) -> Rewrite:
-    """Merge every group of parallel `rule.op` nodes; one line per merged node."""
+def run_rule(graph: Graph, rule: MergeRule, only: frozenset[int] | None = None) -> Rewrite:
+    """Merge every group of parallel `rule.op` nodes (with `only`, the groups whose first node's id is in
+    it); one line per merged node, one site per merged group."""
     groups = _groups(graph, rule)
+    if only is not None:
+        groups = {anchor: g for anchor, g in groups.items() if anchor in only}
     rb = Rebuild(graph)
     for old in graph.nodes:
         if rb.built(old.id):
@@ -107,12 +117,12 @@ def run_rule(graph: Graph, rule: MergeRule) -> Rewrite:
     return rb.finish()
 
 
-def run_qkv(graph: Graph) -> Rewrite:
-    return run_rule(graph, MATMUL)
+def run_qkv(graph: Graph, only: frozenset[int] | None = None) -> Rewrite:
+    return run_rule(graph, MATMUL, only)
 
 
-def run_convs(graph: Graph) -> Rewrite:
-    return run_rule(graph, CONV2D)
+def run_convs(graph: Graph, only: frozenset[int] | None = None) -> Rewrite:
+    return run_rule(graph, CONV2D, only)
 
 
 def merge_qkv(graph: Graph) -> Graph:

@@ -24,6 +24,9 @@ class Rewrite:
 
     graph: Graph
     rewrites: tuple[str, ...]
+    # for a sited pass (PassDef.sited): the source-graph id of the anchor node of each place it rewrote,
+    # in id order, so a search may rerun it on a subset of them (`run(graph, only=frozenset(ids))`)
+    sites: tuple[int, ...] = ()
 
 
 def _live(graph: Graph, roots: Iterable[int] = ()) -> set[int]:
@@ -46,6 +49,7 @@ class Rebuild:
                          optimizer=source.optimizer)
         self.new_id: dict[int, int] = {}  # source id -> id in out
         self.rewrites: list[str] = []
+        self.sites: list[int] = []  # anchors of the places rewritten (Rewrite.sites)
         self._outputs = set(source.outputs.values()) | ({source.loss} if source.loss is not None else set())
         self._reader_phases: list[set[str]] = [set() for _ in source.nodes]
         for n in source.nodes:
@@ -127,6 +131,11 @@ class Rebuild:
         self.rewrites.append(f"%{old.id} {old.op} {old.name!r}: {why}")
         return True
 
+    def site(self, anchor_old_id: int) -> None:
+        """Record that a rewrite was made at the place anchored by source node `anchor_old_id`."""
+        if anchor_old_id not in self.sites:
+            self.sites.append(anchor_old_id)
+
     def replace(self, old: Node, new_id: int | None, why: str) -> bool:
         """`alias` for a node a rule just emitted (None: the rule could not emit it)."""
         return new_id is not None and self.alias(old, new_id, why)
@@ -165,4 +174,4 @@ class Rebuild:
                 renumber[node.id] = out.append_from(built, node, tuple(renumber[i] for i in node.inputs))
         out.outputs = {k: renumber[v] for k, v in built.outputs.items()}
         out.loss = renumber[built.loss] if built.loss is not None else None
-        return Rewrite(verify(out), tuple(self.rewrites))
+        return Rewrite(verify(out), tuple(self.rewrites), tuple(sorted(self.sites)))

@@ -16,8 +16,8 @@ from accelsim.schedule.expand import Plan, expand
 from accelsim.schedule.improve import makespan_of
 from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.schedule.memory import Block
-from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Options, Schedule, Source, Task, Tensor, graph_hash,
-                                    hw_hash, peak_bytes)
+from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Options, Schedule, Source, SourcePass, Task, Tensor,
+                                    graph_hash, hw_hash, peak_bytes)
 from accelsim.schedule.ports import unit_ports
 from accelsim.schedule.search import time_plan
 from accelsim.schedule.validate import validate_schedule
@@ -28,11 +28,13 @@ def _block_peak(blocks: list[Block]) -> int:
 
 
 def source_of(graph: Graph) -> Source | None:
-    """What rebuilds the graph: the zoo model and its options, and the training settings if any."""
+    """What rebuilds the graph: the zoo model and its options, the training settings if any, and the
+    rewrite passes optimize applied to the step graph."""
     if graph.source is None:
         return None
     optimizer = graph.optimizer.kwargs() if graph.optimizer is not None else None
-    return Source(model=graph.source.model, options=graph.source.options_dict(), optimizer=optimizer)
+    passes = tuple(SourcePass(name=p.name, only=p.only) for p in graph.passes)
+    return Source(model=graph.source.model, options=graph.source.options_dict(), optimizer=optimizer, passes=passes)
 
 
 def samples_per_microbatch(graph: Graph) -> int:

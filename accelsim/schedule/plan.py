@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from accelsim.graph.ir import Graph
@@ -140,15 +141,42 @@ class Options(Data):
     split: bool = False  # tensor nodes cut over their unit's instances where the parts are faster (schedule/split.py)
 
 
+class SourcePass(Data):
+    """One rewrite pass of Source.passes (graph.provenance.AppliedPass as data): a pass name and, for a
+    sited pass restricted to some places, the ids of their anchor nodes in the graph it was given,
+    ascending (None: everywhere it matched)."""
+
+    name: str = Field(min_length=1)
+    only: tuple[int, ...] | None = None
+
+    @model_validator(mode="after")
+    def _only_is_a_set_of_ids(self) -> "SourcePass":
+        if self.only is not None and (not self.only or any(i < 0 for i in self.only)
+                                      or list(self.only) != sorted(set(self.only))):
+            raise ValueError(f"pass {self.name!r}: only must be node ids (>= 0), ascending and distinct, or null "
+                             f"for everywhere; got {list(self.only)}")
+        return self
+
+
 class Source(Data):
-    """How the graph was made: a zoo model with its options, and the training_graph settings for a
-    training step (None: the inference graph). Enough to rebuild the graph and check its hash."""
+    """How the graph was made: a zoo model with its options, the training_graph settings for a training
+    step (None: the inference graph), and the rewrite passes `optimize` then applied, in order. Enough to
+    rebuild the graph (schedule/source.py) and check its hash."""
 
     model: str
     options: dict[str, Any]
     optimizer: dict[str, Any] | None = None
+    passes: tuple[SourcePass, ...] = ()
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+    @model_serializer(mode="wrap")
+    def _omit_no_passes(self, handler) -> dict[str, Any]:
+        """Leave `passes` out when there are none, so schedules of unoptimized graphs keep their bytes."""
+        data = handler(self)
+        if not self.passes:
+            data.pop("passes", None)
+        return data
 
 
 class ExactReport(Data):
@@ -235,10 +263,18 @@ def peak_bytes(intervals: list[tuple[int, int, int]]) -> int:
 
 
 def graph_hash(graph: Graph) -> str:
-    """sha256 of everything that defines the computation: nodes, attributes, leaf initializers, outputs."""
+    """sha256 of everything that defines the computation: nodes, attributes, leaf initializers, outputs,
+    and every constant's value (dtype, shape and bytes: a folded weight is a constant, and the listing
+    shows only one-element values). Parameters and inputs enter by their initializers, never by the
+    values a graph has drawn and cached."""
     h = hashlib.sha256(graph.dump().encode())
     h.update(repr(sorted(graph.outputs.items())).encode())
     h.update(str(graph.seed).encode())
+    for n in graph.nodes:
+        if n.op == "const":
+            value = np.ascontiguousarray(graph.leaf_value(n.id))
+            h.update(f"%{n.id} {value.dtype.str} {value.shape}".encode())
+            h.update(value.tobytes())
     return h.hexdigest()
 
 

@@ -1,17 +1,20 @@
-"""Rebuild the graph a schedule was compiled from (its `source`), so a saved schedule can be replayed,
-validated against its graph and checked on real numbers."""
+"""Rebuild the graph a schedule was compiled from (its `source`: model -> training or inference graph ->
+the recorded rewrite passes), so a saved schedule can be replayed, validated against its graph and
+checked on real numbers."""
 from __future__ import annotations
 
 from accelsim import models
 from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.graph.ir import Graph
-from accelsim.passes import inference_graph
-from accelsim.schedule.plan import Schedule, graph_hash
+from accelsim.graph.provenance import AppliedPass
+from accelsim.passes import PASSES, inference_graph, optimize_with_log
+from accelsim.schedule.plan import Schedule, Source, graph_hash
 from accelsim.training import training_graph
 
 
 def graph_for(schedule: Schedule) -> Graph:
-    """The model graph named by `schedule.source`, checked against the schedule's graph hash."""
+    """The model graph named by `schedule.source`, its passes replayed, checked against the schedule's
+    graph hash (the proof that the rebuilt graph is the one compiled)."""
     src = schedule.source
     if src is None:
         raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "
@@ -23,7 +26,33 @@ def graph_for(schedule: Schedule) -> Graph:
         raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
     except TypeError as e:  # an unknown optimizer setting in an edited file
         raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
+    if src.passes:
+        graph = _replay(graph, src)
     if graph_hash(graph) != schedule.graph_hash:
-        raise ScheduleError(f"rebuilding {src.model} from the schedule's source gives a different graph "
+        passes = f" and replaying its {len(src.passes)} pass(es)" if src.passes else ""
+        raise ScheduleError(f"rebuilding {src.model} from the schedule's source{passes} gives a different graph "
                             "than it was compiled for; recompile with `accelsim compile`")
     return graph
+
+
+def _replay(graph: Graph, src: Source) -> Graph:
+    """`graph` rewritten by the source's passes in order, each of which must apply exactly where recorded
+    (not verified numerically again: the hash check that follows is the proof)."""
+    steps = []
+    for k, p in enumerate(src.passes):
+        if p.name not in PASSES:
+            raise ScheduleError(f"the schedule's source records pass {p.name!r} (step {k + 1} of "
+                                f"{len(src.passes)}), which this accelsim does not know (known: "
+                                f"{', '.join(PASSES)}); recompile with `accelsim compile`")
+        steps.append(AppliedPass(p.name, p.only))
+    try:
+        out, log = optimize_with_log(graph, steps, verify=False)
+    except AccelsimError as e:
+        raise ScheduleError(f"the schedule's source: replaying its passes on {src.model} fails: {e}") from None
+    for k, r in enumerate(log.records):
+        if r.status != "applied":
+            why = r.reason or "nothing matched"
+            raise ScheduleError(f"the schedule's source: its pass {r.label} (step {k + 1} of {len(src.passes)}) "
+                                f"does not apply to the rebuilt {src.model} graph ({r.status}: {why}); recompile "
+                                "with `accelsim compile`")
+    return out

@@ -5,3 +5,5 @@ when NUMBA_ENABLE_CUDASIM=1 was set before numba.cuda was first imported. Import
 launches nothing, so it works without a GPU either way (the PTX test relies on it).
 """
 from accelsim.kernels.cuda import conv, elementwise, matmul, nn, norm, pool, reduce, shape  # noqa: F401
+from accelsim.kernels.cuda import epilogue  # noqa: F401  (matmul_epilogue, conv2d_epilogue)
+from accelsim.kernels.cuda import fused  # noqa: F401  (fused_elementwise)

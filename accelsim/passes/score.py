@@ -1,0 +1,121 @@
+"""What a rewrite does to a step on hardware (Graph, HwSpec, compile options -> Score): the compiled
+makespan the `auto` search minimizes, the bytes the graph moves and the peak memory its schedule
+places, and per applied pass the before and after of each (StepEffect).
+
+Scoring compiles the graph as `accelsim run` would (the same micro-batches, replicas, stages, window
+and splitting; never the exact CP-SAT mode, whose seconds per candidate the search cannot afford),
+without re-validating the schedule: a score is a number to compare, not a schedule to keep.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from accelsim.errors import GraphError
+from accelsim.graph.ir import Graph
+from accelsim.graph.provenance import AppliedPass
+from accelsim.hw.spec import HwSpec
+from accelsim.limits import Limits, check_step_options
+from accelsim.passes.equivalence import CHECK_LIMITS
+from accelsim.passes.manager import apply_pass, moved_bytes, resolve_passes
+from accelsim.schedule.compile import compile as compile_step
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """The step options candidates are compiled with (compile's arguments of the same names);
+    `limits`: the ceiling on one step's tasks (default accelsim.limits.DEFAULT_LIMITS)."""
+
+    microbatches: int = 1
+    data_parallel: int = 1
+    pipeline_stages: int = 1
+    max_in_flight: int | None = None
+    split: bool | None = None
+    limits: Limits | None = None
+
+    def __post_init__(self) -> None:
+        check_step_options(self.microbatches, self.data_parallel, self.pipeline_stages, self.max_in_flight)
+        if self.split is not None and not isinstance(self.split, bool):
+            raise GraphError(f"compile options: split must be True, False or None (try both), got {self.split!r}")
+        if self.limits is not None and not isinstance(self.limits, Limits):
+            raise GraphError(f"compile options: limits must be an accelsim.limits.Limits, got "
+                             f"{type(self.limits).__name__}")
+
+
+@dataclass(frozen=True)
+class Score:
+    """One graph compiled for the hardware: its makespan in cycles, the numpy bytes its compute nodes
+    read and write (manager.moved_bytes), and the peak bytes its schedule places per memory instance
+    (labelled as Schedule.peak_memory_bytes); `peak_bytes` is the largest of those."""
+
+    makespan_cycles: int
+    moved_bytes: int
+    peak_memory_bytes: tuple[tuple[str, int], ...]
+
+    @property
+    def peak_bytes(self) -> int:
+        """The largest peak of any one memory instance: the memory closest to running out (each chip's
+        working memory; a sum would add a DRAM's peak to its SRAM's, reached at other times)."""
+        return max((b for _, b in self.peak_memory_bytes), default=0)
+
+    def to_json(self) -> dict:
+        return {"makespan_cycles": self.makespan_cycles, "moved_bytes": self.moved_bytes,
+                "peak_bytes": self.peak_bytes, "peak_memory_bytes": dict(self.peak_memory_bytes)}
+
+
+@dataclass(frozen=True)
+class StepEffect:
+    """One applied pass of a sequence and the step before and after it (None: that graph did not compile)."""
+
+    step: AppliedPass
+    rewrites: int
+    before: Score | None
+    after: Score | None
+
+    def summary(self) -> str:
+        return f"{self.step.label} ({self.rewrites} rewrite(s)): " + compare_scores(self.before, self.after)
+
+    def to_json(self) -> dict:
+        return {"pass": self.step.name, "only": list(self.step.only) if self.step.only is not None else None,
+                "rewrites": self.rewrites, "before": self.before.to_json() if self.before else None,
+                "after": self.after.to_json() if self.after else None}
+
+
+def change(before: int, after: int, unit: str) -> str:
+    """"a -> b unit (+x.xx%)" with thousands separators."""
+    pct = f" ({100 * (after - before) / before:+.2f}%)" if before else ""
+    return f"{before:,} -> {after:,} {unit}{pct}"
+
+
+def compare_scores(before: Score | None, after: Score | None) -> str:
+    """Makespan, bytes moved and peak memory of two scores, one clause each."""
+    if before is None or after is None:
+        return "the graph " + ("before" if before is None else "after") + " it did not compile"
+    return (f"makespan {change(before.makespan_cycles, after.makespan_cycles, 'cycles')}, bytes moved "
+            f"{change(before.moved_bytes, after.moved_bytes, 'B')}, peak memory "
+            f"{change(before.peak_bytes, after.peak_bytes, 'B')}")
+
+
+def score(graph: Graph, hw: HwSpec, options: CompileOptions) -> Score:
+    """Compile `graph` for `hw` with `options` and measure it; compile's errors propagate."""
+    sched = compile_step(graph, hw, microbatches=options.microbatches, data_parallel=options.data_parallel,
+                         pipeline_stages=options.pipeline_stages, max_in_flight=options.max_in_flight,
+                         validate=False, limits=options.limits, split=options.split)
+    return Score(sched.makespan_cycles, moved_bytes(graph), tuple(sorted(sched.peak_memory_bytes.items())))
+
+
+def step_effects(graph: Graph, steps: Sequence[AppliedPass], hw: HwSpec,
+                 options: CompileOptions) -> tuple[Score, tuple[StepEffect, ...]]:
+    """The score of `graph` and the effect of each of `steps` replayed on it in order (the applied passes
+    of an optimize log: already verified, so not checked again); one compile per step."""
+    current, before = graph, score(graph, hw, options)
+    first, effects = before, []
+    for step in resolve_passes(list(steps)):
+        record, after_graph = apply_pass(step, graph, current, None, None, CHECK_LIMITS)
+        if record.status != "applied":
+            raise GraphError(f"optimize: replaying {record.label} on {graph.name!r} gives {record.status} "
+                             f"{record.reason}".rstrip())
+        after = score(after_graph, hw, options)
+        effects.append(StepEffect(AppliedPass(record.name, record.only), len(record.rewrites), before, after))
+        current, before = after_graph, after
+    return first, tuple(effects)
