@@ -19,7 +19,7 @@ import numpy as np
 
 from accelsim.kernels.cuda.conv import _fwd_a, _fwd_b, _fwd_dims, _fwd_put
 from accelsim.kernels.cuda.launch import device_empty, inline_device, ptx_cases, to_device, to_host
-from accelsim.kernels.cuda.matmul import _mm_a, _mm_b, _mm_dims, _mm_put, gemm_launch, tiled_gemm
+from accelsim.kernels.cuda.matmul import _mm_a, _mm_b, _mm_dims, _mm_put, gemm_launch, gemm_operands, tiled_gemm
 from accelsim.kernels.registry import kernel
 from accelsim.ops.elementwise import GELU_CUBIC, GELU_SQRT_2_OVER_PI
 from accelsim.ops.epilogue import ACTIVATIONS
@@ -106,18 +106,11 @@ def _ep(geometry: Sequence[int], bias: tuple[np.ndarray, ...], activation: str, 
 @kernel("matmul_epilogue", "cuda")
 def matmul_epilogue(a: np.ndarray, b: np.ndarray, *bias: np.ndarray, transpose_a: bool, transpose_b: bool,
                     activation: str) -> np.ndarray:
-    a, b = np.asarray(a), np.asarray(b)
-    if transpose_a:
-        a = np.swapaxes(a, -1, -2)
-    if transpose_b:
-        b = np.swapaxes(b, -1, -2)
-    batch_shape = a.shape[:-2] or b.shape[:-2]
-    (m, k), n = a.shape[-2:], b.shape[-1]
-    a3, b3 = a.reshape(-1, m, k), b.reshape(-1, k, n)
-    batches = max(a3.shape[0], b3.shape[0])
-    out = device_empty((batches, m, n), a.dtype)
+    a3, b3, batch_shape, m, n, batches = gemm_operands(a, b, transpose_a, transpose_b)
+    out = device_empty((batches, m, n), a3.dtype)
     grid, block = gemm_launch(m, n, batches)
-    _matmul_epilogue[grid, block](to_device(a3), to_device(b3, a.dtype), out, _ep((), bias, activation, a.dtype))
+    _matmul_epilogue[grid, block](to_device(a3), to_device(b3, a3.dtype), out,
+                                  _ep((), bias, activation, a3.dtype))
     return to_host(out, (*batch_shape, m, n))
 
 

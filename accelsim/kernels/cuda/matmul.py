@@ -96,8 +96,9 @@ ptx_cases("matmul", _matmul, "void({T}[:, :, ::1], {T}[:, :, ::1], {T}[:, :, ::1
           name="tiled_gemm_matmul")
 
 
-@kernel("matmul", "cuda")
-def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+def gemm_operands(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool):
+    """The host side every tiled-GEMM launch shares: (a as (batches, m, k), b as (batches, k, n), the
+    output's batch shape, m, n, batches), transposes applied; the GEMM kernels take 3-d operands."""
     a, b = np.asarray(a), np.asarray(b)
     if transpose_a:
         a = np.swapaxes(a, -1, -2)
@@ -106,8 +107,13 @@ def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -
     batch_shape = a.shape[:-2] or b.shape[:-2]
     (m, k), n = a.shape[-2:], b.shape[-1]
     a3, b3 = a.reshape(-1, m, k), b.reshape(-1, k, n)
-    batches = max(a3.shape[0], b3.shape[0])
-    out = device_empty((batches, m, n), a.dtype)
+    return a3, b3, batch_shape, m, n, max(a3.shape[0], b3.shape[0])
+
+
+@kernel("matmul", "cuda")
+def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+    a3, b3, batch_shape, m, n, batches = gemm_operands(a, b, transpose_a, transpose_b)
+    out = device_empty((batches, m, n), a3.dtype)
     grid, block = gemm_launch(m, n, batches)
-    _matmul[grid, block](to_device(a3), to_device(b3, a.dtype), out, to_device(np.zeros(1, np.int64)))
+    _matmul[grid, block](to_device(a3), to_device(b3, a3.dtype), out, to_device(np.zeros(1, np.int64)))
     return to_host(out, (*batch_shape, m, n))
