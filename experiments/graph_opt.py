@@ -171,7 +171,7 @@ def plot_speedups(rows: list[Row], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_MODELS)}")
-    parser.add_argument("--budget", type=int, default=24, help="auto's budget in compiles (default 24)")
+    parser.add_argument("--budget", type=int, default=16, help="auto's budget in compiles (default 16)")
     parser.add_argument("--out", default="plots/graph_opt")
     args = parser.parse_args()
     out = Path(args.out)
@@ -190,6 +190,9 @@ def main() -> None:
                     print(f"{label:26s} {step:9s} {hw.name:10s} {variant:22s} {row.status:9s} "
                           f"{row.makespan_cycles:12,d} {row.bytes_moved / 2**20:10.2f} MiB "
                           f"{row.peak_memory_bytes / 2**20:9.2f} MiB {row.seconds:6.1f} s", flush=True)
+    for (label, step, hw_name) in {(r.model, r.step, r.hw) for r in rows}:
+        mine = {r.variant: r.makespan_cycles for r in rows if (r.model, r.step, r.hw) == (label, step, hw_name)}
+        assert mine[AUTO] <= min(mine.values()), f"auto lost on {label} {step} {hw_name}: {mine}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
     (out / "table.md").write_text(table(rows) + "\n")
