@@ -88,8 +88,8 @@ def variants(graph: Graph) -> list[tuple[str, object]]:
     return [("none", [])] + [(name, [name]) for name in singles] + [(RULES, singles), (AUTO, AUTO)]
 
 
-def measure(label: str, step: str, hw: A.HwSpec, variant: str, graph: Graph, passes, budget: int,
-            baseline: Graph) -> tuple[Row, Graph, Schedule]:
+def measure(label: str, step: str, hw: A.HwSpec, variant: str, graph: Graph, passes,
+            budget: int) -> tuple[Row, Schedule]:
     start = time.perf_counter()
     status, note, optimized = "applied", "", graph
     if passes:
@@ -105,7 +105,7 @@ def measure(label: str, step: str, hw: A.HwSpec, variant: str, graph: Graph, pas
     row = Row(label, step, hw.name, variant, status if passes else "baseline", note, len(optimized.nodes),
               sched.makespan_cycles, sched.makespan_cycles / hw.clock_hz * 1e6, bytes_moved(sched),
               peak_memory(sched), seconds)
-    return row, optimized, sched
+    return row, sched
 
 
 def table(rows: list[Row]) -> str:
@@ -177,16 +177,16 @@ def main() -> None:
     out = Path(args.out)
     machines = {name: A.load_hw(name) for name in MACHINES}
     rows: list[Row] = []
-    graphs: dict[tuple[str, str, str, str], Graph] = {}
+    schedules: dict[tuple[str, str, str, str], Schedule] = {}
     for label, zoo, options in MODELS:
         if args.quick and zoo not in QUICK_MODELS:
             continue
         for step, graph in step_graphs(zoo, options):
             for hw in machines.values():
                 for variant, passes in variants(graph):
-                    row, optimized, _ = measure(label, step, hw, variant, graph, passes, args.budget, graph)
+                    row, sched = measure(label, step, hw, variant, graph, passes, args.budget)
                     rows.append(row)
-                    graphs[(label, step, hw.name, variant)] = optimized
+                    schedules[(label, step, hw.name, variant)] = sched
                     print(f"{label:26s} {step:9s} {hw.name:10s} {variant:22s} {row.status:9s} "
                           f"{row.makespan_cycles:12,d} {row.bytes_moved / 2**20:10.2f} MiB "
                           f"{row.peak_memory_bytes / 2**20:9.2f} MiB {row.seconds:6.1f} s", flush=True)
@@ -205,7 +205,7 @@ def main() -> None:
     print(f"\n{name} on {model} {step}: makespan x{first:.3f} on {MACHINES[0]}, x{second:.3f} on {MACHINES[1]}")
     for hw in machines.values():
         for variant in ("none", name):
-            sched = A.compile(graphs[(model, step, hw.name, variant)], hw)
+            sched = schedules[(model, step, hw.name, variant)]
             result = simulate(sched, hw)
             slug = f"contrast_{hw.name}_{'before' if variant == 'none' else 'after'}.png"
             plot_timeline(result, out / slug, title=f"{model} {step} on {hw.name}: "

@@ -206,8 +206,8 @@ def apply_pass(step: Step, original: Graph, current: Graph, machine: HwSpec | No
     rewrites, sites = tuple(result.rewrites), tuple(result.sites)
     if only is not None and sites != only:
         raise GraphError(f"optimize: pass {p.name!r} restricted to anchors {_ids(only)} of graph {current.name!r} "
-                         f"rewrote at {_ids(sites) or 'none of them'}: an anchor must be the first node of a place "
-                         f"the pass rewrites (run it everywhere to see its sites: PassRecord.sites)")
+                         f"rewrote at {_ids(sites) or 'none of them'}: an anchor must be one of the sites the pass "
+                         f"reports where it rewrites (run it everywhere to see them: PassRecord.sites)")
     if not rewrites:
         return _record(step, "unchanged", "", (), current, current, None), current
     blocked = _runnable_problem(machine, current, after) if machine is not None else ""
