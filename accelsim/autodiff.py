@@ -11,6 +11,7 @@ from typing import Iterable
 from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph, Var
 from accelsim.ops import add
+from accelsim.ops.parallel import tp_allreduce
 from accelsim.ops.registry import get_op
 
 
@@ -24,6 +25,36 @@ def _relevant(graph: Graph, loss: int, wrt: set[int]) -> set[int]:
         if n.id in feeds_loss:
             feeds_loss.update(n.inputs)
     return {i for i in feeds_loss if reaches_wrt[i]}
+
+
+def _sum(parts: list[Var]) -> Var:
+    total = parts[0]
+    for p in parts[1:]:
+        total = add(total, p)
+    return total
+
+
+def _accumulate(graph: Graph, rank: int, parts: list[Var]) -> Var:
+    """The adjoint of a node of tensor-parallel `rank` from its partial adjoints, in order. Partials
+    built on different ranks (a replicated value read by every rank's column-parallel matmul) are
+    summed on their own rank, then across ranks by one tp_allreduce (Megatron-LM's `f` in backward),
+    then added to the replicated partials; partials of one rank or none add up where they are."""
+    by_rank: dict[int, list[Var]] = {}
+    for p in parts:
+        by_rank.setdefault(p.node.rank, []).append(p)
+    ranks = sorted(r for r in by_rank if r >= 0)
+    if len(ranks) < 2:
+        with graph.rank(rank):
+            return _sum(parts)
+    per_rank = []
+    for r in ranks:
+        with graph.rank(r):
+            per_rank.append(_sum(by_rank[r]))
+    with graph.rank(-1):
+        total = tp_allreduce(*per_rank)
+        for p in by_rank.get(-1, []):
+            total = add(total, p)
+    return total
 
 
 def gradients(graph: Graph, loss: int, wrt: Iterable[int]) -> dict[int, Var]:
@@ -51,11 +82,8 @@ def gradients(graph: Graph, loss: int, wrt: Iterable[int]) -> dict[int, Var]:
             parts = partials.pop(node_id, None)
             if parts is None:
                 continue
-            total = parts[0]
-            for p in parts[1:]:
-                total = add(total, p)
-            adjoint[node_id] = total
             node = graph.nodes[node_id]
+            total = adjoint[node_id] = _accumulate(graph, node.rank, parts)
             if node.is_leaf:
                 continue
             rule = get_op(node.op).grad
@@ -63,7 +91,8 @@ def gradients(graph: Graph, loss: int, wrt: Iterable[int]) -> dict[int, Var]:
                 raise GraphError(f"{node.op} node %{node_id} ({node.name!r}) lies between the loss and a "
                                  f"parameter but op {node.op!r} has no gradient rule")
             ins = [graph.var(i) for i in node.inputs]
-            grads = rule(total, graph.var(node_id), *ins, **node.attrs)
+            with graph.rank(node.rank):
+                grads = rule(total, graph.var(node_id), *ins, **node.attrs)
             for x, gx in zip(ins, grads):
                 if gx is None or x.id not in relevant:
                     continue

@@ -70,6 +70,9 @@ def estimate_tasks(graph: Graph, microbatches: int, data_parallel: int, pipeline
     one other chip per distinct consumer node and to at most p - 1 other chips, counted for every task
     that produces one (node tasks and each gradient's final sum)."""
     m, d, p = microbatches, data_parallel, pipeline_stages
+    # a tensor-parallel graph's replicated nodes run on each of its ranks: count the replica's copies
+    t = graph.tensor_parallel
+    d *= t
     compute = [n for n in graph.nodes if not n.is_leaf]
     updates = [n for n in compute if n.phase == "update"]
     per_sample = len(compute) - len(updates)
@@ -166,3 +169,35 @@ def _bytes_str(nbytes: int) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:,.1f} {unit} ({nbytes:,} bytes)"
     return f"{nbytes:,} bytes"
+
+
+def check_tensor_parallel(graph: Graph, tensor_parallel: object) -> int:
+    """The tensor-parallel degree to compile with: the graph's own (graph.tensor_parallel, from the ranks
+    its builder gave its nodes); a value given must agree with it, since ranks are a property of how the
+    model was built (Megatron-LM writes its layers for t ranks), not of compile."""
+    built = graph.tensor_parallel
+    if tensor_parallel is None:
+        return built
+    if not _is_int(tensor_parallel) or tensor_parallel < 1:
+        raise ScheduleError(f"tensor_parallel must be an integer >= 1, got {tensor_parallel!r}")
+    if int(tensor_parallel) != built:
+        how = (f"build it with tensor_parallel={tensor_parallel} (models.build(name, tensor_parallel="
+               f"{tensor_parallel}) or --tensor-parallel {tensor_parallel})" if built == 1 else
+               f"it was built for tensor_parallel={built}")
+        raise ScheduleError(f"graph {graph.name!r} has {built} tensor-parallel rank(s) but tensor_parallel="
+                            f"{tensor_parallel} was asked for: {how}")
+    return built
+
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def check_zero(graph: Graph, zero: object, data_parallel: int) -> int:
+    """A ZeRO stage: 0 (none), 1 (optimizer state sharded over the replicas), 2 (+ gradients), 3 (+
+    parameters); stages above 0 shard a training step's state, so an inference graph is refused."""
+    if not _is_int(zero) or zero not in ZERO_STAGES:
+        raise ScheduleError(f"zero must be one of {ZERO_STAGES} (the ZeRO stage), got {zero!r}")
+    if zero and not any(n.phase == "update" for n in graph.nodes):
+        raise ScheduleError(f"zero={zero} shards a training step's gradients and optimizer state, but graph "
+                            f"{graph.name!r} has no update (compile a training graph)")
+    return int(zero)

@@ -38,7 +38,8 @@ def training_graph(forward: Graph, loss: Var | int | None = None, optimizer: str
             if p.id not in grads:
                 continue  # the loss does not depend on p: it keeps its value
             g.output(f"{p.name}.grad", grads[p.id])
-            g.output(f"{p.name}.new", _update(g, g.var(p.id), grads[p.id], settings))
+            with g.rank(p.rank):  # a parameter shard is updated, with its optimizer state, on its rank
+                g.output(f"{p.name}.new", _update(g, g.var(p.id), grads[p.id], settings))
     # gradient rules emit an adjoint for every input of a node; those of inputs and targets (the
     # stem convolution's input gradient, MSE's target gradient) feed nothing, so they go
     out = prune_to_outputs(g, g.outputs)

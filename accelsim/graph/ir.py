@@ -19,6 +19,8 @@ from accelsim.graph.provenance import AppliedPass, ModelSource, OptimizerSetting
 from accelsim.ops.registry import Shape, get_op
 
 PHASES = ("forward", "backward", "update")
+MAX_RANKS = 1024
+"""The most tensor-parallel ranks a graph may have (Megatron-LM runs 8 per node; 1024 is far beyond)."""
 LEAF_OPS = ("input", "param", "const")
 FLOAT_DTYPES = ("float32", "float64")
 DTYPES = FLOAT_DTYPES + ("int64",)
@@ -41,6 +43,7 @@ class Node:
     dtype: str
     name: str
     phase: str
+    rank: int = -1  # the tensor-parallel rank that computes it; -1: every rank (replicated)
 
     @property
     def is_leaf(self) -> bool:
@@ -174,6 +177,7 @@ class Graph:
     _arrays: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _names: dict[str, int] = field(default_factory=dict, repr=False)
     _phase: str = field(default="forward", repr=False)
+    _rank: int = field(default=-1, repr=False)
 
     def __post_init__(self) -> None:
         if self.dtype not in FLOAT_DTYPES:
@@ -199,6 +203,25 @@ class Graph:
         finally:
             self._phase = previous
 
+    @contextmanager
+    def rank(self, rank: int) -> Iterator[None]:
+        """Nodes built inside the block belong to tensor-parallel rank `rank` (-1: replicated, computed
+        by every rank). Megatron-style builders (models/parallel_layers.py) open one block per rank;
+        autodiff builds each gradient rule's nodes in the rank of the node it differentiates."""
+        if isinstance(rank, bool) or not isinstance(rank, Integral) or not -1 <= int(rank) < MAX_RANKS:
+            raise GraphError(f"graph {self.name!r}: a tensor-parallel rank must be an integer in -1..{MAX_RANKS - 1}, "
+                             f"got {rank!r}")
+        previous, self._rank = self._rank, int(rank)
+        try:
+            yield
+        finally:
+            self._rank = previous
+
+    @property
+    def tensor_parallel(self) -> int:
+        """How many tensor-parallel ranks the graph was built for: 1 + its highest rank (1: none)."""
+        return max((n.rank for n in self.nodes), default=-1) + 1 or 1
+
     def var(self, node_id: int) -> Var:
         if not 0 <= node_id < len(self.nodes):
             raise GraphError(f"graph {self.name!r} has no node %{node_id}")
@@ -214,7 +237,7 @@ class Graph:
             raise GraphError(f"{label}: inputs {bad} are not nodes of graph {self.name!r} (ids 0..{node_id - 1})")
         shape, dtype = infer_type(op, [self.nodes[i] for i in inputs], attrs, self.dtype, label)
         self.nodes.append(Node(node_id, op, tuple(inputs), dict(attrs), shape, dtype,
-                               name or f"{op}{node_id}", self._phase))
+                               name or f"{op}{node_id}", self._phase, self._rank))
         return Var(self, node_id)
 
     def _leaf(self, op: str, name: str, shape: Shape, dtype: str, attrs: dict[str, Any]) -> Var:
@@ -242,10 +265,22 @@ class Graph:
         return self._leaf("input", name, shape, dtype or self.dtype, {"init": init, **init_args})
 
     def param(self, name: str, shape: Shape, init: str = "normal", trainable: bool = True,
-              **init_args: float) -> Var:
-        """A parameter; trainable ones get gradients and optimizer updates."""
+              shard: tuple[int, int, int] | None = None, **init_args: float) -> Var:
+        """A parameter; trainable ones get gradients and optimizer updates.
+
+        shard=(axis, index, count): the parameter is slice `index` of `count` equal slices along `axis` of
+        a tensor of `shape` named `name` (tensor parallelism's weight shards). Its leaf is named
+        `name[index/count]` and its value is that slice of the value the whole tensor would draw, so a
+        sharded model starts from exactly the weights of the unsharded one."""
         self._check_init(name, init)
-        return self._leaf("param", name, shape, self.dtype, {"init": init, "trainable": trainable, **init_args})
+        attrs: dict[str, Any] = {"init": init, "trainable": trainable, **init_args}
+        if shard is None:
+            return self._leaf("param", name, shape, self.dtype, attrs)
+        axis, index, count = _check_shard(name, shape, shard)
+        part = tuple(int(d) for d in shape)
+        part = part[:axis] + (part[axis] // count,) + part[axis + 1:]
+        attrs.update(shard=(axis, index, count), of=name, full_shape=tuple(int(d) for d in shape))
+        return self._leaf("param", f"{name}[{index}/{count}]", part, self.dtype, attrs)
 
     def const(self, value: Any, dtype: str | None = None) -> Var:
         """A constant tensor (Python scalars in arithmetic become these)."""
@@ -353,15 +388,41 @@ class Graph:
                 extra = dict(n.attrs)
                 rhs = f"{n.op}({', '.join(f'%{i}' for i in n.inputs)})"
             attr_str = " {" + ", ".join(f"{k}={v}" for k, v in extra.items()) + "}" if extra else ""
-            lines.append(f"  %{n.id} = {rhs}{attr_str} : {_type_str(n)}  [{n.phase}]")
+            where = f" @tp{n.rank}" if n.rank >= 0 else ""
+            lines.append(f"  %{n.id} = {rhs}{attr_str} : {_type_str(n)}  [{n.phase}]{where}")
         outs = ", ".join(f"{k}=%{v}" for k, v in self.outputs.items())
         lines.append(f"outputs: {outs}")
         return "\n".join(lines)
 
 
+def _check_shard(name: str, shape: Shape, shard: object) -> tuple[int, int, int]:
+    """(axis, index, count) of a parameter shard, checked against the whole tensor's shape."""
+    ok = (isinstance(shard, tuple) and len(shard) == 3
+          and all(isinstance(v, Integral) and not isinstance(v, bool) for v in shard))
+    if ok:
+        axis, index, count = (int(v) for v in shard)
+        ndim = len(shape) if isinstance(shape, (tuple, list)) else -1
+        ok = 0 <= axis < ndim and 1 <= count <= MAX_RANKS and 0 <= index < count
+        if ok and (not isinstance(shape[axis], Integral) or int(shape[axis]) % count):
+            raise ShapeError(f"param {name!r}: axis {axis} of shape {tuple(shape)} does not split into {count} "
+                             f"equal shards")
+    if not ok:
+        raise GraphError(f"param {name!r}: shard must be (axis, index, count) with 0 <= axis < {len(shape)} "
+                         f"dimensions, 1 <= count <= {MAX_RANKS} and 0 <= index < count, got {shard!r}")
+    return axis, index, count
+
+
 def _draw(node: Node, graph_seed: int, sample: int = 0) -> np.ndarray:
-    """Deterministic leaf value: the RNG is keyed by graph seed and node name, not build order."""
+    """Deterministic leaf value: the RNG is keyed by graph seed and node name, not build order. A
+    parameter shard draws the whole tensor it is a slice of and keeps its slice."""
     a = node.attrs
+    if "shard" in a:
+        axis, index, count = a["shard"]
+        whole = replace(node, name=a["of"], attrs={k: v for k, v in a.items() if k not in ("shard", "of")}
+                        | {"shape": a["full_shape"]})
+        size = a["full_shape"][axis] // count
+        return np.ascontiguousarray(_draw(whole, graph_seed, sample)[
+            (slice(None),) * axis + (slice(index * size, (index + 1) * size),)])
     shape, dtype = a["shape"], a["dtype"]
     key = [graph_seed, zlib.crc32(node.name.encode())] + ([sample] if sample else [])
     rng = np.random.default_rng(key)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from accelsim import ops as F
 from accelsim.graph.ir import Graph, Var
+from accelsim.models.parallel_layers import conv_pair
 from accelsim.models.layers import batch_norm, conv, linear
 
 
@@ -24,14 +25,14 @@ def superres(batch: int = 1, size: int = 64, upscale: int = 3, width: int = 64, 
     return g
 
 
-def resnet_block(batch: int = 8, channels: int = 64, size: int = 32, dtype: str = "float32", seed: int = 0) -> Graph:
-    """conv-BN-ReLU, conv-BN, skip add, ReLU; MSE against a random target to make it trainable."""
+def resnet_block(batch: int = 8, channels: int = 64, size: int = 32, dtype: str = "float32", seed: int = 0,
+                 tensor_parallel: int = 1) -> Graph:
+    """conv-BN-ReLU, conv-BN, skip add, ReLU; MSE against a random target to make it trainable.
+    `tensor_parallel`: the convolutions split by channels over that many ranks (models/parallel_layers.py)."""
     g = Graph("resnet_block", dtype=dtype, seed=seed)
     x = g.input("x", (batch, channels, size, size))
     target = g.input("target", (batch, channels, size, size))
-    h = F.relu(batch_norm(g, conv(g, x, channels, 3, "conv1", padding=1, bias=False), "bn1"))
-    h = batch_norm(g, conv(g, h, channels, 3, "conv2", padding=1, bias=False), "bn2")
-    y = F.relu(h + x)
+    y = F.relu(conv_pair(g, x, channels, tensor_parallel) + x)
     g.output("y", y)
     g.set_loss(F.mse_loss(y, target))
     return g

@@ -17,6 +17,7 @@ from accelsim.ops.nn import *  # noqa: F401,F403
 from accelsim.ops.fused import fused_elementwise  # noqa: F401  (registers the fused op)
 from accelsim.ops import conv as _conv, nn as _nn, norm as _norm, pixel as _pixel, pool as _pool
 from accelsim.ops.epilogue import conv2d_epilogue, matmul_epilogue  # noqa: F401  (registers the fused ops)
+from accelsim.ops.parallel import tp_allreduce  # noqa: F401  (registers the tensor-parallel all-reduce)
 
 __all__ = [
     "CATEGORIES", "OPS", "OpDef", "apply", "get_op", "register",

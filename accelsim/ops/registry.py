@@ -88,6 +88,9 @@ class OpDef:
     # (out, *in_shapes, **attrs) -> the ways a node's output may be cut into parts that run on different
     # unit instances at once (schedule/split.py); () for an op that is never split.
     splits: Callable[..., tuple[Split, ...]] = _no_splits
+    # the collective the planner runs the node as, over the chips of its inputs' tensor-parallel ranks
+    # (ops/parallel.py), instead of a task on a unit; None for an op a unit computes
+    collective: str | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

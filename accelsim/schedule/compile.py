@@ -8,7 +8,8 @@ from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
-from accelsim.limits import DEFAULT_LIMITS, Limits, check_step_options, check_step_size, estimate_tasks
+from accelsim.limits import (DEFAULT_LIMITS, Limits, check_step_options, check_step_size, check_tensor_parallel,
+                             check_zero, estimate_tasks)
 from accelsim.schedule.bounds import lower_bounds
 from accelsim.schedule.exact import MAX_EXACT_TASKS
 from accelsim.schedule.exact_step import check_exact_step, exact_seconds, solve_step
@@ -147,7 +148,7 @@ def _fit_split(graph: Graph, hw: HwSpec, options: Options, window: int | None, c
 def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches: int = 1,  # noqa: A001
             data_parallel: int = 1, pipeline_stages: int = 1, max_in_flight: int | None = None,
             validate: bool = True, limits: Limits | None = None, exact: bool | float = False,
-            split: bool | None = None) -> Schedule:
+            split: bool | None = None, tensor_parallel: int | None = None, zero: int = 0) -> Schedule:
     """List-schedule one step of `graph` (training or inference) on `hw`.
 
     `max_in_flight` micro-batches of a replica may be active at once; by default as many as fit
@@ -158,7 +159,10 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     records the proved lower bound and gap (schedule/exact_step.py). Steps above MAX_EXACT_TASKS are
     refused. `split`: True cuts each tensor node over the instances of its unit where the parts finish
     sooner than the whole (schedule/split.py), False never; None (default) schedules the step both ways
-    and keeps the shorter (the unsplit one on a tie), recorded in `schedule.options.split`."""
+    and keeps the shorter (the unsplit one on a tie), recorded in `schedule.options.split`.
+    `tensor_parallel`: the ranks of a graph built Megatron-style (models.build(..., tensor_parallel=t)),
+    one chip each; None takes the graph's own (1 for a graph without ranks). `zero`: the ZeRO stage
+    (0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over the data-parallel replicas)."""
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
@@ -172,7 +176,10 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     microbatches, data_parallel, pipeline_stages = int(microbatches), int(data_parallel), int(pipeline_stages)
     max_in_flight = None if max_in_flight is None else int(max_in_flight)
     check_step_size(graph, microbatches, data_parallel, pipeline_stages, limits or DEFAULT_LIMITS)
-    options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages)
+    tensor_parallel = check_tensor_parallel(graph, tensor_parallel)
+    zero = check_zero(graph, zero, data_parallel)
+    options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages,
+                      tensor_parallel=tensor_parallel, zero=zero)
     if exact_s is not None:
         check_exact_step(graph, hw, options)  # before the list schedule: refusing late wastes its time
     window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)

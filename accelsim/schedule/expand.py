@@ -12,6 +12,7 @@ from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.ops import add
+from accelsim.ops.registry import get_op
 from accelsim.ops.registry import numel
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Options
@@ -68,21 +69,25 @@ class Plan:
     tasks: list[TaskSpec]
     chips: list[Chip]
     stage_of_node: list[int]
-    chip_of: dict[tuple[int, int], int]  # (replica, stage) -> chip
+    chip_of: dict[tuple[int, int, int], int]  # (replica, stage, tensor-parallel rank) -> chip
     leaf_bytes: dict[int, int]
     node_names: list[str]
     has_energy: bool = False
 
 
-def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int], int]:
-    """(replica, stage) -> chip: replicas side by side, stages of a replica on consecutive chips;
-    with more replicas than chips allow, replicas share the chips' units."""
-    d, p = options.data_parallel, options.pipeline_stages
-    if p > n_chips:
-        raise ScheduleError(f"pipeline_stages={p} needs {p} chips, but the hardware has {n_chips}")
-    if p > 1 and d * p > n_chips:
-        raise ScheduleError(f"data_parallel={d} x pipeline_stages={p} needs {d * p} chips, the hardware has {n_chips}")
-    return {(r, s): (r * p + s) % n_chips for r in range(d) for s in range(p)}
+def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int, int], int]:
+    """(replica, stage, rank) -> chip, as Megatron-LM orders a d x p x t job: the tensor-parallel ranks
+    of a stage on consecutive chips (one node's fastest links carry the most frequent collectives), a
+    replica's stages next, replicas outermost. With more replicas than chips allow (and no pipeline or
+    tensor parallelism), replicas share the chips' units."""
+    d, p, t = options.data_parallel, options.pipeline_stages, options.tensor_parallel
+    tp = f" x tensor_parallel={t}" if t > 1 else ""
+    if p * t > n_chips:
+        raise ScheduleError(f"pipeline_stages={p}{tp} needs {p * t} chips, but the hardware has {n_chips}")
+    if (p > 1 or t > 1) and d * p * t > n_chips:
+        raise ScheduleError(f"data_parallel={d} x pipeline_stages={p}{tp} needs {d * p * t} chips, the hardware "
+                            f"has {n_chips}")
+    return {(r, s, k): ((r * p + s) * t + k) % n_chips for r in range(d) for s in range(p) for k in range(t)}
 
 
 @dataclass(frozen=True)
@@ -188,12 +193,18 @@ class Planner:
         self.link_latency = ic.link_latency_cycles if ic else 0
         self.link_pj_per_byte = link_pj_per_byte(hw)
         self.compute = [n for n in graph.nodes if not n.is_leaf]
-        serial = {n.id: min(c for _, _, c in self.costs.node(n.id, 0).options) for n in self.compute}
+        self.ranks = options.tensor_parallel
+        serial = {n.id: 0 if get_op(n.op).collective else min(c for _, _, c in self.costs.node(n.id, 0).options)
+                  for n in self.compute}
         self.stage = partition_stages(graph, serial, options.pipeline_stages)
         self.grad_nodes = graph.gradient_nodes()
+        # partial values a collective sums whole (a tensor-parallel all-reduce reads each rank's one task)
+        self.collective_inputs = {i for n in self.compute if get_op(n.op).collective for i in n.inputs}
         self.results = set(graph.outputs.values())
         self.tasks: list[TaskSpec] = []
-        self.producer: dict[tuple[int, int, int], list[int]] = {}  # the task, or the parts in part order
+        # (node, micro-batch, replica, rank) -> the task holding the value on that rank's chip, or its parts
+        # in part order; a rank's own value is under its rank only, a replicated one under every rank
+        self.producer: dict[tuple[int, int, int, int], list[int]] = {}
         self.transfers: dict[tuple[int, int], int] = {}
 
     def nbytes(self, node: Node) -> int:
@@ -233,31 +244,50 @@ class Planner:
             self.transfers[(src, chip)] = tr.id
         return self.transfers[(src, chip)]
 
-    def only(self, node_id: int, mb: int, replica: int) -> int:
+    def only(self, node_id: int, mb: int, replica: int, rank: int) -> int:
         """The one task holding a value that is never split (a gradient, a reduced gradient)."""
-        (task,) = self.producer[(node_id, mb, replica)]
+        (task,) = self.producer[(node_id, mb, replica, rank)]
         return task
+
+    def ranks_of(self, n: Node) -> range:
+        """The tensor-parallel ranks that compute node `n`: its own, or all of them for a replicated node."""
+        return range(n.rank, n.rank + 1) if n.rank >= 0 else range(self.ranks)
+
+    def value(self, node_id: int, mb: int, replica: int, rank: int) -> list[int]:
+        """The tasks holding a value for a reader on `rank`: the rank's own copy of a replicated value,
+        or the value of the one rank that computes it."""
+        src = self.graph.nodes[node_id]
+        return self.producer[(node_id, mb, replica, rank if src.rank < 0 else src.rank)]
 
     def splits(self, n: Node) -> bool:
         """Whether node `n` may be cut into parts: a forward or backward value that is neither a result
         of the step (whose value the step reports whole) nor a gradient (which is accumulated and
         reduced whole)."""
         return (self.options.split and n.phase in ("forward", "backward") and n.id not in self.results
-                and n.id not in self.grad_nodes)
+                and n.id not in self.grad_nodes and n.id not in self.collective_inputs)
 
     def node_task(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
-        """Node `n` for micro-batch `mb` (PER_STEP for an update) of `replica`, reading its inputs'
-        values of the same micro-batch; an update reads the step's reduced gradients, its own
-        per-step values, and the last micro-batch's forward values. One task, or one per part when
-        the node is split (every part reads every input part it depends on)."""
-        chip = self.chip_of[(replica, self.stage[n.id])]
+        """Node `n` for micro-batch `mb` (PER_STEP for an update) of `replica` on each rank that computes
+        it, reading its inputs' values of the same micro-batch; an update reads the step's reduced
+        gradients, its own per-step values, and the last micro-batch's forward values. A collective op
+        becomes one collective (tensor_collective); any other node one task per rank, or one per part
+        and rank when the node is split (every part reads every input part it depends on)."""
+        if get_op(n.op).collective:
+            return self.tensor_collective(n, mb, replica)
+        tasks: list[TaskSpec] = []
+        for rank in self.ranks_of(n):
+            tasks += self.rank_task(n, mb, replica, rank)
+        return tasks
+
+    def rank_task(self, n: Node, mb: int, replica: int, rank: int) -> list[TaskSpec]:
+        chip = self.chip_of[(replica, self.stage[n.id], rank)]
         deps, reads = [], []
         for i in n.inputs:
             src = self.graph.nodes[i]
             if src.is_leaf:
                 reads.append((i, mb if src.op == "input" else PER_STEP))
                 continue
-            deps += [self.on_chip(p, chip) for p in self.producer[(i, self.source_mb(src, mb), replica)]]
+            deps += [self.on_chip(p, chip) for p in self.value(i, self.source_mb(src, mb), replica, rank)]
         deps = sorted(set(deps))
         common = dict(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
                       stage=self.stage[n.id], chip=chip, out_chip=chip,
@@ -272,8 +302,46 @@ class Planner:
             costs = self.costs.node(n.id, chip)
             tasks = [self.new(**common, deps=deps, reads=reads, options=costs.options, out_bytes=self.nbytes(n),
                               port_bytes=costs.port_bytes, energy_pj=costs.energy_pj or 0.0, flops=costs.flops)]
-        self.producer[(n.id, mb, replica)] = [t.id for t in tasks]
+        self.producer[(n.id, mb, replica, rank)] = [t.id for t in tasks]
         return tasks
+
+    def tensor_collective(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
+        """A tp_allreduce node: input k is rank k's partial value; one member task per rank, on the chip
+        holding that rank's partial, all starting and ending together; each member's output is the sum
+        on its chip, the replicated value every rank's readers then read."""
+        ranks = [self.graph.nodes[i].rank for i in n.inputs]
+        if sorted(ranks) != list(range(self.ranks)):
+            raise ScheduleError(f"{n.op} node %{n.id} ({n.name!r}) must sum one partial value from each of the "
+                                f"{self.ranks} tensor-parallel ranks in rank order, but its inputs are on ranks "
+                                f"{ranks}")
+        sources = [self.only(i, self.source_mb(self.graph.nodes[i], mb), replica, r)
+                   for i, r in zip(n.inputs, ranks)]
+        chips = [self.tasks[src].out_chip for src in sources]
+        cycles, bytes_moved, energy = self.collective_cost(n, chips)
+        group = len(self.tasks)
+        tasks = []
+        for rank, chip in zip(ranks, chips):
+            t = self.new(kind="tp_allreduce", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
+                         stage=self.stage[n.id], chip=chip, out_chip=chip, deps=list(sources),
+                         options=((COLLECTIVE, 1, max(1, cycles)),), out_bytes=self.nbytes(n),
+                         port_bytes=bytes_moved, group=group, energy_pj=energy,
+                         keep=n.id in self.results and n.phase != "backward")
+            self.producer[(n.id, mb, replica, rank)] = [t.id]
+            tasks.append(t)
+        return tasks
+
+    def collective_cost(self, n: Node, chips: list[int]) -> tuple[int, int, float]:
+        """(cycles, bytes each member sends, energy per member) of an all-reduce of node `n`'s value over
+        `chips`: a ring (2(t-1)/t of the bytes over each member's link, 2(t-1) link latencies)."""
+        t, nb = len(chips), self.nbytes(n)
+        if len(set(chips)) < t:
+            raise ScheduleError(f"{n.op} node %{n.id} ({n.name!r}): tensor-parallel ranks share a chip "
+                                f"({chips}); give each rank its own chip")
+        if not self.link_bytes_per_cycle:
+            raise ScheduleError(f"{n.op} node %{n.id} ({n.name!r}) needs an interconnect between its ranks' chips")
+        bytes_moved = math.ceil(2 * (t - 1) / t * nb)
+        cycles = math.ceil(bytes_moved / self.link_bytes_per_cycle) + 2 * (t - 1) * self.link_latency
+        return cycles, bytes_moved, self.link_energy_pj(bytes_moved)
 
     def source_mb(self, src: Node, mb: int) -> int:
         if mb != PER_STEP:
@@ -297,17 +365,18 @@ class Planner:
             has_succ = {d for t in self.tasks[first:] for d in t.preds}
             sinks[mb] = [t.id for t in self.tasks[first:] if t.id not in has_succ and t.microbatch == mb]
 
-    def accumulate(self, g: int, replica: int) -> int:
-        """Sum gradient node `g` over micro-batches on its replica's chip; the last sum's task id."""
+    def accumulate(self, g: int, replica: int, rank: int) -> int:
+        """Sum gradient node `g` over micro-batches on its replica's chip of `rank`; the last sum's task id."""
         gn = self.graph.nodes[g]
-        last = self.only(g, 0, replica)
+        last = self.only(g, 0, replica, rank)
         chip = self.tasks[last].out_chip
         for mb in range(1, self.options.microbatches):
             costs = self.costs.add(gn.shape, gn.dtype, chip)
             acc = self.new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb,
                            replica=replica, stage=self.stage[g], chip=chip, out_chip=chip,
-                           deps=[last, self.only(g, mb, replica)], options=costs.options, out_bytes=self.nbytes(gn),
-                           port_bytes=3 * self.nbytes(gn), energy_pj=costs.energy_pj or 0.0, flops=costs.flops)
+                           deps=[last, self.only(g, mb, replica, rank)], options=costs.options,
+                           out_bytes=self.nbytes(gn), port_bytes=3 * self.nbytes(gn),
+                           energy_pj=costs.energy_pj or 0.0, flops=costs.flops)
             last = acc.id
         return last
 
@@ -343,11 +412,14 @@ class Planner:
         for r in range(d):
             self.micro_batches(r, window)
         for g in self.grad_nodes:
-            finals = [self.accumulate(g, r) for r in range(d)]
-            if d > 1:
-                self.allreduce(g, finals)
-            else:
-                self.producer[(g, PER_STEP, 0)] = [finals[0]]
+            for rank in self.ranks_of(self.graph.nodes[g]):  # each rank reduces its own copy or shard
+                finals = [self.accumulate(g, r, rank) for r in range(d)]
+                if d > 1:
+                    self.allreduce(g, finals)
+                    for r in range(d):
+                        self.producer[(g, PER_STEP, r, rank)] = self.producer.pop((g, PER_STEP, r))
+                else:
+                    self.producer[(g, PER_STEP, 0, rank)] = [finals[0]]
         for r in range(d):
             for n in self.compute:
                 if n.phase == "update":

@@ -70,6 +70,9 @@ TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
     TaskKindDef("accumulate", "unit", False, _itself, _add_all, False, False),
     TaskKindDef("allreduce", "collective", False, _itself, _add_all, True, False),
     TaskKindDef("transfer", "link", False, _itself, _copy, True, True),
+    # a tensor-parallel all-reduce (ops/parallel.py): one member per rank, reading every rank's partial
+    # value (its node's inputs, in rank order) and holding their sum on its chip
+    TaskKindDef("tp_allreduce", "collective", False, _graph_inputs, _apply_op, True, False),
 )}
 
 

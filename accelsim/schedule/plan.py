@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 
-TaskKind = Literal["node", "accumulate", "allreduce", "transfer"]
+TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce"]
 PER_STEP = -1
 """micro-batch index of tasks that run once per step (optimizer update, all-reduce) and of leaves
 that live for the whole step (parameters, optimizer state, constants)."""
@@ -139,6 +139,18 @@ class Options(Data):
     pipeline_stages: int = Field(default=1, ge=1)
     max_in_flight: int | None = Field(default=None, ge=1)
     split: bool = False  # tensor nodes cut over their unit's instances where the parts are faster (schedule/split.py)
+    tensor_parallel: int = Field(default=1, ge=1)  # ranks of a Megatron-style graph, one chip each (graph.rank)
+    zero: int = Field(default=0, ge=0, le=3)  # ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + params
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults_added_later(self, handler) -> dict[str, Any]:
+        """Leave tensor_parallel and zero out at their defaults, so earlier schedules keep their bytes."""
+        data = handler(self)
+        if self.tensor_parallel == 1:
+            data.pop("tensor_parallel", None)
+        if self.zero == 0:
+            data.pop("zero", None)
+        return data
 
 
 class SourcePass(Data):

@@ -172,9 +172,10 @@ def check_resources(schedule: Schedule, names: Names) -> list[str]:
         if t.group >= 0:
             members[t.group].append(t)
     for g, ts in sorted(members.items()):
-        if len({(t.start, t.end, t.node, t.kind) for t in ts}) != 1 or len({t.replica for t in ts}) != len(ts):
-            problems.append(f"all-reduce group {g} (tasks {[t.id for t in ts]}) must be one task per replica, "
-                            "all for one node over one interval")
+        # a data-parallel all-reduce has one member per replica; a tensor-parallel one, one per rank's chip
+        if len({(t.start, t.end, t.node, t.kind) for t in ts}) != 1 or len({(t.replica, t.chip) for t in ts}) != len(ts):
+            problems.append(f"all-reduce group {g} (tasks {[t.id for t in ts]}) must be one task per replica or "
+                            "rank, all for one node over one interval")
     return problems
 
 

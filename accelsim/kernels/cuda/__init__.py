@@ -7,3 +7,4 @@ launches nothing, so it works without a GPU either way (the PTX test relies on i
 from accelsim.kernels.cuda import conv, elementwise, matmul, nn, norm, pool, reduce, shape  # noqa: F401
 from accelsim.kernels.cuda import epilogue  # noqa: F401  (matmul_epilogue, conv2d_epilogue)
 from accelsim.kernels.cuda import fused  # noqa: F401  (fused_elementwise)
+from accelsim.kernels.cuda import parallel  # noqa: F401  (tp_allreduce)
