@@ -13,7 +13,7 @@ from numbers import Integral, Real
 from typing import Any, Callable
 
 from accelsim.errors import AccelsimError, ModelError
-from accelsim.graph.ir import FLOAT_DTYPES, NUMPY_BYTES, Graph
+from accelsim.graph.ir import FLOAT_DTYPES, MAX_RANKS, NUMPY_BYTES, Graph
 from accelsim.graph.provenance import ModelSource
 from accelsim.graph.verify import verify
 from accelsim.ops.registry import numel
@@ -47,7 +47,8 @@ def _builder(name: str) -> Callable[..., Graph]:
 # Integer options are sizes: at least 1 and at most one tensor's element limit, unless listed here.
 MAX_DIMENSION = 2**31 - 1
 MAX_LAYERS = 128  # gpt2 blocks, mlp layers: the graph's node count (and build time) grows with them
-INT_RANGES: dict[str, tuple[int, int]] = {"seed": (0, 2**32 - 1), "layers": (1, MAX_LAYERS)}
+INT_RANGES: dict[str, tuple[int, int]] = {"seed": (0, 2**32 - 1), "layers": (1, MAX_LAYERS),
+                                          "tensor_parallel": (1, MAX_RANKS)}
 FLOAT_RANGES: dict[tuple[str, str], tuple[float, str]] = {("seed_autodiff", "x1"): (0.0, "> 0 (ln(x1) is taken)")}
 CHOICES: dict[str, tuple[str, ...]] = {"dtype": FLOAT_DTYPES}
 
