@@ -277,3 +277,10 @@ def test_gpt2_3d_parallel_step_checks_numerically():
     assert {x.kind for x in sched.tasks} >= {"tp_allreduce", "allreduce", "transfer"}
     result = A.check(sched)  # a zoo model: the schedule rebuilds its own graph
     assert result.passed, result
+
+
+@pytest.mark.parametrize("passes", ["cse", "auto", ["fuse_elementwise"]])
+def test_graph_passes_refuse_ranked_graphs(passes):
+    graph = A.models.build("resnet_block", batch=2, channels=4, size=6, tensor_parallel=2)
+    with pytest.raises(GraphError, match="tensor-parallel ranks"):
+        A.optimize(graph, passes, hw=X4)

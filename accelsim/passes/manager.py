@@ -251,6 +251,11 @@ def optimize_with_log(graph: Graph, passes: Any, hw: Any = None, verify: bool = 
         raise GraphError(f"optimize: verify must be True or False, got {verify!r}")
     if limits is not None and not isinstance(limits, Limits):
         raise GraphError(f"optimize: limits must be an accelsim.limits.Limits, got {type(limits).__name__}")
+    if graph.tensor_parallel > 1 and not (isinstance(passes, str) and not passes.strip()):
+        # a rewrite builds its new nodes outside any rank, which would replicate a rank's work on every rank
+        raise GraphError(f"optimize: graph {graph.name!r} is split over {graph.tensor_parallel} tensor-parallel "
+                         f"ranks and the graph passes do not place their new nodes on ranks yet; optimize the "
+                         f"model without tensor parallelism, or compile it unoptimized")
     limits = limits or equivalence.CHECK_LIMITS
     auto = isinstance(passes, str) and passes.strip() == AUTO
     shorthand = budget is not None or time_limit_s is not None
