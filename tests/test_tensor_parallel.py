@@ -284,3 +284,11 @@ def test_graph_passes_refuse_ranked_graphs(passes):
     graph = A.models.build("resnet_block", batch=2, channels=4, size=6, tensor_parallel=2)
     with pytest.raises(GraphError, match="tensor-parallel ranks"):
         A.optimize(graph, passes, hw=X4)
+
+
+def test_tensor_parallel_step_checks_with_cuda_kernels():
+    """The CUDA backend (numba's simulator here, a GPU where there is one) through a t = 2 schedule."""
+    step = A.training_graph(A.models.build("transformer_block",
+                                           **{**A.models.sizes.TINY["transformer_block"], "tensor_parallel": 2}))
+    result = A.check(A.compile(step, X4), backend="cuda")
+    assert result.passed, result
