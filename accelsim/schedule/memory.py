@@ -126,28 +126,47 @@ def pack(blocks: list[Block], capacity_bytes: int) -> int:
 
 
 def _by_start(blocks: list[Block]) -> tuple[int, list[int]]:
+    """Best fit in start order. The live blocks are disjoint address ranges; the free gaps between them
+    are kept sorted by (size, offset), so the smallest gap that holds a block (the lowest on a tie) is
+    one bisection away instead of a scan of every live block (a training step keeps thousands of
+    parameters and optimizer states live for the whole step)."""
     order = sorted(range(len(blocks)), key=lambda k: (blocks[k].start, -blocks[k].size_bytes, k))
     offsets = [0] * len(blocks)
     live: list[tuple[int, int, int]] = []  # (offset, size, k), sorted by offset
+    gaps: list[tuple[int, int]] = []  # (size, offset) of the free space below and between live blocks
     ends: list[tuple[float, int, int]] = []  # heap of (end, offset, k)
     top = 0
     for k in order:
         b = blocks[k]
         while ends and ends[0][0] <= b.start:
             _, off, j = heapq.heappop(ends)
-            del live[bisect.bisect_left(live, (off, blocks[j].size_bytes, j))]
-        best, best_gap, prev = None, math.inf, 0
-        for off, size, _ in live:
-            gap = off - prev
-            if b.size_bytes <= gap < best_gap:
-                best, best_gap = prev, gap
-            prev = max(prev, off + size)
-        offset = best if best is not None else prev
+            _release(live, gaps, bisect.bisect_left(live, (off, blocks[j].size_bytes, j)))
+        g = bisect.bisect_left(gaps, (b.size_bytes, -1))
+        if g < len(gaps):
+            size, offset = gaps.pop(g)
+            if size > b.size_bytes:
+                bisect.insort(gaps, (size - b.size_bytes, offset + b.size_bytes))
+        else:
+            offset = live[-1][0] + live[-1][1] if live else 0
         offsets[k] = offset
         top = max(top, offset + b.size_bytes)
         bisect.insort(live, (offset, b.size_bytes, k))
         heapq.heappush(ends, (b.end, offset, k))
     return top, offsets
+
+
+def _release(live: list[tuple[int, int, int]], gaps: list[tuple[int, int]], i: int) -> None:
+    """Free live block `i`: the gaps on either side of it and its own space become one gap, unless it was
+    the highest block, whose space returns to the open top."""
+    off, size, _ = live.pop(i)
+    below = live[i - 1][0] + live[i - 1][1] if i > 0 else 0
+    if off > below:
+        del gaps[bisect.bisect_left(gaps, (off - below, below))]
+    if i < len(live):
+        above = live[i][0]
+        if above > off + size:
+            del gaps[bisect.bisect_left(gaps, (above - off - size, off + size))]
+        gaps.insert(bisect.bisect_left(gaps, (above - below, below)), (above - below, below))
 
 
 def _by_size(blocks: list[Block]) -> tuple[int, list[int]]:
