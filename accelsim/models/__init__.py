@@ -3,6 +3,8 @@
 Options are checked against the type of their default (ints in INT_RANGES or 1..MAX_DIMENSION,
 finite floats, tuples of positive ints, dtype a float dtype), and the built graph against
 ModelLimits (2**31 elements in one tensor, 2**34 in all by default), before anything is allocated.
+A preset option (PRESETS: gpt2's size="medium") names values of other options; options given
+explicitly win, and the graph's source records the values used, so it rebuilds the same graph.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import inspect
 import math
 from dataclasses import dataclass, fields
 from numbers import Integral, Real
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from accelsim.errors import AccelsimError, ModelError
 from accelsim.graph.ir import FLOAT_DTYPES, MAX_RANKS, NUMPY_BYTES, Graph
@@ -20,7 +22,7 @@ from accelsim.ops.registry import numel
 from accelsim.models import sizes  # noqa: F401  (small option sets: A.models.sizes.SMALL, TINY)
 from accelsim.models.cnn import resnet50, resnet_block, superres
 from accelsim.models.small import mlp, regression, seed_autodiff
-from accelsim.models.transformer import gpt2, transformer_block
+from accelsim.models.transformer import GPT2_SIZES, gpt2, transformer_block
 
 MODELS: dict[str, Callable[..., Graph]] = {
     f.__name__: f
@@ -33,9 +35,25 @@ def names() -> list[str]:
     return list(MODELS)
 
 
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A model option that names values of the builder's other options (gpt2's size="medium": layers,
+    d_model and heads). `build` applies it and does not pass it to the builder; `default` names the
+    builder's own defaults."""
+
+    option: str
+    default: str
+    values: Mapping[str, Mapping[str, Any]]
+
+
+PRESETS: dict[str, Preset] = {"gpt2": Preset("size", "small", GPT2_SIZES)}
+
+
 def options(name: str) -> dict[str, Any]:
-    """The options a model accepts, with their defaults."""
-    return {k: p.default for k, p in inspect.signature(_builder(name)).parameters.items()}
+    """The options a model accepts, with their defaults (a preset option's default first)."""
+    params = {k: p.default for k, p in inspect.signature(_builder(name)).parameters.items()}
+    preset = PRESETS.get(name)
+    return params if preset is None else {preset.option: preset.default, **params}
 
 
 def _builder(name: str) -> Callable[..., Graph]:
@@ -93,9 +111,11 @@ def _tuple_option(value: Any) -> tuple[int, ...] | None:
 def _check_option(name: str, key: str, value: Any, default: Any) -> Any:
     """`value` with the type of the default, inside its range; else a ModelError naming both."""
     checked: Any = None
-    if key in CHOICES:
-        checked = value if isinstance(value, str) and value in CHOICES[key] else None
-        expected = "one of " + ", ".join(CHOICES[key])
+    preset = PRESETS.get(name)
+    choices = tuple(preset.values) if preset is not None and key == preset.option else CHOICES.get(key)
+    if choices is not None:
+        checked = value if isinstance(value, str) and value in choices else None
+        expected = "one of " + ", ".join(choices)
     elif isinstance(default, bool):
         checked = value if isinstance(value, bool) else None
         expected = "true or false"
@@ -148,6 +168,14 @@ def _bytes_str(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
+def _preset_values(name: str, checked: dict[str, Any]) -> dict[str, Any]:
+    """The options a preset named in `checked` sets that `checked` does not give explicitly."""
+    preset = PRESETS.get(name)
+    if preset is None or preset.option not in checked:
+        return {}
+    return {k: v for k, v in preset.values[checked[preset.option]].items() if k not in checked}
+
+
 def build(name: str, *, limits: ModelLimits = DEFAULT_LIMITS, **opts: Any) -> Graph:
     """Build model `name`; unknown or invalid options, or a graph over `limits`, raise ModelError."""
     if not isinstance(limits, ModelLimits):
@@ -158,10 +186,18 @@ def build(name: str, *, limits: ModelLimits = DEFAULT_LIMITS, **opts: Any) -> Gr
             allowed = ", ".join(f"{k}={v!r}" for k, v in defaults.items())
             raise ModelError(f"model {name!r} has no option {key!r}; its options are: {allowed}")
     checked = {k: _check_option(name, k, v, defaults[k]) for k, v in opts.items()}
+    from_preset = _preset_values(name, checked)
+    checked.update(from_preset)
+    preset = PRESETS.get(name)
     try:
-        graph = _builder(name)(**checked)
+        graph = _builder(name)(**{k: v for k, v in checked.items() if preset is None or k != preset.option})
     except AccelsimError as e:
-        raise type(e)(f"model {name!r} with options {checked}: {e}") from None
+        where = ""
+        if from_preset:
+            set_by = ", ".join(f"{k}={v!r}" for k, v in from_preset.items())
+            where = (f" ({set_by} from {preset.option}={checked[preset.option]!r}; give an option explicitly to "
+                     "override its preset value)")
+        raise type(e)(f"model {name!r} with options {checked}: {e}{where}") from None
     _check_size(name, checked, graph, limits)
     graph.source = ModelSource(name, tuple({**defaults, **checked}.items()))
     return verify(graph)

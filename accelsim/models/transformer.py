@@ -1,7 +1,8 @@
-"""Pre-LN causal transformer blocks and GPT-2 (embedding, n blocks, tied LM head)."""
+"""Pre-LN causal transformer blocks and GPT-2 (embedding, n blocks, tied LM head), with named sizes."""
 from __future__ import annotations
 
 import math
+from numbers import Integral
 
 from accelsim import ops as F
 from accelsim.errors import ModelError
@@ -55,11 +56,51 @@ def transformer_block(batch: int = 2, seq: int = 128, d_model: int = 256, heads:
     return g
 
 
-def gpt2(batch: int = 1, seq: int = 1024, layers: int = 12, d_model: int = 768, heads: int = 12,
-         vocab: int = 50257, dtype: str = "float32", seed: int = 0, tensor_parallel: int = 1) -> Graph:
+GPT2_SIZES: dict[str, dict[str, int]] = {
+    # GPT-2 (Radford et al. 2019, Table 2: layers and d_model); heads from OpenAI's released
+    # hparams.json (n_head 12, 16, 20, 25). The paper's 117M/345M/762M/1542M undercount: with the
+    # tied LM head these sizes have 124M/355M/774M/1558M parameters (gpt2_param_count, seq=1024).
+    "small": {"layers": 12, "d_model": 768, "heads": 12},
+    "medium": {"layers": 24, "d_model": 1024, "heads": 16},
+    "large": {"layers": 36, "d_model": 1280, "heads": 20},
+    "xl": {"layers": 48, "d_model": 1600, "heads": 25},
+    # GPT-3-like (Brown et al. 2020, Table 2.1: n_layers, d_model, n_heads; trained with n_ctx 2048).
+    # GPT-3 alternates dense and locally banded sparse attention; this builder's attention is dense.
+    "gpt3-2.7b": {"layers": 32, "d_model": 2560, "heads": 32},
+    "gpt3-6.7b": {"layers": 32, "d_model": 4096, "heads": 32},
+}
+"""gpt2's `size` option: `models.build("gpt2", size=...)` takes layers, d_model and heads from here unless
+they are given too (explicit options win)."""
+
+
+def gpt2_param_count(size: str = "small", seq: int = 1024, vocab: int = 50257, layers: int | None = None,
+                     d_model: int | None = None) -> int:
+    """Trainable parameters of `models.build("gpt2", size=size, seq=seq, vocab=vocab, ...)`, counted from
+    the architecture: wte (vocab x d) + wpe (seq x d: this builder's position table has `seq` rows) +
+    per block 12 d^2 + 13 d (Q, K, V, projection: 4 (d^2 + d); MLP d -> 4d -> d: 8 d^2 + 5d; two layer
+    norms: 4d) + the final layer norm's 2d; the LM head is tied to wte. Heads change no count."""
+    if not isinstance(size, str) or size not in GPT2_SIZES:
+        raise ModelError(f"gpt2_param_count: unknown size {size!r}; known sizes: {', '.join(GPT2_SIZES)}")
+    preset = GPT2_SIZES[size]
+    layers = preset["layers"] if layers is None else layers
+    d_model = preset["d_model"] if d_model is None else d_model
+    for name, value in (("seq", seq), ("vocab", vocab), ("layers", layers), ("d_model", d_model)):
+        if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
+            raise ModelError(f"gpt2_param_count: {name}={value!r} is invalid; expected a positive integer")
+    d = int(d_model)
+    return (int(vocab) + int(seq)) * d + int(layers) * (12 * d * d + 13 * d) + 2 * d
+
+
+_SMALL = GPT2_SIZES["small"]
+
+
+def gpt2(batch: int = 1, seq: int = 1024, layers: int = _SMALL["layers"], d_model: int = _SMALL["d_model"],
+         heads: int = _SMALL["heads"], vocab: int = 50257, dtype: str = "float32", seed: int = 0,
+         tensor_parallel: int = 1) -> Graph:
     """GPT-2 (small by default): token + position embeddings, blocks, final LN, LM head tied to wte.
     `tensor_parallel`: the blocks split Megatron-LM's way over that many ranks; the embeddings, final LN
-    and tied LM head stay replicated (Megatron also splits the vocabulary; accelsim does not)."""
+    and tied LM head stay replicated (Megatron also splits the vocabulary; accelsim does not). Named
+    sizes (GPT2_SIZES) are `models.build`'s `size` option; the builder takes the three numbers."""
     _check_heads(d_model, heads)
     g = Graph("gpt2", dtype=dtype, seed=seed)
     ids = g.input("ids", (batch, seq), dtype="int64", init="randint", high=vocab)
