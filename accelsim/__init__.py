@@ -4,7 +4,7 @@ from accelsim.autodiff import gradients
 from accelsim.errors import (AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ScheduleError,
                              ShapeError, SweepError)
 from accelsim.evaluate import evaluate
-from accelsim.api import check, simulate
+from accelsim.api import check, rematerialize, simulate
 from accelsim.execute import CheckReport
 from accelsim.graph import Graph, Node, Var
 from accelsim.hw import HwSpec, load_hw
@@ -19,4 +19,4 @@ from accelsim.training import training_graph
 
 __all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",
            "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
-           "models", "ops", "optimize", "run_summary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]
+           "models", "ops", "optimize", "rematerialize", "run_summary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]

@@ -1,6 +1,7 @@
 """The public entry points that run a schedule: they accept the obvious forms of their arguments and
 validate the schedule against its hardware and graph before simulating or executing it, so an edited
-or mismatched schedule is refused by name instead of producing numbers (A.simulate, A.check)."""
+or mismatched schedule is refused by name instead of producing numbers (A.simulate, A.check); and
+A.rematerialize, the training-step rewrite whose policy a user picks by name."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -61,3 +62,14 @@ def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None
         raise AccelsimError(f"backend must be one of {BACKENDS}, got {backend!r}")
     hw, graph = resolve(schedule, hw, graph)
     return run_check(schedule, backend=backend, graph=graph, hw=hw)
+
+
+def rematerialize(graph: Graph, policy: Any) -> Graph:
+    """`graph` (a training step) with forward activations recomputed in the backward pass instead of kept:
+    policy "none" (the identity), "sqrt" (checkpoint every ceil(sqrt(n)) of n layers), "every:K" or
+    "budget:BYTES" (e.g. "budget:64MiB": recompute until the estimated peak of computed tensors fits), or an
+    accelsim.remat.RematPolicy. Outputs, gradients and updates are bit-identical; the result records the
+    rewrite in its `passes`, so a schedule compiled from it rebuilds it (accelsim.remat)."""
+    from accelsim.remat import rematerialize as run
+
+    return run(graph, policy)

@@ -194,9 +194,13 @@ ZERO_STAGES = (0, 1, 2, 3)
 
 def check_zero(graph: Graph, zero: object, data_parallel: int) -> int:
     """A ZeRO stage: 0 (none), 1 (optimizer state sharded over the replicas), 2 (+ gradients), 3 (+
-    parameters); stages above 0 shard a training step's state, so an inference graph is refused."""
+    parameters); stages above 0 shard a training step's state, so an inference graph is refused. With
+    data_parallel=1 a stage is allowed and changes nothing (a shard of one replica is the whole, as in
+    DeepSpeed): the schedule is zero=0's, recorded with the stage asked for."""
     if not _is_int(zero) or zero not in ZERO_STAGES:
-        raise ScheduleError(f"zero must be one of {ZERO_STAGES} (the ZeRO stage), got {zero!r}")
+        raise ScheduleError(f"zero must be one of {ZERO_STAGES} (the ZeRO stage: 0 none, 1 optimizer state, 2 + "
+                            f"gradients, 3 + parameters sharded over the data-parallel replicas), an int (not a "
+                            f"bool, float or string), got {zero!r}")
     if zero and not any(n.phase == "update" for n in graph.nodes):
         raise ScheduleError(f"zero={zero} shards a training step's gradients and optimizer state, but graph "
                             f"{graph.name!r} has no update (compile a training graph)")

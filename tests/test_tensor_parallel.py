@@ -292,3 +292,41 @@ def test_tensor_parallel_step_checks_with_cuda_kernels():
                                            **{**A.models.sizes.TINY["transformer_block"], "tensor_parallel": 2}))
     result = A.check(A.compile(step, X4), backend="cuda")
     assert result.passed, result
+
+
+# ---- the command line ------------------------------------------------------------------------------
+
+TB_SET = ["--set", "batch=1", "--set", "seq=8", "--set", "d_model=16", "--set", "heads=2"]
+
+
+def test_cli_run_check_with_tensor_parallel(tmp_path, capsys):
+    from accelsim.cli import main
+    path = tmp_path / "s.json"
+    assert main(["compile", "--hw", "groq_like_x4", "--model", "transformer_block", *TB_SET,
+                 "--tensor-parallel", "2", "--data-parallel", "2", "-o", str(path)]) == 0
+    assert json.loads(path.read_text())["options"]["tensor_parallel"] == 2
+    assert main(["check", "--hw", "groq_like_x4", str(path)]) == 0
+    assert main(["run", "--hw", "groq_like_x4", "--model", "transformer_block", *TB_SET, "--tensor-parallel", "2",
+                 "--no-sim", "--out", str(tmp_path / "plots")]) == 0
+    assert "2 tensor-parallel ranks" in " ".join(capsys.readouterr().out.split())  # rich may wrap the line
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--model", "mlp", "--tensor-parallel", "2"], "has no tensor-parallel build"),
+    (["--model", "transformer_block", *TB_SET, "--tensor-parallel", "2", "--set", "tensor_parallel=4"], "disagree"),
+    (["--model", "transformer_block", *TB_SET, "--tensor-parallel", "8"], "must divide"),
+])
+def test_cli_refuses_bad_tensor_parallel(argv, match, capsys):
+    from accelsim.cli import main
+    assert main(["run", "--hw", "groq_like_x4", "--no-sim", *argv]) == 1
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag", [["--tensor-parallel", "0"], ["--tensor-parallel", "x"], ["--zero", "4"],
+                                  ["--zero", "-1"]])
+def test_cli_argument_errors(flag, capsys):
+    from accelsim.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--hw", "groq_like_x4", "--model", "gpt2", *flag])
+    assert e.value.code == 2

@@ -58,6 +58,39 @@ def path_arg(text: str) -> str:
     return text
 
 
+def remat_arg(text: str) -> Any:
+    """--remat POLICY: none, sqrt, every:K or budget:BYTES (accelsim.remat.parse_policy), checked here so a
+    bad value exits 2 with argparse's usage line."""
+    from accelsim.remat import parse_policy
+
+    try:
+        return parse_policy(text)
+    except AccelsimError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_remat_arg(p: argparse.ArgumentParser) -> None:
+    """--remat: rematerialize the training step before it is optimized and compiled."""
+    from accelsim.remat.policy import SYNTAX
+
+    p.add_argument("--remat", type=remat_arg, metavar="POLICY",
+                   help=f"recompute forward activations in the backward pass instead of keeping them ({SYNTAX}; "
+                        "e.g. sqrt, every:2, budget:64MiB); training steps only; recorded in the schedule")
+
+
+def apply_remat(graph: Graph, args: argparse.Namespace) -> Graph:
+    """The step rematerialized as --remat says (unchanged without it); refused for --inference."""
+    policy = getattr(args, "remat", None)
+    if policy is None:
+        return graph
+    if getattr(args, "inference", False):
+        raise AccelsimError(f"--remat {policy.label} recomputes activations a training step keeps for its backward "
+                            "pass; an --inference step has none: drop --remat or --inference")
+    from accelsim.remat import rematerialize
+
+    return rematerialize(graph, policy)
+
+
 # ---- model options ---------------------------------------------------------------------------------
 
 
@@ -130,8 +163,20 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def forward_model(args: argparse.Namespace, **forced: Any) -> Graph:
-    """The forward graph of --model with --batch and --set (and `forced` options over them)."""
-    return models.build(args.model, **{**model_options(args), **forced})
+    """The forward graph of --model with --batch and --set (and `forced` options over them), built for
+    --tensor-parallel ranks where that is above 1 (the model's tensor_parallel option)."""
+    opts = {**model_options(args), **forced}
+    t = getattr(args, "tensor_parallel", 1)
+    if t > 1:
+        if "tensor_parallel" not in models.options(args.model):
+            able = [m for m in models.names() if "tensor_parallel" in models.options(m)]
+            raise AccelsimError(f"--tensor-parallel {t}: model {args.model!r} has no tensor-parallel build; "
+                                f"models that have one: {', '.join(able)}")
+        if opts.get("tensor_parallel", t) != t:
+            raise AccelsimError(f"--tensor-parallel {t} and --set tensor_parallel={opts['tensor_parallel']} "
+                                "disagree; give one")
+        opts["tensor_parallel"] = t
+    return models.build(args.model, **opts)
 
 
 def build_model(args: argparse.Namespace, **forced: Any) -> Graph:

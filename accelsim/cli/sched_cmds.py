@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_limit_args, add_model_args, add_optimizer_args,
-                                 check_file_target, exact_seconds_arg, finite_float, format_si, forward_model,
+                                 add_remat_arg, apply_remat, check_file_target, exact_seconds_arg, finite_float, format_si, forward_model,
                                  limits_from, path_arg, positive_int, write_json, write_problem)
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
@@ -20,7 +20,7 @@ from accelsim.hw import load_hw
 from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import BACKENDS, load_backend
-from accelsim.limits import Limits, check_eval_size, check_step_size
+from accelsim.limits import ZERO_STAGES, Limits, check_eval_size, check_step_size
 from accelsim.passes import PASSES, OptimizeLog, inference_graph, optimize_with_log
 from accelsim.passes.auto import DEFAULT_BUDGET, SearchOptions
 from accelsim.passes.score import CompileOptions
@@ -36,17 +36,18 @@ DEFAULT_HW = "groq_like"
 
 
 def step_graph(args: argparse.Namespace) -> Graph:
-    """The training step (default) or the inference graph of --model."""
+    """The training step (default, rematerialized by --remat) or the inference graph of --model."""
     fwd = forward_model(args)
     if args.inference:
-        return inference_graph(fwd)
-    return training_graph(fwd, optimizer=args.optimizer, lr=args.lr)
+        return apply_remat(inference_graph(fwd), args)  # refuses --remat
+    return apply_remat(training_graph(fwd, optimizer=args.optimizer, lr=args.lr), args)
 
 
 def compile_options(args: argparse.Namespace, limits: Limits) -> CompileOptions:
     """How the step of --microbatches, --data-parallel, --pipeline-stages and --split is compiled."""
     return CompileOptions(microbatches=args.microbatches, data_parallel=args.data_parallel,
-                          pipeline_stages=args.pipeline_stages, split=SPLIT_CHOICES[args.split], limits=limits)
+                          pipeline_stages=args.pipeline_stages, split=SPLIT_CHOICES[args.split], limits=limits,
+                          zero=args.zero)
 
 
 @contextmanager
@@ -101,7 +102,8 @@ def _compile(args: argparse.Namespace, checking: bool = False):
     start = time.perf_counter()
     schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
                                 pipeline_stages=args.pipeline_stages, limits=limits,
-                                exact=False if args.exact is None else args.exact, split=SPLIT_CHOICES[args.split])
+                                exact=False if args.exact is None else args.exact, split=SPLIT_CHOICES[args.split],
+                                zero=args.zero)
     return hw, graph, schedule, time.perf_counter() - start
 
 
@@ -183,6 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"{'training step' if s['training'] else 'inference'} of {graph.name} on {hw.name}: "
                   f"{s['samples_per_step']} samples/step, {o.microbatches} micro-batch(es), "
                   f"{o.data_parallel} replica(s), {o.pipeline_stages} stage(s)"
+                  f"{f', {o.tensor_parallel} tensor-parallel ranks' if o.tensor_parallel > 1 else ''}"
+                  f"{f', ZeRO stage {o.zero}' if o.zero else ''}"
                   f"{', tensor nodes split over unit instances' if o.split else ''}; {s['tasks']} tasks "
                   f"compiled in {seconds:.2f} s")
     console.print(f"  makespan    {schedule.makespan_cycles} cycles = {format_si(s['makespan_s'], 's')}")
@@ -245,6 +249,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.optimize.strip():
             raise AccelsimError(f"--optimize rewrites a step before compiling it; {args.schedule} is compiled "
                                 "already (its source records the passes that rewrote its graph)")
+        if args.remat is not None:
+            raise AccelsimError(f"--remat rewrites a step before compiling it; {args.schedule} is compiled already "
+                                "(its source records any rematerialization)")
         schedule, hw, graph = _saved(args)
         check_eval_size(graph, samples=schedule.options.microbatches * schedule.options.data_parallel,
                         limits=limits_from(args), what="checking")
@@ -293,6 +300,12 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--microbatches", type=positive_int, default=1, help="inputs in flight (pipeline parallelism)")
     p.add_argument("--data-parallel", type=positive_int, default=1, help="replicas (data parallelism)")
     p.add_argument("--pipeline-stages", type=positive_int, default=1, help="graph partitions on separate chips")
+    p.add_argument("--tensor-parallel", type=positive_int, default=1, metavar="T",
+                   help="build the model Megatron-LM's way over T ranks, one chip each (gpt2, transformer_block, "
+                        "resnet_block); d x p x T chips in all")
+    p.add_argument("--zero", type=int, choices=ZERO_STAGES, default=0,
+                   help="ZeRO stage over the data-parallel replicas: 0 none (default), 1 optimizer state, "
+                        "2 + gradients, 3 + parameters sharded")
     p.add_argument("--split", choices=tuple(SPLIT_CHOICES), default="auto",
                    help="cut matmuls and convolutions over the instances of their unit where the parts finish "
                         "sooner: 'on', 'off', or 'auto' (default): schedule the step both ways and keep the shorter")
@@ -332,6 +345,7 @@ def _add_step_args(p: argparse.ArgumentParser) -> None:
     add_optimizer_args(p)
     add_parallel_args(p)
     add_optimize_args(p)
+    add_remat_arg(p)
     p.add_argument("--exact", nargs="?", const=DEFAULT_EXACT_SECONDS, type=exact_seconds_arg, metavar="SECONDS",
                    help=f"also solve the step with OR-Tools CP-SAT (pip install accelsim[exact]) seeded with the "
                         f"list schedule, for SECONDS of CP-SAT's deterministic time (default "

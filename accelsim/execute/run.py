@@ -14,7 +14,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
 from accelsim.schedule.kinds import TASK_KINDS, Kernel
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
-from accelsim.schedule.split import Part, assemble, part_node, slice_inputs
+from accelsim.schedule.split import Part, assemble, part_node, rows_shape, slice_inputs, take_part, take_rows
 
 LeafKey = tuple[int, int, int, int]
 """(node, micro-batch or PER_STEP, replica, chip): one placed leaf tensor."""
@@ -60,6 +60,12 @@ class Executor:
         self.steps = schedule.options.microbatches * schedule.options.data_parallel
         self.kernels: dict[str, Kernel] = {}
         self.result = Executed()
+        self.groups: dict[int, list[Task]] = defaultdict(list)  # collective group -> members, in replica order
+        for t in schedule.tasks:
+            if t.group >= 0:
+                self.groups[t.group].append(t)
+        # ZeRO: gradient -> (split, part) -> the step mean's rows part an update read (every replica reads its own)
+        self.grad_parts: dict[int, dict[tuple[int, int], np.ndarray]] = defaultdict(dict)
 
     def label(self, x: Tensor) -> str:
         node = self.graph.nodes[x.node]
@@ -79,12 +85,37 @@ class Executor:
                 self.run_task(self.tasks[key[0]])
             else:
                 self.write_leaf(key)
-        for t in self.tasks:  # every output as it stands at the end of the step
-            if t.microbatch == PER_STEP and TASK_KINDS[t.kind].reads_graph_inputs and t.id in self.out_slot:
-                for name in self.names.get(t.node, ()):
-                    self.result.final[(name, t.replica)] = self.read_output(t.id, "the end of the step")
+        self.finish()
         self.result.corruptions = self.arenas.corruptions
         return self.result
+
+    def finish(self) -> None:
+        """Every output as it stands at the end of the step, per replica: the whole value on the replica's
+        chip (computed, or all-gathered under ZeRO), else (a ZeRO shard, each replica keeping its own rows
+        part) the value the replicas' parts make together. Likewise the step-mean gradients updates read."""
+        parts: dict[int, dict[int, int]] = defaultdict(dict)  # node -> part -> a task holding it (one per rank)
+        for t in self.tasks:
+            if t.microbatch != PER_STEP or t.id not in self.out_slot or t.node not in self.names:
+                continue
+            kind = TASK_KINDS[t.kind]
+            if t.is_part and kind.reads_graph_inputs and t.keep:
+                parts[t.node].setdefault(t.part, t.id)
+            elif not t.is_part and (kind.reads_graph_inputs or kind.cut == "gather"):
+                for name in self.names[t.node]:
+                    self.result.final[(name, t.replica)] = self.read_output(t.id, "the end of the step")
+        replicas = range(self.schedule.options.data_parallel)
+        for node_id, held in parts.items():
+            if sorted(held) == list(range(self.tasks[held[0]].parts)):
+                value = self.read_value(list(held.values()), "the end of the step")
+                for name in self.names[node_id]:
+                    for r in replicas:
+                        self.result.final.setdefault((name, r), value)
+        for g, held in self.grad_parts.items():
+            if sorted(part for _, part in held) == list(range(len(held))):
+                split = next(iter(held))[0]
+                value = assemble(self.graph, self.graph.nodes[g], split, [held[k] for k in sorted(held)])
+                for r in replicas:
+                    self.result.grads.setdefault((g, r), value)
 
     def leaf_value(self, node_id: int, microbatch: int, replica: int) -> np.ndarray:
         node = self.graph.nodes[node_id]
@@ -95,8 +126,13 @@ class Executor:
         return np.asarray(value, dtype=node.dtype)
 
     def write_leaf(self, key: LeafKey) -> None:
+        """A leaf's value, or the rows part of it a ZeRO shard holds."""
         node_id, microbatch, replica, _ = key
-        self.arenas.write(self.leaf_slot[key], self.leaf_value(node_id, microbatch, replica))
+        slot = self.leaf_slot[key]
+        value = self.leaf_value(node_id, microbatch, replica)
+        if slot.tensor.parts > 1:
+            value = take_rows(value, slot.tensor.part, slot.tensor.parts)
+        self.arenas.write(slot, value)
 
     def computes(self, t: Task) -> Node:
         """The node as task `t` computes or holds it: the whole node, or one part of it."""
@@ -124,40 +160,78 @@ class Executor:
         slot = self.leaf_slot.get((node_id, microbatch, t.replica, t.chip))
         if slot is None:  # a leaf nobody placed (the raw executor trusts its input; validation refuses this)
             return self.leaf_value(node_id, t.microbatch, t.replica)
-        return self.arenas.read(slot, src.shape, src.dtype, reader)
+        return self.read_slot(slot, reader)
 
-    def graph_inputs(self, t: Task, reader: str) -> list[np.ndarray]:
+    def read_slot(self, slot: Slot, reader: str) -> np.ndarray:
+        """A placed leaf: the whole leaf, or the rows part a ZeRO shard holds."""
+        x, src = slot.tensor, self.graph.nodes[slot.tensor.node]
+        shape = rows_shape(src.shape, x.part, x.parts) if x.parts > 1 else src.shape
+        return self.arenas.read(slot, shape, src.dtype, reader)
+
+    def graph_inputs(self, t: Task, reader: str) -> tuple[list[np.ndarray], list[bool]]:
         """The node's inputs in graph order: leaves from memory, the rest from the dependences that
-        deliver them on `t`'s chip. An update reading a gradient gets the step's mean: the gradient
-        arrives summed over micro-batches and replicas."""
+        deliver them on `t`'s chip; and for each whether it arrived as the slice a part reads already (a
+        ZeRO shard, or the same part of another node). An update reading a gradient gets the step's mean:
+        the gradient arrives summed over micro-batches and replicas."""
         node = self.graph.nodes[t.node]
         by_node: dict[int, list[int]] = defaultdict(list)
         for d in t.deps:
             if self.tasks[d].out_chip == t.chip and d in self.out_slot:
                 by_node[self.tasks[d].node].append(d)
-        args = []
+        args, sliced = [], []
         for i in node.inputs:
-            if self.graph.nodes[i].is_leaf:
+            if self.graph.nodes[i].is_leaf and i not in by_node:  # (a ZeRO-3 parameter arrives all-gathered)
+                microbatch = t.microbatch if self.graph.nodes[i].op == "input" else PER_STEP
+                slot = self.leaf_slot.get((i, microbatch, t.replica, t.chip))
                 args.append(self.read_leaf(t, i, reader))
+                sliced.append(slot is not None and slot.tensor.parts > 1)
                 continue
+            one = self.tasks[by_node[i][0]] if len(by_node[i]) == 1 else None
             value = self.read_value(by_node[i], reader)
             if t.phase == "update" and i in self.gradients:
                 value = value / self.steps
-                self.result.grads[(i, t.replica)] = value
+                if one is not None and one.is_part:
+                    self.grad_parts[i][(one.split, one.part)] = value
+                else:
+                    self.result.grads[(i, t.replica)] = value
             args.append(value)
-        return args
+            sliced.append(one is not None and one.is_part)
+        return args, sliced
 
     def dep_outputs(self, t: Task, reader: str) -> list[np.ndarray]:
-        return [self.read_output(d, reader) for d in t.deps]
+        """Its dependences' outputs as its kind's cut reads them: as they are, each cut to the part it
+        holds (a reduce-scatter), or put together whole (an all-gather)."""
+        cut = TASK_KINDS[t.kind].cut
+        if cut == "gather":
+            return [self.gathered(t, reader)]
+        values = [self.read_output(d, reader) for d in t.deps]
+        if cut == "scatter":
+            part = Part(t.split, t.part, t.parts)
+            return [take_part(self.graph, self.graph.nodes[t.node], part, v) for v in values]
+        return values
+
+    def gathered(self, t: Task, reader: str) -> np.ndarray:
+        """An all-gather's whole value: its dependences' parts, or its group members' leaf shards, in part order."""
+        if t.deps:
+            return self.read_value(list(t.deps), reader)
+        shards = []
+        for m in self.groups[t.group]:
+            for node_id, mb in m.reads:
+                slot = self.leaf_slot[(node_id, mb, m.replica, m.chip)]
+                shards.append((slot.tensor.part, self.read_slot(slot, reader)))
+        return np.concatenate([v for _, v in sorted(shards, key=lambda s: s[0])], axis=0)
 
     def run_task(self, t: Task) -> None:
         kind = TASK_KINDS[t.kind]
         node = self.graph.nodes[t.node]
         part = f", part {t.part} of {t.parts}" if t.is_part else ""
         reader = f"task {t.id} ({t.kind} {t.op} %{t.node}{part}, mb {t.microbatch}, replica {t.replica})"
-        args = self.graph_inputs(t, reader) if kind.reads_graph_inputs else self.dep_outputs(t, reader)
-        if t.is_part and kind.reads_graph_inputs:  # a part of a node: the slices of the inputs it cuts
-            args = slice_inputs(self.graph, node, Part(t.split, t.part, t.parts), args)
+        if kind.reads_graph_inputs:
+            args, sliced = self.graph_inputs(t, reader)
+            if t.is_part:  # a part of a node: the slices of the inputs it cuts
+                args = slice_inputs(self.graph, node, Part(t.split, t.part, t.parts), args, sliced)
+        else:
+            args = self.dep_outputs(t, reader)
         value = kind.compute(self.kernel, self.computes(t), args)
         if kind.reads_graph_inputs and t.microbatch != PER_STEP:
             for name in self.names.get(t.node, ()):

@@ -21,7 +21,7 @@ MAX_NAME_CHARS = 64
 # Names the scheduler and simulator use for resources that are not units or memories: a unit or memory
 # spelt like them would be confused with a link, a collective or a task kind in schedules and traces.
 RESERVED_NAMES = frozenset({"link", "links", "allreduce", "all_reduce", "reduce_scatter", "all_gather",
-                            "transfer", "accumulate", "recompute", "node", "host"})
+                            "transfer", "accumulate", "recompute", "node", "host", "allreduce_tree"})
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,8 @@ RANGES: dict[str, Range] = {
         "1 to 1024 copies of one chip description (a pod-scale machine)")),
     "total_chips": Range(1, 1024, "chips", integer=True, why=(
         "the machine as a whole; collectives and transfers are planned per chip")),
+    "chips_per_node": Range(1, 1024, "chips per node", integer=True, why=(
+        "the chips inside one node of a two-level machine (8 in a DGX A100), at most the whole machine")),
     "array_dim": Range(1, 65536, "rows or columns", integer=True, why=(
         "a systolic array side; TPUs use 128-256, 65536 is far beyond any die")),
     "lanes": Range(1, 65536, "lanes", integer=True, why="a vector unit's width, as an array side"),
@@ -86,6 +88,7 @@ CapacityBytes = Annotated[int, _field("capacity_bytes", parse_bytes)]
 LatencyCycles = Annotated[int, _field("latency_cycles")]
 UnitCount = Annotated[int, _field("unit_count")]
 ChipCount = Annotated[int, _field("chip_count")]
+ChipsPerNode = Annotated[int, _field("chips_per_node")]
 ArrayDim = Annotated[int, _field("array_dim")]
 Lanes = Annotated[int, _field("lanes")]
 PreloadRate = Annotated[int, _field("preload_rows_per_cycle")]
@@ -315,13 +318,48 @@ class Chip(Spec):
         return self
 
 
-class Interconnect(Bandwidth):
-    """Links between chips; the bandwidth is per link and direction."""
+Topology = Literal["ring", "fully_connected", "switch"]
+CollectiveAlgorithm = Literal["ring", "tree", "auto"]
 
-    topology: Literal["ring", "fully_connected"]
+
+class ScaleOut(Bandwidth):
+    """The network between the nodes of a two-level machine (InfiniBand-like): the chips are grouped into
+    nodes of `chips_per_node` consecutive chips, the `interconnect` links the chips inside each node, and
+    this network links the nodes through a non-blocking switch. `nics`: one NIC per chip (a DGX A100's
+    eight HDR adapters, one beside each GPU) or one per node; the bandwidth is per NIC and direction, the
+    latency one traversal of the switch (hw/topology.py routes over it)."""
+
+    chips_per_node: ChipsPerNode
+    topology: Literal["switch"]
+    nics: Literal["per_chip", "per_node"] = "per_chip"
     link_latency_cycles: LatencyCycles = 0
+
+
+class Interconnect(Bandwidth):
+    """Links between chips (inside each node when `scale_out` is given); the bandwidth is per link and
+    direction. ring: each chip links to its two neighbours; fully_connected: a link per pair of chips;
+    switch: each chip has one port (an egress and an ingress direction) to a non-blocking switch, so a
+    transfer a -> b occupies a's egress and b's ingress (NVSwitch-like). `collective_algorithm`: how
+    all-reduces are run (schedule/collectives.py): ring, tree, or auto (the cheaper by the link model);
+    ring, the default, is what every description meant before the key existed."""
+
+    topology: Topology
+    link_latency_cycles: LatencyCycles = 0
+    collective_algorithm: CollectiveAlgorithm = "ring"
+    scale_out: ScaleOut | None = None
     energy_pj_per_byte: Energy | None = None  # None: an assumed SerDes figure when the chips have a technology_nm
     area_mm2: AreaMm2 | None = None  # one link's PHYs, both ends; None: not counted
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without the keys added for collectives and two-level machines the dump is the one from before
+        they existed, so hardware hashes in schedules compiled then (schedule/plan.hw_hash) still match."""
+        data = handler(self)
+        if self.collective_algorithm == "ring":
+            data.pop("collective_algorithm", None)
+        if self.scale_out is None:
+            data.pop("scale_out", None)
+        return data
 
 
 class HwSpec(Spec):
@@ -351,10 +389,41 @@ class HwSpec(Spec):
                              f"{RANGES['total_chips'].describe()}", n))
         if n > 1 and self.interconnect is None:
             problems.append(((), f"{n} chips need an interconnect (topology, link bandwidth, latency)", None))
+        problems += self._nodes_divide_the_chips()
         problems += self._per_second_bandwidths_in_range()
         problems += self._precisions_resolve()
         raise_problems("HwSpec", problems)
         return self
+
+    def _nodes_divide_the_chips(self) -> list[Problem]:
+        """A switch needs chips to switch between, and a two-level machine at least two nodes of equal
+        size, each of two chips or more (in a node of one chip the interconnect would link nothing)."""
+        ic, n = self.interconnect, self.n_chips
+        if ic is None:
+            return []
+        so = ic.scale_out
+        if so is None:
+            if ic.topology == "switch" and n == 1:
+                return [(("interconnect", "topology"), "topology 'switch' joins chips through one switch, but the "
+                         "machine has 1 chip: there is nothing to switch between; give chips a count above 1 or "
+                         "drop the interconnect", ic.topology)]
+            return []
+        loc = ("interconnect", "scale_out", "chips_per_node")
+        if n % so.chips_per_node:
+            sizes = [d for d in range(2, n) if n % d == 0]
+            expected = (f"expected one of {', '.join(map(str, sizes))}" if sizes else
+                        f"{n} chips cannot form two or more equal nodes; drop scale_out")
+            return [(loc, f"the machine's {n} chips (the sum of the chips' counts) do not divide into nodes of "
+                     f"{so.chips_per_node} chips; {expected}", so.chips_per_node)]
+        if so.chips_per_node == n:
+            return [(("interconnect", "scale_out"), f"scale_out joins nodes, but chips_per_node {n} puts all {n} "
+                     f"chips in one node: a single-node machine has no network between nodes; drop scale_out "
+                     f"(the interconnect alone links the chips) or give fewer chips per node", None)]
+        if so.chips_per_node == 1:
+            return [(loc, f"chips_per_node 1 makes every chip its own node, so the interconnect ({ic.topology}) "
+                     f"inside a node would link nothing; expected 2 or more chips per node, or no scale_out "
+                     f"(the interconnect alone then links the chips)", 1)]
+        return []
 
     def _precisions_resolve(self) -> list[Problem]:
         """On a chip whose figures come from the technology table, every arithmetic unit has a precision
@@ -379,7 +448,9 @@ class HwSpec(Spec):
 
     def _per_second_bandwidths_in_range(self) -> list[Problem]:
         """A bandwidth in bytes/s becomes bytes per cycle through the clock; both ends must be physical."""
-        found: list[tuple[tuple[str | int, ...], Bandwidth]] = [(("interconnect",), self.interconnect)]
+        found: list[tuple[tuple[str | int, ...], Bandwidth | None]] = [(("interconnect",), self.interconnect)]
+        if self.interconnect is not None:
+            found.append((("interconnect", "scale_out"), self.interconnect.scale_out))
         for c, chip in enumerate(self.chips):
             found += [(("chips", c, "memories", i), m) for i, m in enumerate(chip.memories)]
             for i, u in enumerate(chip.units):

@@ -32,6 +32,7 @@ class CompileOptions:
     max_in_flight: int | None = None
     split: bool | None = None
     limits: Limits | None = None
+    zero: int = 0
 
     def __post_init__(self) -> None:
         check_step_options(self.microbatches, self.data_parallel, self.pipeline_stages, self.max_in_flight)
@@ -100,7 +101,7 @@ def score(graph: Graph, hw: HwSpec, options: CompileOptions) -> Score:
     """Compile `graph` for `hw` with `options` and measure it; compile's errors propagate."""
     sched = compile_step(graph, hw, microbatches=options.microbatches, data_parallel=options.data_parallel,
                          pipeline_stages=options.pipeline_stages, max_in_flight=options.max_in_flight,
-                         validate=False, limits=options.limits, split=options.split)
+                         validate=False, limits=options.limits, split=options.split, zero=options.zero)
     return Score(sched.makespan_cycles, moved_bytes(graph), tuple(sorted(sched.peak_memory_bytes.items())))
 
 

@@ -14,13 +14,12 @@ from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, check_step_size
-from accelsim.ops.registry import numel
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import aligned, chip_list, read_cycles, write_cycles
 from accelsim.schedule.plan import Schedule, Task, graph_hash, hw_hash, memory_label
 from accelsim.schedule.ports import MILLI, port_capacities, port_rate, unit_ports
 from accelsim.schedule.traffic import placed_io, task_loads
-from accelsim.schedule.split import splits_of
+from accelsim.schedule.split import computes_rows, cuts_of, is_rows, rows_split
 from accelsim.schedule.validate import Names
 
 
@@ -78,34 +77,81 @@ def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: boo
             if i not in delivered:
                 problems.append(f"{names.task(t)} needs {names.node(i)} but none of its dependences "
                                 f"(tasks {list(t.deps)}) produces, moves, accumulates or reduces it")
-        if TASK_KINDS[t.kind].reads_graph_inputs:  # computes its node from whole inputs
+        if TASK_KINDS[t.kind].reads_graph_inputs:  # computes its node from whole inputs, or its rows from rows
             for i, got in delivered.items():
-                problem = _parts_problem(got)
+                problem = None if _same_rows(graph, node, t, i, got) else _parts_problem(got)
                 if problem:
                     problems.append(f"{names.task(t)} reads {names.node(i)} in parts, but {problem}")
             continue
-        cut = (t.split, t.part, t.parts)  # moves, accumulates or reduces what its dependences hold, part for part
-        for d in t.deps:
-            if (tasks[d].split, tasks[d].part, tasks[d].parts) != cut:
-                problems.append(f"{names.task(t)} holds part {t.part} of {t.parts} (split {t.split}) but reads "
-                                f"task {d}, part {tasks[d].part} of {tasks[d].parts} (split {tasks[d].split})")
+        problems += [f"{names.task(t)} {p}" for p in _cut_rule(graph, t, [tasks[d] for d in t.deps])]
+    shards = {(x.node, x.microbatch, x.replica, x.chip): x for x in schedule.tensors if x.parts > 1}
+    for t in tasks if shards and consistent else ():
+        for node_id, mb in t.reads:
+            x = shards.get((node_id, mb, t.replica, t.chip))
+            if x is not None and not _reads_shard(graph, t, node_id, x.part, x.parts):
+                problems.append(f"{names.task(t)} reads {names.node(node_id)}, placed on chip{t.chip} as rows part "
+                                f"{x.part} of {x.parts} only: a reader of a shard must be an all-gather member or "
+                                "compute that rows part of an elementwise node")
     for x in schedule.tensors:
         if not x.node < len(graph.nodes):
             problems.append(f"{names.tensor(x)} is of node %{x.node}, which graph {graph.name!r} does not have")
     return problems
 
 
+def _cut_rule(graph: Graph, t: Task, deps: list[Task]) -> list[str]:
+    """Why a task that moves, accumulates or reduces its dependences' outputs does not hold what its kind's
+    cut says: the same part as each dependence, its rows part of whole ones (a reduce-scatter), or the
+    whole from every part of one cut, or from its group's leaf shards (an all-gather)."""
+    rule = TASK_KINDS[t.kind].cut
+    if rule == "scatter":
+        if not t.is_part or not is_rows(graph, graph.nodes[t.node], t.split) or any(d.is_part for d in deps):
+            return [f"is a {t.kind}: it must hold a rows part of its node, reading whole values"]
+        return []
+    if rule == "gather":
+        problem = _parts_problem(deps) if deps else (None if t.reads else "it has neither")
+        if t.is_part or (deps and not all(d.is_part for d in deps)) or problem:
+            return [f"is a {t.kind}: it must hold its node whole, reading every part of one cut or its group's "
+                    f"leaf shards{f' ({problem})' if problem else ''}"]
+        return []
+    return [f"holds part {t.part} of {t.parts} (split {t.split}) but reads task {d.id}, part {d.part} of {d.parts} "
+            f"(split {d.split})" for d in deps if (d.split, d.part, d.parts) != (t.split, t.part, t.parts)]
+
+
+def _same_rows(graph: Graph, node: Node, t: Task, i: int, got: list[Task]) -> bool:
+    """Whether a rows part reads input `i` as the same rows part of it (ZeRO's update, schedule/zero.py)."""
+    if len(got) != 1 or not (t.is_part and got[0].is_part) or (got[0].part, got[0].parts) != (t.part, t.parts):
+        return False
+    src = graph.nodes[i]
+    return (is_rows(graph, node, t.split) and is_rows(graph, src, got[0].split) and src.shape[:1] == node.shape[:1]
+            and all(axis == 0 for j, axis in zip(node.inputs, rows_split(graph, node).in_axes) if j == i))
+
+
+def _reads_shard(graph: Graph, t: Task, node_id: int, part: int, parts: int) -> bool:
+    """Whether `t` may read leaf `node_id` as rows part `part` of `parts`: an all-gather member gathers it;
+    a node task computing that rows part of its node cuts that input by rows."""
+    if TASK_KINDS[t.kind].cut == "gather":
+        return True
+    node = graph.nodes[t.node]
+    if not (TASK_KINDS[t.kind].reads_graph_inputs and t.is_part and (t.part, t.parts) == (part, parts)
+            and is_rows(graph, node, t.split)):
+        return False
+    return graph.nodes[node_id].shape[:1] == node.shape[:1] and all(
+        axis == 0 for j, axis in zip(node.inputs, rows_split(graph, node).in_axes) if j == node_id)
+
+
 def _cut_problem(graph: Graph, node: Node, t: Task) -> str | None:
     """Why a part task cannot be a part of its node: its op has no such split, or too few indices."""
     if node.is_leaf or not TASK_KINDS[t.kind].partial:
         return f"a {t.kind} task of a {node.op} node is never a part"
-    splits = splits_of(graph, node)
+    splits = cuts_of(graph, node)
     if t.split >= len(splits):
         return (f"{node.op} node %{node.id} has {len(splits)} way(s) to split "
                 f"({', '.join(s.name for s in splits) or 'none'}), not split {t.split}")
     size = node.shape[splits[t.split].out_axis]
     if t.parts > size:
         return f"its {splits[t.split].name} axis has {size} indices, fewer than {t.parts} parts"
+    if TASK_KINDS[t.kind].reads_graph_inputs and is_rows(graph, node, t.split) and not computes_rows(graph, node):
+        return f"only an elementwise node computes a part of its rows, and {node.op} is not one"
     return None
 
 
@@ -269,7 +315,11 @@ def _check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names) -> l
     for x in schedule.tensors:
         if x.task < 0:
             node = graph.nodes[x.node]
-            want = aligned(numel(node.shape) * hw.elem_bytes(node.dtype))
+            want = aligned(plan.leaf_size(x.node, x.replica))
             if x.size_bytes != want:
                 problems.append(f"{names.tensor(x)} has {x.size_bytes} bytes, but leaf {node.name!r} needs {want}")
+            shard = (x.replica, len(plan.shards[x.node])) if x.node in plan.shards else (0, 1)
+            if (x.part, x.parts) != shard:
+                problems.append(f"{names.tensor(x)} holds part {x.part} of {x.parts} of leaf {node.name!r}, but the plan "
+                                f"places part {shard[0]} of {shard[1]} (ZeRO: replica r holds rows part r)")
     return problems

@@ -52,7 +52,8 @@ def _forced(plan: Plan, hw: HwSpec) -> Forced:
     for t in plan.tasks:
         pair, out_pair = pairs[t.chip], pairs[t.out_chip]
         reads = sum(aligned(plan.tasks[d].out_bytes) for d in set(t.deps) if too_big(t.chip, plan.tasks[d].out_bytes))
-        reads += sum(aligned(plan.leaf_bytes[n]) for n, _ in set(t.reads) if too_big(t.chip, plan.leaf_bytes[n]))
+        reads += sum(aligned(plan.leaf_size(n, t.replica)) for n, _ in set(t.reads)
+                     if too_big(t.chip, plan.leaf_size(n, t.replica)))
         writes = t.out_bytes if t.out_bytes and too_big(t.out_chip, t.out_bytes) else 0
         out_chip = plan.chips[t.out_chip]
         backing = memory_order(out_chip)[-1]
@@ -144,7 +145,7 @@ def _leaf_read_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
         for t in plan.tasks:
             leaves = {(node, t.replica) for node, mb in t.reads if mb == PER_STEP} if t.chip == c else set()
             for item in leaves:
-                size[item] = aligned(plan.leaf_bytes[item[0]])
+                size[item] = aligned(plan.leaf_size(*item))
             if len({r for r, _, _ in t.options}) != 1 or port_of.get((c, t.options[0][0]), (c, ""))[1] != fast.name:
                 continue
             resource, _, cycles = t.options[0]

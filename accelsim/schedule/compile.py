@@ -162,7 +162,8 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
     and keeps the shorter (the unsplit one on a tie), recorded in `schedule.options.split`.
     `tensor_parallel`: the ranks of a graph built Megatron-style (models.build(..., tensor_parallel=t)),
     one chip each; None takes the graph's own (1 for a graph without ranks). `zero`: the ZeRO stage
-    (0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over the data-parallel replicas)."""
+    (0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over the data-parallel replicas,
+    each on its own chip; schedule/zero.py); with data_parallel=1 it changes nothing."""
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
@@ -230,8 +231,10 @@ def _schedule(graph: Graph, hw: HwSpec, options: Options, plan: Plan, timed: lis
             else:
                 _, node, mb, replica, _chip = b.key
                 task = -1
+            parts = len(plan.shards.get(node, ())) if task < 0 else 0  # a ZeRO leaf shard: replica r's rows part r
+            shard = {"part": replica, "parts": parts} if parts > 1 else {}
             tensors.append(Tensor(node=node, microbatch=mb, replica=replica, task=task, chip=chip, memory=memory,
-                                  offset=b.offset, size_bytes=b.size_bytes, start=b.start, end=int(b.end)))
+                                  offset=b.offset, size_bytes=b.size_bytes, start=b.start, end=int(b.end), **shard))
     tensors.sort(key=lambda x: (x.chip, x.memory, x.start, x.offset))
     memories = tuple(MemoryUse(chip=chip, memory=memory, capacity_bytes=arena.capacity_bytes,
                                peak_bytes=_block_peak(arena.blocks)) for (chip, memory), arena in mem.arenas.items())

@@ -2,9 +2,11 @@
 again by the list scheduler in CP-SAT's order (Plan + list schedule -> a schedule no longer, and a proof).
 
 CP-SAT sees a relaxation of the step: tasks, their candidate resources and cycles, dependences with
-their lags, unit instances, links and collectives, but not memory capacity, spills or memory-port
-bandwidth. So its bound holds for the real step, while its schedule is only an order: the list scheduler
-re-times the plan in that order, honoring everything, and the shorter of that and the seed is kept.
+their lags, unit instances, each chip pair's link and each chip's collectives, but not memory capacity,
+spills, memory-port bandwidth, or the physical links transfers and collectives share (hw/topology.py:
+two transfers into one switch port, a ring's multi-hop route). So its bound holds for the real step,
+while its schedule is only an order: the list scheduler re-times the plan in that order, honoring
+everything, and the shorter of that and the seed is kept.
 """
 from __future__ import annotations
 

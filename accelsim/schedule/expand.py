@@ -3,7 +3,6 @@ accumulation over micro-batches, all-reduce over replicas, transfers between chi
 task's candidate resources and their costs (Graph, HwSpec, options -> Plan)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from accelsim.cost.energy import link_pj_per_byte
@@ -11,13 +10,16 @@ from accelsim.cost.model import capable_units, node_cost
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec
+from accelsim.hw.topology import Route, topology_of
 from accelsim.ops import add
 from accelsim.ops.registry import get_op
 from accelsim.ops.registry import numel
+from accelsim.schedule.collectives import collective_cost
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Options
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
 from accelsim.schedule.stages import partition_stages
+from accelsim.schedule.zero import ZeroSteps
 
 Option = tuple[str, int, int]
 """(resource, instances, cycles): one resource a task may run on."""
@@ -73,6 +75,12 @@ class Plan:
     leaf_bytes: dict[int, int]
     node_names: list[str]
     has_energy: bool = False
+    # ZeRO (schedule/zero.py): leaf -> the bytes of each replica's shard; replica r holds rows part r only
+    shards: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def leaf_size(self, node: int, replica: int) -> int:
+        """Bytes of leaf `node` as placed for `replica`: the whole leaf, or its ZeRO shard."""
+        return self.shards[node][replica] if node in self.shards else self.leaf_bytes[node]
 
 
 def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int, int], int]:
@@ -191,6 +199,8 @@ class Planner:
         ic = hw.interconnect
         self.link_bytes_per_cycle = ic.bytes_per_cycle(hw.clock_hz) if ic else 0.0
         self.link_latency = ic.link_latency_cycles if ic else 0
+        self.topology = topology_of(hw)  # routes and links (hw/topology.py); None on one chip
+        self.collective_algorithm = ic.collective_algorithm if ic else "ring"
         self.link_pj_per_byte = link_pj_per_byte(hw)
         self.compute = [n for n in graph.nodes if not n.is_leaf]
         self.ranks = options.tensor_parallel
@@ -223,20 +233,26 @@ class Planner:
         return nbytes * self.link_pj_per_byte
 
     def hops(self, a: int, b: int) -> int:
-        ic = self.hw.interconnect
-        if ic is None or ic.topology == "fully_connected":
-            return 1
-        n = len(self.chips)
-        return min(abs(a - b), n - abs(a - b))
+        """Link latencies a transfer from chip `a` to chip `b` pays: the hops round a ring, else one (a
+        fully connected pair, a switch, the scale-out network); 0 on one chip."""
+        route, topo = self.route(a, b), self.topology
+        round_a_ring = topo.intra.topology == "ring" and topo.node(a) == topo.node(b)
+        return len(route.links) if round_a_ring else int(a != b)
+
+    def route(self, a: int, b: int) -> Route:
+        if self.topology is None:
+            raise ScheduleError(f"a transfer from chip{a} to chip{b} needs an interconnect")
+        return self.topology.route(a, b)
 
     def on_chip(self, src: int, chip: int) -> int:
-        """The task whose output is task `src`'s tensor on `chip` (a transfer if it lives elsewhere)."""
+        """The task whose output is task `src`'s tensor on `chip` (a transfer if it lives elsewhere): it
+        holds every link of its route (hw/topology.py) for the route's latency plus bytes over bandwidth."""
         t = self.tasks[src]
         if t.out_chip == chip:
             return src
         if (src, chip) not in self.transfers:
             nb = t.out_bytes
-            cycles = max(1, math.ceil(nb / self.link_bytes_per_cycle) + self.link_latency * self.hops(t.out_chip, chip))
+            cycles = self.route(t.out_chip, chip).cycles(nb)
             tr = self.new(kind="transfer", node=t.node, op="transfer", phase=t.phase, microbatch=t.microbatch,
                           replica=t.replica, stage=t.stage, chip=t.out_chip, out_chip=chip, deps=[src],
                           options=((LINK, 1, cycles),), out_bytes=nb, port_bytes=nb, part=t.part,
@@ -271,7 +287,11 @@ class Planner:
         it, reading its inputs' values of the same micro-batch; an update reads the step's reduced
         gradients, its own per-step values, and the last micro-batch's forward values. A collective op
         becomes one collective (tensor_collective); any other node one task per rank, or one per part
-        and rank when the node is split (every part reads every input part it depends on)."""
+        and rank when the node is split (every part reads every input part it depends on). ZeRO changes
+        sharded update nodes and readers of sharded parameters (zero.ZeroSteps.node_task)."""
+        zero = getattr(self, "zero", None)
+        if zero is not None and (tasks := zero.node_task(n, mb, replica)) is not None:
+            return tasks
         if get_op(n.op).collective:
             return self.tensor_collective(n, mb, replica)
         tasks: list[TaskSpec] = []
@@ -317,31 +337,15 @@ class Planner:
         sources = [self.only(i, self.source_mb(self.graph.nodes[i], mb), replica, r)
                    for i, r in zip(n.inputs, ranks)]
         chips = [self.tasks[src].out_chip for src in sources]
-        cycles, bytes_moved, energy = self.collective_cost(n, chips)
-        group = len(self.tasks)
-        tasks = []
-        for rank, chip in zip(ranks, chips):
-            t = self.new(kind="tp_allreduce", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
-                         stage=self.stage[n.id], chip=chip, out_chip=chip, deps=list(sources),
-                         options=((COLLECTIVE, 1, max(1, cycles)),), out_bytes=self.nbytes(n),
-                         port_bytes=bytes_moved, group=group, energy_pj=energy,
-                         keep=n.id in self.results and n.phase != "backward")
-            self.producer[(n.id, mb, replica, rank)] = [t.id]
-            tasks.append(t)
-        return tasks
-
-    def collective_cost(self, n: Node, chips: list[int]) -> tuple[int, int, float]:
-        """(cycles, bytes each member sends, energy per member) of an all-reduce of node `n`'s value over
-        `chips`: a ring (2(t-1)/t of the bytes over each member's link, 2(t-1) link latencies)."""
-        t, nb = len(chips), self.nbytes(n)
-        if len(set(chips)) < t:
+        if len(set(chips)) < len(chips):
             raise ScheduleError(f"{n.op} node %{n.id} ({n.name!r}): tensor-parallel ranks share a chip "
                                 f"({chips}); give each rank its own chip")
-        if not self.link_bytes_per_cycle:
-            raise ScheduleError(f"{n.op} node %{n.id} ({n.name!r}) needs an interconnect between its ranks' chips")
-        bytes_moved = math.ceil(2 * (t - 1) / t * nb)
-        cycles = math.ceil(bytes_moved / self.link_bytes_per_cycle) + 2 * (t - 1) * self.link_latency
-        return cycles, bytes_moved, self.link_energy_pj(bytes_moved)
+        members = self.collective("allreduce", n.id, sources, self.nbytes(n), n.phase, microbatch=mb,
+                                  replicas=[replica] * len(sources), task_kind="tp_allreduce", op=n.op,
+                                  keep=n.id in self.results and n.phase != "backward")
+        for rank, member in zip(ranks, members):
+            self.producer[(n.id, mb, replica, rank)] = [member]
+        return [self.tasks[m] for m in members]
 
     def source_mb(self, src: Node, mb: int) -> int:
         if mb != PER_STEP:
@@ -381,37 +385,64 @@ class Planner:
         return last
 
     def allreduce(self, g: int, finals: list[int]) -> None:
-        """Sum gradient `g` across replicas: a ring over the chips (2(d-1)/d of its bytes per link,
-        2(d-1) link latencies), or d-1 on-chip additions when the replicas share one chip. Each member task
-        carries its share of the energy: its bytes over the links, or 1/d of the d-1 additions."""
-        d = len(finals)
-        gn = self.graph.nodes[g]
-        nb = self.nbytes(gn)
-        group = len(self.tasks)
-        if len({self.tasks[f].out_chip for f in finals}) > 1:
-            cycles = math.ceil(2 * (d - 1) / d * nb / self.link_bytes_per_cycle) + 2 * (d - 1) * self.link_latency
-            bytes_moved = math.ceil(2 * (d - 1) / d * nb)
-            energy = self.link_energy_pj(bytes_moved)
+        """Sum gradient `g` across replicas (`finals`: each replica's last sum, in replica order): one
+        collective (see collective), member r for replica r."""
+        members = self.collective("allreduce", g, finals, self.nbytes(self.graph.nodes[g]), "backward",
+                                  deps=sorted(finals), replicas=list(range(len(finals))))
+        for r, member in enumerate(members):
+            self.producer[(g, PER_STEP, r)] = [member]
+
+    def collective(self, kind: str, node: int, sources: list[int], nbytes: int, phase: str, *,
+                   microbatch: int = PER_STEP, replicas: list[int] | None = None, deps: list[int] | None = None,
+                   out_bytes: int | None = None, op: str | None = None, keep: bool = False,
+                   task_kind: str | None = None) -> list[int]:
+        """One collective of `kind` (a key of collectives.COLLECTIVE_KINDS, also its members' task kind)
+        over graph node `node`'s `nbytes` (the whole tensor): one member task per source (the task holding
+        that member's input), on the source's chip, in ring order; all in one group, each waiting for
+        `deps` (default: every source). Across chips it costs what collectives.collective_cost says for the
+        hardware's collective_algorithm, each member carrying the bytes it sends and their energy; when all
+        members share one chip a reduction is d - 1 on-chip additions of the node (a gather: nothing), each
+        member carrying 1/d of their energy. `replicas`: each member's replica (default: the sources');
+        `out_bytes`: each member's output (default: nbytes); `task_kind`: the members' task kind
+        when it is not `kind` (a tensor-parallel all-reduce's tp_allreduce). Returns the member task ids."""
+        chips = [self.tasks[s].out_chip for s in sources]
+        d, gn = len(sources), self.graph.nodes[node]
+        if len(set(chips)) == 1:
+            resource, moved = COLLECTIVE, [0] * d
+            if kind == "all_gather":
+                cycles, energy = 0, [0.0] * d
+            else:
+                adds = self.costs.add(gn.shape, gn.dtype, chips[0])
+                cycles = (d - 1) * min(c for _, _, c in adds.options)
+                moved = [3 * (d - 1) * nbytes] * d  # through the adder's memory port
+                energy = [(d - 1) / d * (adds.energy_pj or 0.0)] * d
         else:
-            chip = self.tasks[finals[0]].out_chip
-            adds = self.costs.add(gn.shape, gn.dtype, chip)
-            cycles = (d - 1) * min(c for _, _, c in adds.options)
-            bytes_moved = 3 * (d - 1) * nb
-            energy = (d - 1) / d * (adds.energy_pj or 0.0)
-        for r, f in enumerate(finals):
-            chip = self.tasks[f].out_chip
-            ar = self.new(kind="allreduce", node=g, op="allreduce", phase="backward", microbatch=PER_STEP, replica=r,
-                          stage=self.stage[g], chip=chip, out_chip=chip, deps=sorted(finals),
-                          options=((COLLECTIVE, 1, max(1, cycles)),), out_bytes=nb, port_bytes=bytes_moved,
-                          group=group, energy_pj=energy)
-            self.producer[(g, PER_STEP, r)] = [ar.id]
+            cost = collective_cost(self.topology, kind, chips, nbytes, self.collective_algorithm)
+            resource, cycles, moved = cost.resource, cost.cycles, list(cost.sent_bytes)
+            energy = [self.link_energy_pj(b) for b in moved]
+        group = len(self.tasks)
+        replicas = replicas if replicas is not None else [self.tasks[s].replica for s in sources]
+        members = []
+        for i, (src, chip) in enumerate(zip(sources, chips)):
+            t = self.new(kind=task_kind or kind, node=node, op=op or kind, phase=phase, microbatch=microbatch,
+                         replica=replicas[i], stage=self.stage[node], chip=chip, out_chip=chip,
+                         deps=list(sources if deps is None else deps), options=((resource, 1, max(1, cycles)),),
+                         out_bytes=nbytes if out_bytes is None else out_bytes, port_bytes=moved[i], group=group,
+                         energy_pj=energy[i], keep=keep)
+            members.append(t.id)
+        return members
 
     def plan(self, window: int | None) -> Plan:
         d, m = self.options.data_parallel, self.options.microbatches
         window = max(1, window or m)
-        for r in range(d):
-            self.micro_batches(r, window)
+        self.zero = ZeroSteps.of(self)
+        if self.zero is None or not self.zero.micro_batches(window):
+            for r in range(d):
+                self.micro_batches(r, window)
+        reduced = self.zero.reduce_gradients() if self.zero is not None else set()
         for g in self.grad_nodes:
+            if g in reduced:
+                continue
             for rank in self.ranks_of(self.graph.nodes[g]):  # each rank reduces its own copy or shard
                 finals = [self.accumulate(g, r, rank) for r in range(d)]
                 if d > 1:
@@ -424,9 +455,12 @@ class Planner:
             for n in self.compute:
                 if n.phase == "update":
                     self.node_task(n, PER_STEP, r)
+        if self.zero is not None:
+            self.zero.gather_updates()
         leaf_bytes = {n.id: self.nbytes(n) for n in self.graph.nodes if n.is_leaf}
         return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
-                    [n.name for n in self.graph.nodes], self.costs.has_energy)
+                    [n.name for n in self.graph.nodes], self.costs.has_energy,
+                    shards=self.zero.leaf_shards() if self.zero is not None else {})
 
 
 def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None) -> Plan:

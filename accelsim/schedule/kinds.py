@@ -13,6 +13,7 @@ from accelsim.graph.ir import Graph, Node
 Kernel = Callable[..., np.ndarray]
 KernelFor = Callable[[str], Kernel]
 Holds = Literal["unit", "link", "collective"]
+Cut = Literal["same", "scatter", "gather"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,11 @@ class TaskKindDef:
     compute: its arithmetic on real arrays, given a kernel lookup, its graph node and its inputs.
     communication: reported as communication time (all-reduce, transfers), not as unit busy time.
     partial: may hold one part of its node's value (schedule/split.py): a node task computing a part,
-      a transfer moving one; accumulations and all-reduces always hold whole gradients.
+      a transfer moving one, an accumulation of ZeRO gradient shards; all-reduces hold whole gradients.
+    cut: how the part it holds relates to what its dependences hold (kinds that read dependences):
+      "same" (each dependence holds its part), "scatter" (dependences whole, it holds its part of
+      their reduction: a reduce-scatter member), "gather" (its dependences are every part of one cut,
+      or, with none, its group's members read one leaf shard each; it holds the whole: an all-gather).
     """
 
     name: str
@@ -39,6 +44,7 @@ class TaskKindDef:
     compute: Callable[[KernelFor, Node, Sequence[np.ndarray]], np.ndarray]
     communication: bool
     partial: bool
+    cut: Cut = "same"
 
 
 def _graph_inputs(graph: Graph, node: Node) -> tuple[int, ...]:
@@ -47,6 +53,11 @@ def _graph_inputs(graph: Graph, node: Node) -> tuple[int, ...]:
 
 def _itself(graph: Graph, node: Node) -> tuple[int, ...]:
     return (node.id,)
+
+
+def _itself_unless_leaf(graph: Graph, node: Node) -> tuple[int, ...]:
+    """An all-gather of a parameter shard (ZeRO-3) reads leaves; one of an updated value, its parts."""
+    return () if node.is_leaf else (node.id,)
 
 
 def _apply_op(kernel: KernelFor, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
@@ -67,12 +78,16 @@ def _copy(kernel: KernelFor, node: Node, parts: Sequence[np.ndarray]) -> np.ndar
 
 TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
     TaskKindDef("node", "unit", True, _graph_inputs, _apply_op, False, True),
-    TaskKindDef("accumulate", "unit", False, _itself, _add_all, False, False),
+    TaskKindDef("accumulate", "unit", False, _itself, _add_all, False, True),
     TaskKindDef("allreduce", "collective", False, _itself, _add_all, True, False),
     TaskKindDef("transfer", "link", False, _itself, _copy, True, True),
     # a tensor-parallel all-reduce (ops/parallel.py): one member per rank, reading every rank's partial
     # value (its node's inputs, in rank order) and holding their sum on its chip
     TaskKindDef("tp_allreduce", "collective", False, _graph_inputs, _apply_op, True, False),
+    # ZeRO (schedule/zero.py): one member per replica; member r holds rows part r of the sum of every
+    # replica's gradient, or the whole value from every replica's part (all-gather)
+    TaskKindDef("reduce_scatter", "collective", False, _itself, _add_all, True, True, cut="scatter"),
+    TaskKindDef("all_gather", "collective", False, _itself_unless_leaf, _copy, True, False, cut="gather"),
 )}
 
 

@@ -4,7 +4,9 @@ Ready tasks are taken in the order of a priority rule (priorities.py: the upward
 first, and others) or of an explicit order; `compile` searches over rules and orders (improve.py) and
 keeps the shortest schedule.
 Each ready task goes to the candidate resource instance on which it finishes earliest, filling
-idle gaps (insertion), at a time its memory port has the bandwidth for it (ports.py). A task whose
+idle gaps (insertion), at a time its memory port has the bandwidth for it (ports.py) and every physical
+link it holds is free (a transfer: its route's; a collective: every link its algorithm crosses,
+schedule/collectives.py), so tasks sharing a link serialize on it. A task whose
 output does not fit in its unit's memory either waits until enough of it is freed or spills to the
 next level, whichever finishes first: the scheduler delays work rather than paying for slow memory
 when that is cheaper. Every tensor is placed when its producer starts: in the producing unit's
@@ -20,11 +22,14 @@ from dataclasses import dataclass
 
 from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
+from accelsim.hw.topology import Link, topology_of
+from accelsim.schedule.collectives import collective_links
 from accelsim.schedule.expand import Plan, TaskSpec
+from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
 from accelsim.schedule.memory import OPEN, Arena, Block, pack
-from accelsim.schedule.plan import PER_STEP, memory_label
+from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
 from accelsim.schedule.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
 
@@ -179,6 +184,20 @@ class ListScheduler:
         for t in tasks:
             if t.group >= 0:
                 self.groups[t.group].append(t)
+        self.links = self.physical_links()
+        self.link_lines: dict[Link, Timeline] = defaultdict(Timeline)
+
+    def physical_links(self) -> dict[int, tuple[Link, ...]]:
+        """Task id (a transfer, or a collective's first member for its group) -> the links it holds."""
+        topo = topology_of(self.hw)
+        if topo is None:
+            return {}
+        links = {t.id: topo.route(t.chip, t.out_chip).links for t in self.tasks if TASK_KINDS[t.kind].holds == "link"}
+        for members in self.groups.values():
+            resource = members[0].options[0][0]
+            if resource in COLLECTIVES:
+                links[members[0].id] = collective_links(topo, resource, [m.chip for m in members])
+        return links
 
     def finish_reads(self, t: TaskSpec) -> None:
         """Free what `t` was the last reader of: outputs of its dependences, and per-input leaves
@@ -203,7 +222,7 @@ class ListScheduler:
             key = ("leaf", node, mb, t.replica, t.chip)
             if key not in self.mem.home:  # params/constants live the whole step; inputs from first use
                 at = 0 if mb == PER_STEP else start
-                self.mem.place(key, t.chip, None, False, plan.leaf_bytes[node], at,
+                self.mem.place(key, t.chip, None, False, plan.leaf_size(node, t.replica), at,
                                f"leaf %{node} {plan.node_names[node]!r} (mb {mb}, replica {t.replica})")
         if not t.out_bytes:
             return start, 0
@@ -239,19 +258,29 @@ class ListScheduler:
         return [(p, port_rate(b, cycles, p.capacity)) for p, b in zip(profiles, loads.values())]
 
     def line(self, t: TaskSpec, resource: str, instance: int) -> Timeline:
-        """A unit instance on the task's chip, or the link from its chip to its out_chip."""
+        """A unit instance on the task's chip, the link from its chip to its out_chip, or its chip's share
+        of collectives (one at a time per chip, whatever the algorithm)."""
+        if resource in COLLECTIVES:
+            return self.lines[(t.chip, COLLECTIVE, 0)]
         return self.lines[(t.chip, resource if resource != "link" else f"link>{t.out_chip}", instance)]
 
     def fit(self, t: TaskSpec, resource: str, instance: int, ready_at: int, cycles: int,
             loads: list[tuple[PortProfile, int]]) -> int:
-        """The first start >= ready_at at which the unit instance is idle and every port in `loads` (the
-        task's, self.loads) has room for `cycles`: each answer is a valid start for its own resource and
-        never earlier than its question, so alternating them climbs to the first time all accept."""
+        """The first start >= ready_at at which the unit instance and every physical link the task holds
+        are idle and every port in `loads` (the task's, self.loads) has room for `cycles`: each answer is a
+        valid start for its own resource and never earlier than its question, so alternating them climbs
+        to the first time all accept."""
         line = self.line(t, resource, instance)
         start = line.earliest(ready_at, cycles)
-        while loads:
-            later = max(profile.earliest(start, cycles, rate) for profile, rate in loads)
-            if later == start:
+        held = self.links.get(t.id)
+        links = [self.link_lines[k] for k in held] if held else []
+        while loads or links:
+            later = start
+            for link in links:
+                later = link.earliest(later, cycles)
+            if loads:
+                later = max(profile.earliest(later, cycles, rate) for profile, rate in loads)
+            if later == start:  # every link and port accepted `start` unchanged, and the unit gave it
                 break
             start = line.earliest(later, cycles)
         return start
@@ -263,12 +292,17 @@ class ListScheduler:
         self.line(t, resource, instance).book(start, end)
         for profile, rate in loads:
             profile.book(start, end, rate)
+        for link in self.links.get(t.id, ()):  # a collective's links are under its first member only
+            self.link_lines[link].book(start, end)
 
     def group_start(self, group: list[TaskSpec], resource: str, ready_at: int, cycles: int) -> int:
-        """The first time every participant's collective share is idle for the whole collective."""
+        """The first time every participant's collective share and every link the collective crosses
+        are idle for the whole collective."""
+        lines = [self.line(x, resource, 0) for x in group]
+        lines += [self.link_lines[k] for k in self.links.get(group[0].id, ())]
         start = ready_at
         while True:
-            nxt = max(self.line(x, resource, 0).earliest(start, cycles) for x in group)
+            nxt = max(line.earliest(start, cycles) for line in lines)
             if nxt == start:
                 return start
             start = nxt

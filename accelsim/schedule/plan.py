@@ -17,14 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 
-TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce"]
+TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
 PER_STEP = -1
 """micro-batch index of tasks that run once per step (optimizer update, all-reduce) and of leaves
 that live for the whole step (parameters, optimizer state, constants)."""
 LINK = "link"
 """The resource of a transfer: the link from `chip` to `out_chip`."""
 COLLECTIVE = "allreduce"
-"""The resource of an all-reduce: every participating chip's share of the collective at once."""
+"""The resource of a collective run as a ring (the name predates the other kinds): every participating
+chip's share of the collective at once. Its physical links are derived from the hardware
+(schedule/collectives.py), as a transfer's are from its chips (hw/topology.py)."""
+COLLECTIVE_TREE = "allreduce_tree"
+"""The resource of a collective run as a tree: the same per-chip share, other links."""
+COLLECTIVES = (COLLECTIVE, COLLECTIVE_TREE)
 FORMAT_VERSION = 3  # 3: tasks carry their FLOPs
 
 NonNegInt = Field(ge=0)
@@ -44,7 +49,8 @@ class Candidate(Data):
 
 
 class Task(Data):
-    """One scheduled piece of work on `resource` (a unit kind of `chip`, LINK or COLLECTIVE).
+    """One scheduled piece of work on `resource` (a unit kind of `chip`, LINK, or one of COLLECTIVES: a
+    collective's share of its chip, named by its algorithm).
 
     kinds (see schedule/kinds.py): "node" computes graph node `node` for (microbatch, replica);
     update-phase nodes run once per step (microbatch PER_STEP) on every replica. "accumulate" adds
@@ -98,7 +104,8 @@ class Task(Data):
 class Tensor(Data):
     """Where one tensor lives: memory `memory` of chip `chip`, an offset, and a live interval from its
     producer's start to its last reader's end. `task` is the producing task, or -1 for a leaf (an
-    input per micro-batch; a parameter or constant per replica, live for the whole step)."""
+    input per micro-batch; a parameter or constant per replica, live for the whole step). A ZeRO leaf
+    shard (schedule/zero.py) holds rows part `part` of `parts` of its leaf (split.bounds along axis 0)."""
 
     node: int = Field(ge=0)
     microbatch: int = Field(ge=PER_STEP)
@@ -110,6 +117,24 @@ class Tensor(Data):
     size_bytes: int = Field(ge=1)
     start: int = Field(ge=0)
     end: int = Field(ge=0)
+    part: int = Field(default=0, ge=0)
+    parts: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _shard_of_a_leaf(self) -> "Tensor":
+        if self.part >= self.parts or (self.parts > 1 and self.task >= 0):
+            raise ValueError(f"tensor of node {self.node} (task {self.task}): part {self.part} of {self.parts} is not "
+                             "a shard (only a leaf, task -1, is placed as rows part 0 <= part < parts)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_whole(self, handler) -> dict[str, Any]:
+        """Leave part and parts out for a whole tensor, so schedules without ZeRO keep their bytes."""
+        data = handler(self)
+        if self.parts == 1:
+            data.pop("part", None)
+            data.pop("parts", None)
+        return data
 
 
 class MemoryUse(Data):

@@ -1,6 +1,6 @@
 """Rebuild the graph a schedule was compiled from (its `source`: model -> training or inference graph ->
-the recorded rewrite passes), so a saved schedule can be replayed, validated against its graph and
-checked on real numbers."""
+the recorded rewrite passes, rematerialization among them), so a saved schedule can be replayed,
+validated against its graph and checked on real numbers."""
 from __future__ import annotations
 
 from accelsim import models
@@ -8,6 +8,7 @@ from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.passes import PASSES, inference_graph, optimize_with_log
+from accelsim.remat import REMAT_PASS, replay as replay_remat
 from accelsim.schedule.plan import Schedule, Source, graph_hash
 from accelsim.training import training_graph
 
@@ -37,19 +38,37 @@ def graph_for(schedule: Schedule) -> Graph:
 
 def _replay(graph: Graph, src: Source) -> Graph:
     """`graph` rewritten by the source's passes in order, each of which must apply exactly where recorded
-    (not verified numerically again: the hash check that follows is the proof)."""
-    steps = []
+    (not verified numerically again: the hash check that follows is the proof). A rematerialization
+    (REMAT_PASS, `only` = the recomputed forward ids) is replayed by accelsim.remat between the others."""
+    run: list[tuple[int, AppliedPass]] = []  # consecutive rewrite passes, replayed by the pass manager at once
     for k, p in enumerate(src.passes):
+        if p.name == REMAT_PASS:
+            graph = _replay_passes(graph, src, run)
+            run = []
+            try:
+                graph = replay_remat(graph, p.only or ())
+            except AccelsimError as e:
+                raise ScheduleError(f"the schedule's source: replaying its step {k + 1} of {len(src.passes)} "
+                                    f"({REMAT_PASS}) on {src.model} fails: {e}; recompile with `accelsim compile`") \
+                    from None
+            continue
         if p.name not in PASSES:
             raise ScheduleError(f"the schedule's source records pass {p.name!r} (step {k + 1} of "
                                 f"{len(src.passes)}), which this accelsim does not know (known: "
-                                f"{', '.join(PASSES)}); recompile with `accelsim compile`")
-        steps.append(AppliedPass(p.name, p.only))
+                                f"{', '.join(PASSES)}, {REMAT_PASS}); recompile with `accelsim compile`")
+        run.append((k, AppliedPass(p.name, p.only)))
+    return _replay_passes(graph, src, run)
+
+
+def _replay_passes(graph: Graph, src: Source, run: list[tuple[int, AppliedPass]]) -> Graph:
+    """`graph` rewritten by the rewrite passes of `run` (their step numbers in the source, and the passes)."""
+    if not run:
+        return graph
     try:
-        out, log = optimize_with_log(graph, steps, verify=False)
+        out, log = optimize_with_log(graph, [p for _, p in run], verify=False)
     except AccelsimError as e:
         raise ScheduleError(f"the schedule's source: replaying its passes on {src.model} fails: {e}") from None
-    for k, r in enumerate(log.records):
+    for (k, _), r in zip(run, log.records):
         if r.status != "applied":
             why = r.reason or "nothing matched"
             raise ScheduleError(f"the schedule's source: its pass {r.label} (step {k + 1} of {len(src.passes)}) "

@@ -8,6 +8,10 @@ a reader concatenates them and gets the node's value bit for bit. The planner (s
 splits a node over the instances of its fastest unit kind when its slowest part then finishes before
 the whole node would (Groq's compiler spreads a GEMM over the four MXM planes; a GPU, over its SMs);
 compile keeps the split plan only when the step gets shorter.
+
+Besides its op's splits, every value of rank >= 1 has one more cut, after them: its rows (axis 0). ZeRO
+(schedule/zero.py) shards along it: a collective or a transfer moves rows of any value, and an
+elementwise node computes its rows from its inputs' rows. The planner's speed splits never use it.
 """
 from __future__ import annotations
 
@@ -45,6 +49,54 @@ def splits_of(graph: Graph, node: Node) -> tuple[Split, ...]:
     return get_op(node.op).splits(node.shape, *shapes, **node.attrs)
 
 
+def rows_split(graph: Graph, node: Node) -> Split:
+    """The rows cut of a node's value: part i holds rows [lo, hi) of axis 0. Inputs of the node's rank
+    with the same rows are cut with it; the others (a scalar, a row broadcast) are read whole. Only an
+    elementwise node computes its rows this way (computes_rows)."""
+    ins = tuple(0 if len(s) == len(node.shape) and s[:1] == node.shape[:1] else None
+                for s in (graph.nodes[i].shape for i in node.inputs))
+    return Split("rows", 0, ins)
+
+
+def cuts_of(graph: Graph, node: Node) -> tuple[Split, ...]:
+    """Every cut a part of the node's value may be of: its op's splits, then its rows (not for a scalar)."""
+    rows = (rows_split(graph, node),) if node.shape else ()
+    return splits_of(graph, node) + rows
+
+
+def rows_part(graph: Graph, node: Node, index: int, parts: int) -> Part:
+    """Part `index` of `parts` of the node's rows."""
+    return Part(len(splits_of(graph, node)), index, parts)
+
+
+def is_rows(graph: Graph, node: Node, split: int) -> bool:
+    return split == len(splits_of(graph, node))
+
+
+def computes_rows(graph: Graph, node: Node) -> bool:
+    """Whether a node task may compute a rows part of the node: an elementwise op that a unit computes."""
+    op = get_op(node.op)
+    return bool(node.shape) and op.category == "elementwise" and op.collective is None
+
+
+def take_part(graph: Graph, node: Node, part: Part, value: np.ndarray) -> np.ndarray:
+    """A part of the node's whole value."""
+    split, lo, hi = _span(graph, node, part)
+    return np.ascontiguousarray(value[(slice(None),) * split.out_axis + (slice(lo, hi),)])
+
+
+def rows_shape(shape: Shape, index: int, parts: int) -> Shape:
+    """The shape of rows part `index` of `parts` of a value of `shape`."""
+    lo, hi = bounds(shape[0], parts, index)
+    return (hi - lo,) + tuple(shape[1:])
+
+
+def take_rows(value: np.ndarray, index: int, parts: int) -> np.ndarray:
+    """Rows part `index` of `parts` of a whole value (bounds along axis 0)."""
+    lo, hi = bounds(value.shape[0], parts, index)
+    return np.ascontiguousarray(value[lo:hi])
+
+
 def _cut(shape: Shape, axis: int | None, lo: int, hi: int) -> Shape:
     if axis is None:
         return shape
@@ -53,7 +105,7 @@ def _cut(shape: Shape, axis: int | None, lo: int, hi: int) -> Shape:
 
 def _span(graph: Graph, node: Node, part: Part) -> tuple[Split, int, int]:
     """The split a part is cut along, and the [lo, hi) of the split axis it covers."""
-    split = splits_of(graph, node)[part.split]
+    split = cuts_of(graph, node)[part.split]
     return (split, *bounds(node.shape[split.out_axis], part.parts, part.index))
 
 
@@ -79,12 +131,14 @@ def part_graph(graph: Graph, node: Node, part: Part) -> tuple[Graph, Node]:
     return g, out.node
 
 
-def slice_inputs(graph: Graph, node: Node, part: Part, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The part's inputs from the whole node's input arrays."""
+def slice_inputs(graph: Graph, node: Node, part: Part, args: Sequence[np.ndarray],
+                 sliced: Sequence[bool] = ()) -> list[np.ndarray]:
+    """The part's inputs from the whole node's input arrays; `sliced[j]`: input j arrived as the part's
+    slice already (a ZeRO shard, or the same part of another node), so it is taken as it is."""
     split, lo, hi = _span(graph, node, part)
     out = []
-    for arr, axis in zip(args, split.in_axes):
-        if axis is not None:
+    for j, (arr, axis) in enumerate(zip(args, split.in_axes)):
+        if axis is not None and not (j < len(sliced) and sliced[j]):
             arr = np.ascontiguousarray(arr[(slice(None),) * axis + (slice(lo, hi),)])
         out.append(arr)
     return out
@@ -98,4 +152,4 @@ def part_node(graph: Graph, node: Node, part: Part) -> Node:
 
 def assemble(graph: Graph, node: Node, split: int, pieces: Sequence[np.ndarray]) -> np.ndarray:
     """The node's whole value from its parts' values, in part order."""
-    return np.concatenate(pieces, axis=splits_of(graph, node)[split].out_axis)
+    return np.concatenate(pieces, axis=cuts_of(graph, node)[split].out_axis)

@@ -15,9 +15,12 @@ from collections import defaultdict
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
+from accelsim.hw.topology import topology_of
+from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import aligned
-from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Schedule, Task, Tensor, memory_label, peak_bytes
+from accelsim.schedule.plan import (COLLECTIVE, COLLECTIVES, LINK, PER_STEP, Schedule, Task, Tensor, hw_hash,
+                                    memory_label, peak_bytes)
 
 MAX_PROBLEMS = 20
 
@@ -45,6 +48,8 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
     if graph is not None or hw is not None:
         from accelsim.schedule.agreement import check_agreement
         problems += check_agreement(schedule, graph, hw, names, ids_ok and not problems, plan)
+    if hw is not None and ids_ok and schedule.hw_hash == hw_hash(hw):
+        problems += check_links(schedule, hw, names)
     if problems:
         raise_problems(schedule, problems)
 
@@ -129,9 +134,10 @@ def _kind_rules(t: Task, who: str) -> list[str]:
     if holds == "link" and (t.resource != LINK or t.chip == t.out_chip):
         return [f"{who} is a transfer: it must run on {LINK!r} between two different chips "
                 f"(runs on {t.resource!r} from chip{t.chip} to chip{t.out_chip})"]
-    if holds == "collective" and (t.resource != COLLECTIVE or t.group < 0):
-        return [f"{who} is an all-reduce: it must run on {COLLECTIVE!r} in a group"]
-    if holds == "unit" and (t.resource in (LINK, COLLECTIVE) or t.chip != t.out_chip):
+    if holds == "collective" and (t.resource not in COLLECTIVES or t.group < 0):
+        return [f"{who} is a collective: it must run on one of {', '.join(map(repr, COLLECTIVES))} (its algorithm) "
+                f"in a group (runs on {t.resource!r}, group {t.group})"]
+    if holds == "unit" and (t.resource in (LINK, *COLLECTIVES) or t.chip != t.out_chip):
         return [f"{who} runs on a unit: its resource cannot be {t.resource!r} and its output stays on its chip"]
     return []
 
@@ -173,10 +179,42 @@ def check_resources(schedule: Schedule, names: Names) -> list[str]:
             members[t.group].append(t)
     for g, ts in sorted(members.items()):
         # a data-parallel all-reduce has one member per replica; a tensor-parallel one, one per rank's chip
-        if len({(t.start, t.end, t.node, t.kind) for t in ts}) != 1 or len({(t.replica, t.chip) for t in ts}) != len(ts):
-            problems.append(f"all-reduce group {g} (tasks {[t.id for t in ts]}) must be one task per replica or "
-                            "rank, all for one node over one interval")
+        if (len({(t.start, t.end, t.node, t.kind, t.resource) for t in ts}) != 1
+                or len({(t.replica, t.chip) for t in ts}) != len(ts)):
+            problems.append(f"collective group {g} (tasks {[t.id for t in ts]}) must be one task per replica or "
+                            "rank, all for one node over one interval by one algorithm")
     return problems
+
+
+def check_links(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
+    """One transfer or collective at a time on every physical link of `hw` (hw/topology.py): a transfer
+    holds its route, a collective every link its algorithm crosses (schedule/collectives.py), over its
+    interval; the members of one collective hold them together."""
+    topo = topology_of(hw)
+    tasks = schedule.tasks
+    users: dict[object, list[tuple[int, int, int]]] = defaultdict(list)  # link -> (start, end, first task)
+    for h in links_of_schedule(schedule, topo):
+        first = tasks[h.tasks[0]]
+        end = max(tasks[i].end for i in h.tasks)
+        for link in h.links:
+            users[link].append((first.start, end, first.id))
+    problems = []
+    for link, spans in sorted(users.items()):
+        spans.sort()
+        latest: tuple[int, int, int] | None = None
+        for span in spans:
+            if latest is not None and span[0] < latest[1]:
+                a, b = tasks[span[2]], tasks[latest[2]]
+                problems.append(f"{_holder(a, names)} runs [{span[0]}, {span[1]}) on {topo.label(link)}, overlapping "
+                                f"{_holder(b, names)} which runs [{latest[0]}, {latest[1]}): a link carries one "
+                                "transfer or collective at a time")
+            if latest is None or span[1] > latest[1]:
+                latest = span
+    return problems
+
+
+def _holder(t: Task, names: Names) -> str:
+    return names.task(t) if t.group < 0 else f"the {t.kind} of group {t.group} ({names.task(t)} and its other members)"
 
 
 def check_tensors(schedule: Schedule, names: Names) -> list[str]:

@@ -1,7 +1,9 @@
 """Seed 001's dynamic runtime ("scheduler + worker threads") on a schedule's task DAG (Schedule,
 HwSpec -> Result). Ready tasks enter a FIFO work queue per chip and any free unit instance or link
 among a task's candidates takes the first it can run; a collective starts once every member is
-ready. Outputs go to the unit's own memory if it has room, else the next level with room, paying
+ready. A transfer or collective then takes every physical link it crosses (hw/topology.py,
+schedule/collectives.py), one holder per link at a time, in one global order so no two wait on each
+other. Outputs go to the unit's own memory if it has room, else the next level with room, paying
 the spill's transfer time as the scheduler charges it (schedule/levels.py); leaves take memory from
 their first reader's release on. No compiled order, placement or in-flight window is used: only the
 schedule's tasks (dependences, candidates, reads, output sizes) and its leaf tensors' sizes. The
@@ -15,6 +17,8 @@ from collections import defaultdict
 import simpy
 
 from accelsim.hw.spec import HwSpec
+from accelsim.hw.topology import Link, topology_of
+from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
@@ -70,6 +74,17 @@ class WorkQueueRuntime:
         self.waiting: dict[int, str] = {t.id: "its inputs" for t in tasks}
         self.moved: dict[ChannelKey, int] = defaultdict(int)
         self.enqueue = {"unit": self.queue, "link": self.queue, "collective": self.start_collective}
+        self.topology = topology_of(hw)
+        self.transfer_links: dict[int, tuple[Link, ...]] = {}  # transfer task id -> its route's links
+        self.group_links: dict[int, tuple[Link, ...]] = {}  # collective group -> the links it crosses
+        for h in links_of_schedule(schedule, self.topology):
+            first = tasks[h.tasks[0]]
+            if TASK_KINDS[first.kind].holds == "collective":
+                self.group_links[first.group] = h.links
+            else:
+                self.transfer_links[first.id] = h.links
+        self.link_servers = {link: simpy.Resource(env, capacity=1) for held in
+                             (*self.transfer_links.values(), *self.group_links.values()) for link in held}
 
     def run(self) -> Result:
         servers: dict[Server, int] = {}
@@ -170,12 +185,14 @@ class WorkQueueRuntime:
                 output = (self.placed[t.id][1], t.out_bytes) if t.id in self.placed else None
                 loads = port_loads(port_key[1], t.bytes_moved, inputs, output, own)
             cycles += self.spill_of(t, resource)
+            links = yield from self.take_links([t], self.transfer_links.get(t.id, ()))
             held = yield from take_bandwidth(self.ports, chip, loads, cycles, waiting, t.id)
             t_port = int(env.now)
             waiting.pop(t.id, None)
             yield env.timeout(cycles)
             for port, rate in held:
                 port.put(rate)
+            self.give_links(links)
             for memory, nbytes in loads.items():
                 self.moved[(chip, out_chip, memory)] += nbytes
             if port_key is None:
@@ -189,10 +206,29 @@ class WorkQueueRuntime:
         yield self.env.all_of([self.done[d] for m in members for d in m.deps])
         for m in members:
             yield from self.output_space(m, collective.resource)
+        links = yield from self.take_links(members, self.group_links.get(group, ()))
         start = int(self.env.now)
         yield self.env.timeout(collective.cycles)
+        self.give_links(links)
         for m in members:
             self.finish(m, collective.resource, 0, start, start, start)
+
+    def take_links(self, tasks: list[Task], links: tuple[Link, ...]):
+        """Take `links` one by one in their sorted order (every holder does, so none waits on another
+        holding a link it needs); returns the requests, for give_links."""
+        held = []
+        for link in sorted(links):
+            request = self.link_servers[link].request()
+            if not request.triggered:
+                for t in tasks:
+                    self.waiting[t.id] = f"its turn on {self.topology.label(link)}"
+            yield request
+            held.append((link, request))
+        return held
+
+    def give_links(self, held: list) -> None:
+        for link, request in held:
+            self.link_servers[link].release(request)
 
     def finish(self, t: Task, resource: str, instance: int, start: int, t_ready_unit: int, t_space: int) -> None:
         ready = self.ready_at[t.id]

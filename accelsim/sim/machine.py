@@ -8,6 +8,7 @@ import simpy
 from accelsim import metrics
 from accelsim.errors import AccelsimError
 from accelsim.hw.spec import HwSpec
+from accelsim.hw.topology import topology_of
 from accelsim.schedule.levels import chip_list, memory_of
 from accelsim.schedule.plan import Schedule, Task, memory_label
 from accelsim.schedule.ports import MILLI, Port, port_capacities, port_rate
@@ -103,9 +104,10 @@ def deadlock(schedule: Schedule, waiting: dict[int, str]) -> SimulationError:
 
 
 def channels(hw: HwSpec, moved: dict[ChannelKey, int]) -> tuple[Channel, ...]:
-    """Every port and link that moved bytes, with its peak bandwidth in bytes per cycle."""
+    """Every port and link that moved bytes, with its peak bandwidth in bytes per cycle (a chip pair's:
+    its route's slowest link, hw/topology.py)."""
     chips = chip_list(hw)
-    link = hw.interconnect.bytes_per_cycle(hw.clock_hz) if hw.interconnect else 0.0
+    topo = topology_of(hw)
     out = []
     for (chip, out_chip, memory), nbytes in sorted(moved.items()):
         if not nbytes:
@@ -113,7 +115,7 @@ def channels(hw: HwSpec, moved: dict[ChannelKey, int]) -> tuple[Channel, ...]:
         if memory:
             bandwidth = memory_of(chips[chip], memory).bytes_per_cycle(hw.clock_hz)
         else:
-            bandwidth = link
+            bandwidth = topo.route(chip, out_chip).bytes_per_cycle if topo is not None else 0.0
         out.append(Channel(chip, out_chip, memory, nbytes, bandwidth))
     return tuple(out)
 

@@ -1,7 +1,8 @@
 """Static replay of a compiled schedule (Schedule, HwSpec -> Result): its own order and placement,
 time-triggered. Each task waits for its compiled start, its inputs, what it holds (its turn on its
-unit instance or link, in compiled order; or every member of its collective), space for its output
-in its memory and bandwidth on its memory port, then runs for its compiled duration. Ports are
+unit instance or link, in compiled order; or every member of its collective), its turn on every
+physical link it crosses (hw/topology.py; a collective's members take theirs together), space for its
+output in its memory and bandwidth on its memory port, then runs for its compiled duration. Ports are
 metered as the scheduler books them (schedule/ports.py), so replaying a schedule on the hardware it
 was compiled for reproduces the compiled timeline."""
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections import defaultdict
 import simpy
 
 from accelsim.hw.spec import HwSpec
+from accelsim.hw.topology import Topology, topology_of
+from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, Task, Tensor, memory_label, resource_label
 from accelsim.schedule.traffic import placed_io, task_loads
@@ -34,6 +37,42 @@ class Turns:
                 self.finished[tid] = env.event()
                 if i:
                     self.before[tid] = self.finished[ids[i - 1]]
+
+
+class LinkTurns:
+    """Each physical link serves its holders (a transfer, or one collective's members together) one at a
+    time in compiled order: a holder's turn comes when every holder before it on each of its links has
+    finished; a collective has finished when its last member has."""
+
+    def __init__(self, env: simpy.Environment, schedule: Schedule, topo: Topology | None) -> None:
+        tasks = schedule.tasks
+        holders = sorted(links_of_schedule(schedule, topo), key=lambda h: (tasks[h.tasks[0]].start, h.tasks[0]))
+        self.holder_of: dict[int, int] = {}  # task id -> index of its holder
+        self.left: list[int] = []  # members still running per holder
+        self.finished: list[simpy.Event] = []
+        self.before: dict[int, list[tuple[str, simpy.Event]]] = defaultdict(list)  # holder -> (link, event)
+        last: dict[object, int] = {}
+        for i, h in enumerate(holders):
+            for tid in h.tasks:
+                self.holder_of[tid] = i
+            self.left.append(len(h.tasks))
+            self.finished.append(env.event())
+            for link in h.links:
+                if link in last:
+                    self.before[i].append((topo.label(link), self.finished[last[link]]))
+                last[link] = i
+
+    def wait(self, task_id: int) -> list[tuple[str, simpy.Event]]:
+        """(link label, event) for each link on which task `task_id`'s holder waits for an earlier one."""
+        i = self.holder_of.get(task_id)
+        return [] if i is None else self.before[i]
+
+    def done(self, task_id: int) -> None:
+        i = self.holder_of.get(task_id)
+        if i is not None:
+            self.left[i] -= 1
+            if not self.left[i]:
+                self.finished[i].succeed()
 
 
 class Barriers:
@@ -67,6 +106,7 @@ class StaticReplay:
             for d in t.deps:
                 self.readers_left[d] += 1
         self.turns = Turns(env, self.tasks)
+        self.links = LinkTurns(env, schedule, topology_of(hw))
         self.barriers = Barriers(env, self.tasks)
         self.holds = [TASK_KINDS[t.kind].holds for t in self.tasks]
         self.hold = {"unit": self.take_turn, "link": self.take_turn, "collective": self.join_collective}
@@ -122,6 +162,10 @@ class StaticReplay:
         held = self.hold[self.holds[t.id]](t)
         if held is not None:
             yield held
+        for label, before in self.links.wait(t.id):
+            if not before.processed:
+                waiting[t.id] = f"its turn on {label}"
+                yield before
         t_unit = env.now
         x = self.out_tensor.get(t.id)
         if x is not None:
@@ -150,6 +194,7 @@ class StaticReplay:
         finished = self.turns.finished.get(t.id)
         if finished is not None:
             finished.succeed()
+        self.links.done(t.id)
         if not self.readers_left[t.id]:
             self.release_output(t.id)  # nobody reads it: free once written, as the scheduler placed it
         for d in t.deps:
