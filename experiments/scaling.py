@@ -74,7 +74,16 @@ def main() -> None:
     hw = A.load_hw(args.hw)
     configs = ([tuple(int(v) for v in c.split(",")) for c in args.configs.split(";")] if args.configs
                else [c for c in CONFIGS if c[0] * c[1] * c[2] <= hw.n_chips])
-    rows = [row(hw, d, p, t, args) for d, p, t in configs]
+    skipped = [c for c in configs if args.heads % c[2]]
+    if skipped:  # Megatron gives each rank whole heads
+        print(f"skipped (t does not divide {args.heads} heads): {skipped}", flush=True)
+        configs = [c for c in configs if c not in skipped]
+    rows = []
+    for d, p, t in configs:
+        rows.append(row(hw, d, p, t, args))
+        r = rows[-1]
+        print(f"d={d} p={p} t={t}: {r['tasks']:,} tasks, step {r['makespan_ms']:.2f} ms, compile {r['compile_s']:.1f} s, "
+              f"simulate {r['simulate_s']:.1f} s", flush=True)
     base = next((r for r in rows if r["chips"] == 1), rows[0])
     head = ("| d | p | t | chips | step ms | samples/s | x 1 chip | peak MiB/chip | collectives ms | "
             "transfers ms | TP bytes / Megatron | tasks | compile s | simulate s |")
