@@ -10,6 +10,7 @@ from accelsim.cost.model import capable_units, node_cost
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec
+from accelsim.limits import check_tensor_parallel
 from accelsim.hw.topology import Route, topology_of
 from accelsim.ops import add
 from accelsim.ops.registry import get_op
@@ -203,7 +204,8 @@ class Planner:
         self.collective_algorithm = ic.collective_algorithm if ic else "ring"
         self.link_pj_per_byte = link_pj_per_byte(hw)
         self.compute = [n for n in graph.nodes if not n.is_leaf]
-        self.ranks = options.tensor_parallel
+        # the options' degree must be the graph's (a schedule file's options may say otherwise)
+        self.ranks = check_tensor_parallel(graph, options.tensor_parallel)
         serial = {n.id: 0 if get_op(n.op).collective else min(c for _, _, c in self.costs.node(n.id, 0).options)
                   for n in self.compute}
         self.stage = partition_stages(graph, serial, options.pipeline_stages)
@@ -384,13 +386,13 @@ class Planner:
             last = acc.id
         return last
 
-    def allreduce(self, g: int, finals: list[int]) -> None:
-        """Sum gradient `g` across replicas (`finals`: each replica's last sum, in replica order): one
-        collective (see collective), member r for replica r."""
+    def allreduce(self, g: int, finals: list[int], rank: int) -> None:
+        """Sum gradient `g` of tensor-parallel `rank` across replicas (`finals`: each replica's last sum,
+        in replica order): one collective (see collective), member r for replica r."""
         members = self.collective("allreduce", g, finals, self.nbytes(self.graph.nodes[g]), "backward",
                                   deps=sorted(finals), replicas=list(range(len(finals))))
         for r, member in enumerate(members):
-            self.producer[(g, PER_STEP, r)] = [member]
+            self.producer[(g, PER_STEP, r, rank)] = [member]
 
     def collective(self, kind: str, node: int, sources: list[int], nbytes: int, phase: str, *,
                    microbatch: int = PER_STEP, replicas: list[int] | None = None, deps: list[int] | None = None,
@@ -446,9 +448,7 @@ class Planner:
             for rank in self.ranks_of(self.graph.nodes[g]):  # each rank reduces its own copy or shard
                 finals = [self.accumulate(g, r, rank) for r in range(d)]
                 if d > 1:
-                    self.allreduce(g, finals)
-                    for r in range(d):
-                        self.producer[(g, PER_STEP, r, rank)] = self.producer.pop((g, PER_STEP, r))
+                    self.allreduce(g, finals, rank)
                 else:
                     self.producer[(g, PER_STEP, 0, rank)] = [finals[0]]
         for r in range(d):
