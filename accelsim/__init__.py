@@ -1,4 +1,11 @@
 """accelsim: simulate ML training and inference on bespoke dataflow accelerators."""
+from importlib import metadata as _metadata
+
+try:  # pyproject.toml's version, as installed: the one source of truth
+    __version__ = _metadata.version("accelsim")
+except _metadata.PackageNotFoundError:  # a source tree run without installing it
+    __version__ = "0+unknown"
+
 from accelsim import cost, hw, models, ops, viz
 from accelsim.autodiff import gradients
 from accelsim.errors import (AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ScheduleError,

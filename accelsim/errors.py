@@ -35,3 +35,8 @@ class MemoryFitError(ScheduleError):
 
 class SweepError(AccelsimError):
     """A sweep specification is malformed, or a sweep cannot run (missing extra, unreachable cluster)."""
+
+
+class FrontendError(AccelsimError):
+    """A model or graph file cannot be imported: an op accelsim has no entry for, a tampered graph file, a
+    missing optional dependency (torch, onnx)."""

@@ -19,8 +19,21 @@ def utilization(schedule: Schedule, hw: HwSpec) -> dict[str, float]:
 
 
 def latency_cycles(schedule: Schedule) -> float:
-    """Mean over (micro-batch, replica) of the span from its first task's start to its last task's end."""
+    """Mean over (micro-batch, replica) of the span from its first task's start to its last task's end
+    (metrics.LATENCY_DEFINITION)."""
     return metrics.mean_latency_cycles(schedule.tasks, schedule.makespan_cycles)
+
+
+def compute_rates(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
+    """MAC utilization, achieved and peak TOPS overall, per unit kind and per chip (metrics.compute_rates,
+    metrics.TOPS_DEFINITION), over the chips the step uses, as utilization counts them."""
+    return metrics.compute_rates(schedule.tasks, hw, schedule.makespan_cycles, (t.chip for t in schedule.tasks))
+
+
+def peak_memory_bytes(schedule: Schedule) -> dict[str, int]:
+    """Peak bytes per memory instance of the compiled placement (metrics.peak_memory_bytes: the one
+    definition the terminal, the JSON and the memory plot share)."""
+    return metrics.peak_memory_bytes(schedule.memories)
 
 
 def communication_cycles(schedule: Schedule) -> dict[str, int]:
@@ -71,7 +84,20 @@ def efficiency(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
 
 def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
     """What `accelsim run` prints and writes as JSON: times, throughput, bounds, utilization, memory,
-    energy, power and area (efficiency)."""
+    energy, power and area (efficiency), MAC utilization and TOPS.
+
+    - makespan_s: the step, first task's start to last task's end (all inputs, the update, collectives).
+    - latency_s: `latency_definition` (metrics.LATENCY_DEFINITION): the mean over inputs, each (micro-batch,
+      replica), of the time from its first task's start to its last task's end; per-step work (optimizer
+      update, per-step all-reduce) is left out, so with one input it is at most the makespan.
+    - utilization: per unit kind, the busy fraction of its instances over the makespan (occupancy, whatever
+      the unit does while busy).
+    - mac_utilization, achieved_tops, peak_tops, and the same three per unit kind (`per_unit`) and per chip
+      (`per_chip`, "chip<c>"): `tops_definition` (metrics.TOPS_DEFINITION): useful MACs / peak MACs over the
+      makespan, ops per second in TOPS with 2 ops per MAC, and the units' peak; "% of peak" is
+      100 x mac_utilization.
+    - peak_memory_bytes: `peak_memory_definition` (metrics.peak_memory_bytes): per memory instance
+      ("chip<c>:<memory>"), the most bytes the compiled placement holds in it at once."""
     if not isinstance(schedule, Schedule) or not isinstance(hw, HwSpec):
         raise AccelsimError(f"run_summary(schedule, hw) needs a Schedule and an HwSpec, got "
                             f"{type(schedule).__name__} and {type(hw).__name__}")
@@ -90,8 +116,12 @@ def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
         "makespan_s": makespan_s,
         "throughput_samples_per_s": schedule.samples_per_step / makespan_s if makespan_s else 0.0,
         "latency_s": latency_cycles(schedule) / clock,
+        "latency_definition": metrics.LATENCY_DEFINITION,
         "utilization": utilization(schedule, hw),
-        "peak_memory_bytes": dict(schedule.peak_memory_bytes),
+        **compute_rates(schedule, hw),
+        "tops_definition": metrics.TOPS_DEFINITION,
+        "peak_memory_bytes": peak_memory_bytes(schedule),
+        "peak_memory_definition": metrics.PEAK_MEMORY_DEFINITION,
         "memory_capacity_bytes": dict(schedule.memory_capacity_bytes),
         "allreduce_cycles": comm.get("collective", 0),
         "transfer_cycles": comm.get("link", 0),

@@ -222,7 +222,7 @@ def test_roofline_into_an_existing_directory_writes_the_default_name_inside(tmp_
     out = tmp_path / "figs"
     out.mkdir()
     assert main(["roofline", "--hw", "groq_like", *MLP, "-o", str(out)]) == 0
-    written = out / "roofline_mlp_groq_like.png"
+    written = out / "roofline_mlp_train_groq_like.png"  # was roofline_mlp_groq_like.png: graphs train by default
     assert written.read_bytes()[:4] == b"\x89PNG" and f"wrote {written}" in capsys.readouterr().out
     assert not (tmp_path / "figs.png").exists()
 

@@ -127,7 +127,7 @@ def test_cli_compile_exact_prints_the_bound_and_gap_and_saves_the_report(tmp_pat
     out = capsys.readouterr().out
     report = load_schedule(path).exact
     assert report is not None and report.time_limit_s == 0.5
-    assert f"bound {report.bound_cycles}" in out
+    assert f"bound {report.bound_cycles:,}" in out
     assert ("exact: optimal (proved)" in out) if report.status == "optimal" else (
         f"exact: within {100 * report.gap:.2f}% of optimal" in out)
 

@@ -14,9 +14,11 @@ FAST = ["--split", "off"]
 
 def test_optimize_auto_prints_each_rewrite_with_its_effect_and_writes_json(tmp_path, capsys):
     path = tmp_path / "opt.json"
-    assert main(["optimize", *BLOCK, "--hw", "tpu_v1_like", *FAST, "--json", str(path)]) == 0
+    # optimize trains by default, as every command does (it defaulted to inference before)
+    assert main(["optimize", *BLOCK, "--inference", "--hw", "tpu_v1_like", *FAST, "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "with auto" in out and "numeric check: float64" in out and "candidate graph(s) compiled" in out
+    assert "optimize the inference of" in out and "with auto" in out and "numeric check: float64" in out
+    assert "candidate graph(s) compiled" in out
     assert "best rule-based pipeline:" in out
     assert "1. merge_qkv" in out and "before: makespan" in out and "after:  makespan" in out
     assert "passes applied: merge_qkv" in out
@@ -105,4 +107,4 @@ def test_run_with_optimize_auto_scores_the_step_it_runs(capsys):
                  "--optimize", "auto", "--budget", "3", "--no-sim"]) == 0
     out = capsys.readouterr().out
     chosen = int(out.split("chosen ")[1].split(" -> ")[1].split(" cycles")[0].replace(",", ""))
-    assert f"makespan    {chosen} cycles" in out  # the search compiled the step as run compiles it
+    assert f"makespan    {chosen:,} cycles" in out  # the search compiled the step as run compiles it

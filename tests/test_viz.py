@@ -1,4 +1,5 @@
 import json
+import re
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from accelsim.errors import AccelsimError
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Channel, MemoryTrace, Result, Span
 from accelsim.viz.perfetto import write_perfetto
-from accelsim.viz.timeline import plot_memory, plot_timeline, plot_utilization
+from accelsim.viz.timeline import format_mib, plot_memory, plot_timeline, plot_utilization
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CLOCK_HZ = 1e9  # 1 cycle = 1 ns, so 1000 cycles = 1 µs
@@ -77,8 +78,13 @@ def timeline_axes(fig: Figure):
     return next(a for a in fig.axes if a.collections)
 
 
+def span_collections(ax) -> list:
+    """The collections of task bars (plot_timeline gives each a gid "spans ..."; stalls have their own)."""
+    return [c for c in ax.collections if isinstance(c, PolyCollection) and (c.get_gid() or "").startswith("spans")]
+
+
 def bars_drawn(ax) -> int:
-    return sum(len(c.get_paths()) for c in ax.collections if isinstance(c, PolyCollection))
+    return sum(len(c.get_paths()) for c in span_collections(ax))
 
 
 def distinct_rows(res: Result) -> set:
@@ -116,18 +122,19 @@ def test_timeline_draws_one_bar_per_span_and_one_row_per_resource_instance(small
     assert "chip0 link:0->1" in labels and labels[-1] == "chip1 allreduce"
 
 
-def test_timeline_legend_lists_microbatches_per_step_and_phases(small):
+def test_timeline_legend_lists_microbatches_per_step_phases_communication_and_stalls(small):
     ax = timeline_axes(plot_timeline(small))
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[:3] == ["micro-batch 0", "micro-batch 1", "per step"]
-    assert [t.split()[0] for t in legend[3:]] == ["forward", "backward", "update"]
+    assert [t.split()[0] for t in legend[3:6]] == ["forward", "backward", "update"]
+    assert legend[6:] == ["all-reduce", "transfer (link)", "stall, waiting for: data"]
 
 
 def test_timeline_legend_caps_microbatch_entries():
     res = result([span(k, 0, "mxm", 0, 10 * k, 10 * k + 5, microbatch=k) for k in range(25)])
     legend = [t.get_text() for t in timeline_axes(plot_timeline(res)).get_legend().get_texts()]
     assert sum(t.startswith("micro-batch") for t in legend) == 10
-    assert "... (15 more)" in legend
+    assert any(t.startswith("... (15 more") for t in legend)
 
 
 def test_timeline_x_axis_spans_the_makespan_in_cycles(small):
@@ -202,7 +209,9 @@ def test_memory_zooms_to_the_occupancy_when_capacity_dwarfs_it_and_lists_unused_
     ax = plot_memory(res).axes[0]
     assert ax.get_ylim()[1] < 1  # MiB: the 8 MiB capacity would squash a 64 KiB peak
     assert len([ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]) == 1
-    assert "unused: chip1:mem" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "unused, not drawn: chip1:mem" in ax.get_title()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["chip0:mem: peak 0.0625 MiB of 8 MiB"]
+    assert not [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]  # no capacity line above the range
 
 
 def load_trace(path):
@@ -276,3 +285,177 @@ def test_plots_and_trace_of_a_simulated_training_step(tmp_path):
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) == len(res.spans)
     for name in ("timeline", "utilization", "memory"):
         assert_png(tmp_path / f"{name}.png")
+
+
+# --- Step 7: what the figures show (inspected on the Figure objects, not the files) ------------------------
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.ticker import ScalarFormatter  # noqa: E402
+
+import accelsim as A  # noqa: E402
+from accelsim.cost.model import graph_costs  # noqa: E402
+from accelsim.viz.roofline import plot_roofline  # noqa: E402
+
+
+def rendered(fig: Figure) -> Figure:
+    """Lay out and draw the figure (Agg), so text extents and tick labels are final."""
+    FigureCanvasAgg(fig).draw()
+    return fig
+
+
+def face_hatch_by_microbatch(ax) -> dict[int, tuple]:
+    out = {}
+    for c in span_collections(ax):
+        mb = int(c.get_gid().split()[1].removeprefix("mb="))
+        out[mb] = (tuple(round(v, 6) for v in c.get_facecolor()[0]), c.get_hatch() or "")
+    return out
+
+
+@pytest.mark.parametrize("phase", ["forward", "backward"])
+def test_sixteen_microbatches_get_distinct_colour_and_hatch_pairs(phase):
+    res = result([span(k, 0, "mxm", 0, 10 * k, 10 * k + 8, microbatch=k, phase=phase) for k in range(16)])
+    styles = face_hatch_by_microbatch(timeline_axes(plot_timeline(res)))
+    assert sorted(styles) == list(range(16))
+    assert len(set(styles.values())) == 16  # tab10 alone would repeat micro-batches 0-5 as 10-15
+
+
+def test_communication_kinds_are_named_in_the_legend_and_hatched_apart():
+    kinds = ["allreduce", "reduce_scatter", "all_gather", "tp_allreduce", "transfer"]
+    spans = [span(0, 0, "mxm", 0, 0, 50)]
+    spans += [span(i + 1, 0, "allreduce" if k != "transfer" else "link:0->1", 0, 60 * (i + 1), 60 * (i + 1) + 50,
+                   microbatch=PER_STEP, phase="backward", kind=k) for i, k in enumerate(kinds)]
+    ax = timeline_axes(plot_timeline(result(spans)))
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for name in ("all-reduce", "reduce-scatter", "all-gather", "tensor-parallel all-reduce", "transfer (link)"):
+        assert name in legend
+    hatches = {c.get_gid().split()[-1]: c.get_hatch() for c in span_collections(ax)}
+    assert set(hatches) == {*kinds, "unit"}
+    assert len(set(hatches.values())) == len(hatches)  # every kind drawn differently from the others and nodes
+
+
+def stall_bars(ax) -> list[tuple[float, float]]:
+    out = []
+    for c in ax.collections:
+        if c.get_gid() == "stalls":
+            for p in c.get_paths():
+                xs = p.vertices[:, 0]
+                out.append((float(xs.min()), float(xs.max())))
+    return sorted(out)
+
+
+def test_stalls_are_drawn_as_the_cycles_before_their_task_started(small):
+    ax = timeline_axes(plot_timeline(small))
+    assert stall_bars(ax) == [(93.0, 100.0)]  # span 2 started at 100 after 7 cycles waiting for data
+    clean = result([s for s in small.spans if not s.stalls])
+    ax = timeline_axes(plot_timeline(clean))
+    assert stall_bars(ax) == []
+    assert not any("stall" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def op_labels(ax) -> list:
+    return [t for t in ax.texts if t.get_gid() == "op_label"]
+
+
+def test_op_names_sit_on_bars_wide_enough_for_them_and_only_there():
+    res = result([span(0, 0, "mxm", 0, 0, 900), span(1, 0, "mxm", 0, 900, 903), span(2, 0, "vxm", 0, 0, 10)],
+                 unit_instances={"mxm": 1, "vxm": 1})
+    fig = plot_timeline(res)
+    ax = timeline_axes(fig)
+    labels = op_labels(ax)
+    assert [(t.get_text(), t.get_position()) for t in labels] == [("matmul", (450.0, 0))]
+    rendered(fig)  # after layout the label still lies inside its bar
+    box = labels[0].get_window_extent()
+    x0, x1 = (ax.transData.transform((x, 0))[0] for x in (0, 900))
+    assert x0 <= box.x0 and box.x1 <= x1
+
+
+def test_zooming_in_labels_the_bars_that_become_wide_enough():
+    res = result([span(k, 0, "mxm", 0, 10 * k, 10 * k + 10) for k in range(100)], unit_instances={"mxm": 1})
+    assert op_labels(timeline_axes(plot_timeline(res))) == []  # 100 bars of ~8 px each
+    zoomed = op_labels(timeline_axes(plot_timeline(res, window=(0, 40))))
+    assert [t.get_text() for t in zoomed] == ["matmul"] * 4  # the 4 bars in [0, 40] (the one at 40 shows 0 px)
+
+
+@pytest.mark.parametrize("plot", [plot_timeline, plot_memory])
+def test_time_axis_shows_plain_cycles_without_an_offset(plot):
+    t0 = 12_000_000
+    spans = [span(0, 0, "mxm", 0, t0, t0 + 400), span(1, 0, "mxm", 0, t0 + 500, t0 + 1000)]
+    res = result(spans, occupancy={0: ((0, 0), (t0, 1 << 20), (t0 + 900, 0))})
+    kwargs = {"window": (t0, t0 + 1000)} if plot is plot_timeline else {}
+    fig = rendered(plot(res, **kwargs))
+    ax = timeline_axes(fig) if plot is plot_timeline else fig.axes[0]
+    fmt = ax.xaxis.get_major_formatter()
+    assert isinstance(fmt, ScalarFormatter) and fmt.get_useOffset() is False
+    assert ax.xaxis.get_offset_text().get_text() == ""  # no "+1.2e7" above the axis
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert ticks and all(re.fullmatch(r"\d{1,3}(,\d{3})*", t) for t in ticks)  # plain, thousands separated
+    if plot is plot_timeline:
+        assert f"{t0:,}" in ticks
+
+
+def test_memory_legend_names_only_drawn_lines_and_the_capacity_only_when_drawn(small):
+    ax = plot_memory(small).axes[0]  # capacity 8 MiB is within the range of a 5 MiB peak: drawn
+    drawn = {ln.get_label() for ln in ax.get_lines()}
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert set(legend) <= drawn
+    assert legend == ["chip0:mem: peak 5 MiB of 8 MiB", "capacity (dashed, its memory's colour)",
+                      "chip1:mem: peak 2 MiB of 8 MiB"]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert all(ln.get_ydata()[0] <= ax.get_ylim()[1] for ln in dashed)
+
+
+@pytest.mark.parametrize("nbytes, text", [(1863488, "1.777 MiB"), (16019736, "15.28 MiB"), (316608, "0.3019 MiB"),
+                                          (220 << 20, "220 MiB"), (3 << 30, "3,072 MiB"), (64, "0.000061 MiB"),
+                                          (0, "0 MiB")])
+def test_memory_sizes_are_shown_in_mib_to_four_significant_digits(nbytes, text):
+    assert format_mib(nbytes) == text
+
+
+def test_memory_marks_each_peak_at_its_first_cycle(small):
+    ax = plot_memory(small).axes[0]
+    marks = [(float(ln.get_xdata()[0]), float(ln.get_ydata()[0])) for ln in ax.get_lines() if ln.get_marker() == "v"]
+    assert marks == [(400.0, 5.0), (150.0, 2.0)]
+
+
+def test_memory_of_a_dynamic_run_says_its_peak_is_its_own(small):
+    from dataclasses import replace
+
+    ax = plot_memory(replace(small, mode="dynamic")).axes[0]
+    assert "dynamic runtime's own allocation" in ax.get_title()
+    assert "own allocation" not in plot_memory(small).axes[0].get_title()
+
+
+ROOF_HW = {"name": "roofy", "clock_hz": 1e9, "chips": [{"units": [
+    {"name": "big", "categories": ["tensor"], "count": 2, "array": {"rows": 32, "cols": 32, "dataflow": "os"},
+     "reads": ["sram"], "writes": ["sram"]},
+    {"name": "small", "ops": ["matmul"], "array": {"rows": 8, "cols": 8, "dataflow": "os"},
+     "reads": ["sram"], "writes": ["sram"]},
+    {"name": "vec", "categories": ["elementwise", "reduction"], "vector": {"lanes": 16, "ops_per_lane_per_cycle": 2},
+     "reads": ["sram"], "writes": ["sram"]},
+    {"name": "mover", "categories": ["data_movement"], "stream": {"bytes_per_cycle": 64}, "reads": ["sram"],
+     "writes": ["sram"]}],
+    "memories": [{"name": "sram", "kind": "sram", "capacity_bytes": 1 << 22, "bandwidth_bytes_per_cycle": 256},
+                 {"name": "dram", "kind": "dram", "capacity_bytes": 1 << 30, "bandwidth_bytes_per_cycle": 16}]}]}
+
+
+def test_roofline_draws_a_ceiling_per_unit_kind_and_a_slope_per_memory_in_tflops():
+    hw = A.hw.parse_hw(ROOF_HW)
+    g = A.Graph("mlp")
+    A.ops.relu(A.ops.matmul(g.input("x", (64, 32)), g.input("w", (32, 16))))
+    fig = plot_roofline(hw, graph_costs(hw, g))
+    ax = fig.axes[0]
+    assert "TFLOP/s" in ax.get_ylabel() and "FLOP/byte" in ax.get_xlabel()
+    ceilings = sorted(float(seg[0][1]) for c in ax.collections if c.get_label().startswith("ceiling")
+                      for seg in c.get_segments())
+    # one instance each, in TFLOP/s at 1 GHz: big 2*32*32, small 2*8*8, vec 16*2 ops per cycle
+    assert ceilings == pytest.approx([0.032, 0.128, 2.048])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for unit in ("big (array, x2 = 4.096 in all)", "small (array)", "vec (vector)"):
+        assert sum(unit in t for t in legend) == 1
+    slopes = [t for t in legend if "bandwidth" in t]
+    # chip peak (2 x 2.048 + 0.128 + 0.032 = 4.256 TFLOP/s) / bandwidth
+    assert slopes == ["sram bandwidth 256 GB/s (ridge 16.6 FLOP/byte)", "dram bandwidth 16 GB/s (ridge 266 FLOP/byte)"]
+    assert "chip peak, all units: 4.256 TFLOP/s" in legend
+    assert "no compute roof (no arithmetic peak): mover" in ax.get_title()
+    points = [o for c in ax.collections if c.get_label().endswith("nodes (1)") for o in c.get_offsets()]
+    assert len(points) == 2 and all(y < 2.048 for _, y in points)  # matmul and relu, under their roofs

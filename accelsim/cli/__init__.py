@@ -5,19 +5,22 @@ import argparse
 import sys
 from typing import Sequence
 
-from accelsim.cli import graph_cmds, hw_cmds, optimize_cmd, sched_cmds, sweep_cmd
+from accelsim import __version__
+from accelsim.cli import graph_cmds, hw_cmds, import_cmd, optimize_cmd, sched_cmds, sweep_cmd
 from accelsim.cli.common import check_dir_target, check_file_target
 from accelsim.errors import AccelsimError
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accelsim", description="Simulate ML programs on dataflow accelerators.")
+    parser.add_argument("--version", action="version", version=f"accelsim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     graph_cmds.register(sub)
     hw_cmds.register(sub)
     sched_cmds.register(sub)
     optimize_cmd.register(sub)
     sweep_cmd.register(sub)
+    import_cmd.register(sub)
     return parser
 
 

@@ -1,5 +1,5 @@
-"""Helpers shared by the CLI commands: argument types, model and limit options, output paths, JSON output,
-number formatting."""
+"""Helpers shared by the CLI commands: argument types, the hardware, model and step options (one default
+for each, the same on every command), limit options, output paths, JSON output and the stdout console."""
 from __future__ import annotations
 
 import argparse
@@ -10,11 +10,22 @@ from typing import Any, Sequence
 
 import yaml
 
+from rich.console import Console
+
 from accelsim import models
+from accelsim.cli.progress import phase
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
+from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, Limits
 from accelsim.training import OPTIMIZERS, training_graph
+
+DEFAULT_HW = "groq_like"
+"""The bundled hardware every command uses when --hw is not given (a saved schedule brings its own)."""
+
+STEP_RULE = ("Every command works on the model's training step (forward + backward + optimizer update) unless "
+             "--inference is given.")
+"""The one rule on training vs inference, quoted in each command's help."""
 
 # ---- argument types: argparse prints usage and the message, and exits 2 ---------------------------
 
@@ -94,20 +105,35 @@ def apply_remat(graph: Graph, args: argparse.Namespace) -> Graph:
 # ---- model options ---------------------------------------------------------------------------------
 
 
-def add_model_args(p: argparse.ArgumentParser, training: bool = False, batch_help: str = "batch size") -> None:
-    """--model, --batch, --set; with `training`, the --training flag and the optimizer's options too."""
-    p.add_argument("--model", default=models.DEFAULT_MODEL, help=f"one of: {', '.join(models.names())}")
+def add_model_args(p: argparse.ArgumentParser, step: bool = True, batch_help: str = "batch size") -> None:
+    """--model, --batch, --set; with `step`, --training/--inference and the optimizer's options too."""
+    p.add_argument("--model", default=models.DEFAULT_MODEL,
+                   help=f"model of the zoo (default {models.DEFAULT_MODEL}): {', '.join(models.names())}; "
+                        "`accelsim models` lists each one's options; or a model file: an accelsim graph "
+                        "(.json, from `accelsim import`), a torch.export program (.pt2) or an ONNX model (.onnx)")
     p.add_argument("--batch", type=positive_int, help=f"{batch_help} (the model's `batch` option)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any model option, e.g. --set layers=2 --set seq=128 --set sizes=64,32,10")
-    if training:
-        p.add_argument("--training", action="store_true", help="forward + backward + optimizer update")
+                   help="any model option, e.g. --set layers=2 --set seq=128 --set sizes=64,32,10; repeatable")
+    if step:
+        add_step_kind_args(p)
         add_optimizer_args(p)
 
 
+def add_step_kind_args(p: argparse.ArgumentParser) -> None:
+    """--training (the default) or --inference: which graph of the model a command works on."""
+    kind = p.add_mutually_exclusive_group()
+    # both write args.inference; --training's default must be False too (argparse takes the first default)
+    kind.add_argument("--training", dest="inference", action="store_false", default=False,
+                      help="the training step: forward + backward + optimizer update (the default; the flag is "
+                           "kept for older command lines)")
+    kind.add_argument("--inference", dest="inference", action="store_true",
+                      help="the inference graph instead (forward pass without the loss), not the training step")
+
+
 def add_optimizer_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
-    p.add_argument("--lr", type=finite_float, default=0.01, help="learning rate (default 0.01)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
+                   help="the training step's parameter update (default sgd); ignored with --inference")
+    p.add_argument("--lr", type=finite_float, default=0.01, help="learning rate of the update (default 0.01)")
 
 
 def _set_value(item: str, text: str) -> Any:
@@ -162,9 +188,39 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+MODEL_FILE_SUFFIXES = (".json", ".pt2", ".onnx")
+"""--model values read as model files (accelsim.frontends.load_model) rather than zoo names."""
+
+
+def is_model_file(model: str) -> bool:
+    return Path(model).suffix.lower() in MODEL_FILE_SUFFIXES
+
+
+def model_label(args: argparse.Namespace) -> str:
+    """--model as default file names use it: a zoo name, or a model file's stem."""
+    return Path(args.model).stem if is_model_file(args.model) else args.model
+
+
+def _model_file(args: argparse.Namespace, forced: dict[str, Any]) -> Graph:
+    """The forward graph in the model file --model names; its shapes are the file's, so --batch, --set and
+    --tensor-parallel do not apply."""
+    from accelsim.frontends import load_model
+
+    given = [flag for flag, on in (("--batch", args.batch is not None), ("--set", bool(args.set)),
+                                   ("--tensor-parallel", getattr(args, "tensor_parallel", 1) > 1), ("a model option", bool(forced)))
+             if on]
+    if given:
+        raise AccelsimError(f"--model {args.model} is a model file, whose shapes and options were fixed when it was "
+                            f"exported; only zoo models take {', '.join(given)} (re-export the model instead)")
+    return load_model(args.model)
+
+
 def forward_model(args: argparse.Namespace, **forced: Any) -> Graph:
     """The forward graph of --model with --batch and --set (and `forced` options over them), built for
-    --tensor-parallel ranks where that is above 1 (the model's tensor_parallel option)."""
+    --tensor-parallel ranks where that is above 1 (the model's tensor_parallel option); or the graph of
+    a model file (.json, .pt2, .onnx) as it is."""
+    if is_model_file(args.model):
+        return _model_file(args, forced)
     opts = {**model_options(args), **forced}
     t = getattr(args, "tensor_parallel", 1)
     if t > 1:
@@ -179,12 +235,54 @@ def forward_model(args: argparse.Namespace, **forced: Any) -> Graph:
     return models.build(args.model, **opts)
 
 
-def build_model(args: argparse.Namespace, **forced: Any) -> Graph:
-    """The model of --model with its options; its training graph when --training is given."""
-    graph = forward_model(args, **forced)
-    if getattr(args, "training", False):
-        graph = training_graph(graph, optimizer=args.optimizer, lr=args.lr)
-    return graph
+def step_graph(args: argparse.Namespace) -> Graph:
+    """The training step of --model (the default; rematerialized by --remat where the command has it) or,
+    with --inference, its inference graph."""
+    from accelsim.passes import inference_graph
+
+    with phase(f"building the model ({args.model})"):
+        fwd = forward_model(args)
+    if getattr(args, "inference", False):
+        return apply_remat(inference_graph(fwd), args)  # refuses --remat
+    with phase("autodiff: building the training step"):
+        graph = training_graph(fwd, optimizer=args.optimizer, lr=args.lr)
+    return apply_remat(graph, args)
+
+
+def step_name(args: argparse.Namespace) -> str:
+    """"train" or "infer": which graph of the model --training/--inference asked for."""
+    return "infer" if getattr(args, "inference", False) else "train"
+
+
+# ---- hardware ---------------------------------------------------------------------------------------
+
+
+def add_hw_args(p: argparse.ArgumentParser, default: str = f"default {DEFAULT_HW}") -> None:
+    """--hw (optional everywhere; `default` says what it defaults to) and --hw-set beside it."""
+    p.add_argument("--hw", type=path_arg, metavar="HW",
+                   help=f"hardware YAML file or bundled name, e.g. tpu_v1_like ({default})")
+    add_hw_set_arg(p)
+
+
+def load_hw_arg(args: argparse.Namespace, default: str = DEFAULT_HW) -> HwSpec:
+    """The hardware of --hw (or `default`) with its --hw-set overrides."""
+    from accelsim.hw import load_hw
+    from accelsim.hw.overrides import parse_assignments
+
+    return load_hw(args.hw or default, overrides=parse_assignments(getattr(args, "hw_set", [])))
+
+
+# ---- output -------------------------------------------------------------------------------------------
+
+
+def out_console() -> Console:
+    """The console commands print tables and lines on (stdout). Into a pipe or a file, lines are never
+    wrapped (a grep finds a whole phrase); on a terminal rich fits them to its width. No markup: names
+    and values print as they are."""
+    probe = Console(highlight=False)
+    if probe.is_terminal:
+        return Console(highlight=False, markup=False, emoji=False)
+    return Console(highlight=False, markup=False, emoji=False, soft_wrap=True, width=100_000)
 
 
 # ---- limits on the work one command builds ----------------------------------------------------------
@@ -200,7 +298,8 @@ def add_limit_args(p: argparse.ArgumentParser, tasks: bool = True, flops: bool =
                         f"{DEFAULT_LIMITS.max_tensor_bytes:,} = {DEFAULT_LIMITS.max_tensor_bytes / 2**30:g} GiB)")
     if flops:
         p.add_argument("--max-flops", type=positive_int, default=DEFAULT_LIMITS.max_flops, metavar="N",
-                       help=f"refuse finite differences estimated above N FLOPs (default {DEFAULT_LIMITS.max_flops:.0e})")
+                       help=f"refuse finite differences estimated above N FLOPs (default "
+                            f"{int(DEFAULT_LIMITS.max_flops):,})")
 
 
 def limits_from(args: argparse.Namespace) -> Limits:
@@ -268,15 +367,6 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
         Path(path).write_text(json.dumps(plain_json(payload), indent=2, sort_keys=False, allow_nan=False) + "\n")
     except OSError as e:
         raise AccelsimError(f"cannot write JSON to {path!r}: {write_problem(path, e)}") from None
-
-
-def format_si(x: float, unit: str) -> str:
-    """`x` with an SI prefix (P down to n) and 4 significant digits, so rates and times read alike."""
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
-                           (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
-        if abs(x) >= factor:
-            return f"{x / factor:.4g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
 
 
 def add_hw_set_arg(p: argparse.ArgumentParser) -> None:

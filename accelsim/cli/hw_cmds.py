@@ -6,11 +6,12 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_model_args, build_model, format_si, path_arg, write_json,
-                                 write_problem)
+from accelsim.cli import fmt
+from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_model_args, load_hw_arg,
+                                 model_label, out_console, path_arg, step_graph, step_name, write_json, write_problem)
+from accelsim.cli.progress import phase
 from accelsim.cost.area import chip_area_mm2, link_count, memory_item, operand_buffers_item, unit_item
 from accelsim.cost.energy import link_pj_per_byte, memory_pj_per_byte, unit_pj_per_op
 from accelsim.cost.model import NodeCost, best_cost, capable_units, graph_costs, node_cost
@@ -18,31 +19,19 @@ from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roof
 from accelsim.errors import AccelsimError, MappingError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
-from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.ops import conv2d, matmul
-
-
-def _binary(x: float) -> str:
-    for factor, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
-        if x >= factor:
-            return f"{x / factor:.4g} {prefix}B"
-    return f"{x:.0f} B"
 
 
 def _mm2(x: float | None, source: str = "") -> str:
     """An area for a table cell: '-' when unknown, '0' off the die or without a datapath."""
     if x is None:
         return "-"
-    return "0" if x == 0 else f"{x:.4g} mm^2" + (" (given)" if source == "explicit" else "")
+    return "0" if x == 0 else f"{fmt.number(x)} mm^2" + (" (given)" if source == "explicit" else "")
 
 
 def _pj(x: float | None, per: str) -> str:
-    return "-" if x is None else f"{x:.4g} pJ/{per}"
-
-
-def _console() -> Console:
-    return Console(width=160, highlight=False, soft_wrap=True)
+    return "-" if x is None else f"{fmt.number(x)} pJ/{per}"
 
 
 def cmd_hw_validate(args: argparse.Namespace) -> int:
@@ -50,7 +39,8 @@ def cmd_hw_validate(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             hw = load_hw(path)
-            print(f"{path}: ok ({hw.name}: {hw.n_chips} chip(s), {sum(len(c.units) for c in hw.chips)} unit kinds)")
+            print(f"{path}: ok ({hw.name}: {fmt.plural(hw.n_chips, 'chip')}, "
+                  f"{fmt.plural(sum(len(c.units) for c in hw.chips), 'unit kind')})")
         except AccelsimError as e:
             failed.append(str(e))
     if failed:
@@ -59,10 +49,10 @@ def cmd_hw_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_hw_show(args: argparse.Namespace) -> int:
-    hw = load_hw(args.file)
-    console = _console()
+    hw = load_hw(args.file or DEFAULT_HW)
+    console = out_console()
     console.print(f"{hw.name}: {hw.description}".rstrip(": "))
-    console.print(f"clock {format_si(hw.clock_hz, 'Hz')}, {hw.n_chips} chip(s), bytes per element "
+    console.print(f"clock {fmt.si(hw.clock_hz, 'Hz')}, {fmt.plural(hw.n_chips, 'chip')}, bytes per element "
                   + ", ".join(f"{k}={v}" for k, v in hw.bytes_per_element.items()))
     for chip in hw.chips:
         node = f", {chip.technology_nm} nm" if chip.technology_nm is not None else ""
@@ -73,17 +63,18 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         for u in chip.units:
             model = {"array": lambda a: f"{a.rows}x{a.cols} systolic, {a.dataflow}"
                               + (f", folds overlap ({a.fold_overlap})" if a.fold_overlap != "none" else ""),
-                     "vector": lambda v: f"{v.lanes} lanes x {v.ops_per_lane_per_cycle:g} ops",
-                     "per_element": lambda p: f"{p.cycles_per_element:g} cycles/element",
-                     "stream": lambda s: f"{s.bytes_per_cycle:g} B/cycle"}[u.compute_model](getattr(u, u.compute_model))
+                     "vector": lambda v: f"{v.lanes} lanes x {fmt.number(v.ops_per_lane_per_cycle)} ops",
+                     "per_element": lambda p: f"{fmt.number(p.cycles_per_element)} cycles/element",
+                     "stream": lambda s: f"{fmt.number(s.bytes_per_cycle)} B/cycle"}[u.compute_model](
+                getattr(u, u.compute_model))
             runs = ", ".join(list(u.categories) + u.ops) + (f" when {u.when}" if u.when else "")
             peak = unit_peak_ops_per_s(hw, u)
             area = unit_item(hw, chip, u)
             buffers = operand_buffers_item(chip, u)
             area_text = _mm2(area.each_mm2, area.source) + (f" + buffers {_mm2(buffers.each_mm2, buffers.source)}"
                                                              if buffers is not None else "")
-            units.add_row(u.name, str(u.count), model, runs, format_si(peak, "op/s") if peak else "-",
-                          f"{u.latency_cycles} cyc", f"{', '.join(u.reads)} -> {', '.join(u.writes)}",
+            units.add_row(u.name, fmt.count(u.count), model, runs, fmt.si(peak, "op/s") if peak else "-",
+                          f"{fmt.count(u.latency_cycles)} cyc", f"{', '.join(u.reads)} -> {', '.join(u.writes)}",
                           "-" if u.stream is not None else (hw.precision(u) or "-"),
                           _pj(unit_pj_per_op(hw, chip, u), "op"), area_text)
         console.print(units)
@@ -92,20 +83,21 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
             mems.add_column(col)
         for m, roof in zip(chip.memories, roofs(hw, chip)):
             area = memory_item(chip, m)
-            mems.add_row(m.name, m.kind, _binary(m.capacity_bytes), format_si(roof.bandwidth_bytes_per_s, "B/s"),
-                         f"{m.latency_cycles} cyc", f"{roof.ridge_ops_per_byte:.4g} op/B",
+            mems.add_row(m.name, m.kind, fmt.nbytes(m.capacity_bytes), fmt.rate(roof.bandwidth_bytes_per_s, "B/s"),
+                         f"{fmt.count(m.latency_cycles)} cyc", f"{fmt.number(roof.ridge_ops_per_byte)} op/B",
                          _pj(memory_pj_per_byte(chip, m), "byte"),
                          "off the die" if area.source == "off-die" else _mm2(area.each_mm2, area.source))
         console.print(mems)
         total = chip_area_mm2(hw, chip)
-        console.print(f"chip peak {format_si(chip_peak_ops_per_s(hw, chip), 'op/s')}, on-chip storage "
-                      f"{_binary(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}, "
+        console.print(f"chip peak {fmt.si(chip_peak_ops_per_s(hw, chip), 'op/s')}, on-chip storage "
+                      f"{fmt.nbytes(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}, "
                       f"modelled area {_mm2(total)} per chip (datapaths and SRAM only: cost/area.py)")
     if hw.interconnect:
         ic = hw.interconnect
-        console.print(f"interconnect: {ic.topology}, {link_count(hw)} link(s), "
-                      f"{format_si(ic.bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')} per link, "
-                      f"{ic.link_latency_cycles} cycles latency, {_pj(link_pj_per_byte(hw), 'byte')}, area per link "
+        console.print(f"interconnect: {ic.topology}, {fmt.plural(link_count(hw), 'link')}, "
+                      f"{fmt.rate(ic.bytes_per_cycle(hw.clock_hz) * hw.clock_hz, 'B/s')} per link, "
+                      f"{fmt.cycles(ic.link_latency_cycles)} latency, {_pj(link_pj_per_byte(hw), 'byte')}, "
+                      f"area per link "
                       f"{_mm2(ic.area_mm2 or 0.0, 'explicit' if ic.area_mm2 is not None else '')}")
     return 0
 
@@ -143,8 +135,26 @@ def _cost_json(c: NodeCost) -> dict:
     return {**asdict(c), "arithmetic_intensity": c.arithmetic_intensity, "level_bytes": c.level_bytes}
 
 
+def _layer_value(key: str, value: object) -> str:
+    """One field of a layer's NodeCost as `cost --gemm/--conv` prints it."""
+    if key == "node":
+        return f"%{value}"
+    if key == "flops":
+        return f"{fmt.count(value)} FLOP"
+    if key == "cycles":
+        return fmt.cycles(value)
+    if key == "energy_pj":
+        return "-" if value is None else fmt.si(value * 1e-12, "J")
+    if key == "arithmetic_intensity":
+        return f"{fmt.number(value)} FLOP/B"
+    if key.startswith("bytes_") or key == "level_bytes":
+        return (", ".join(f"{k} {fmt.nbytes(v)}" for k, v in value.items()) if isinstance(value, dict)
+                else fmt.nbytes(value))
+    return fmt.metric(key, value)
+
+
 def cmd_cost(args: argparse.Namespace) -> int:
-    hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
+    hw = load_hw_arg(args)
     if args.unit is not None and args.gemm is None and args.conv is None:
         raise AccelsimError(f"--unit {args.unit} applies to one layer: give --gemm M,K,N or --conv N,C,H,W,O,KH,KW")
     if args.gemm is not None or args.conv is not None:
@@ -159,31 +169,36 @@ def cmd_cost(args: argparse.Namespace) -> int:
         else:
             cost = best_cost(hw, g, node)
         for key, value in _cost_json(cost).items():
-            print(f"{key:22s} {value}")
+            print(f"{key:22s} {_layer_value(key, value)}")
         write_json(args.json, _cost_json(cost))
         return 0
-    graph = build_model(args)
-    costs = graph_costs(hw, graph)
+    graph = step_graph(args)
+    with phase(f"costing {fmt.count(len(graph.nodes))} nodes on {hw.name}"):
+        costs = graph_costs(hw, graph)
     table = Table(title=f"{graph.name} on {hw.name}")
     stalls = any(c.stall_cycles for c in costs)  # only units with operand buffers stall
     columns = ("node", "op", "unit", "cycles") + (("stalls",) if stalls else ()) + ("bound", "util", "FLOP/B")
     for col in columns:
         table.add_column(col, justify="right" if col in ("cycles", "stalls", "util", "FLOP/B") else "left")
     for c in costs:
-        table.add_row(f"%{c.node}", c.op, c.unit, str(c.cycles), *((str(c.stall_cycles),) if stalls else ()),
-                      c.bound, f"{c.utilization:.2f}", f"{c.arithmetic_intensity:.3g}")
-    console = _console()
+        table.add_row(f"%{c.node}", c.op, c.unit, fmt.count(c.cycles),
+                      *((fmt.count(c.stall_cycles),) if stalls else ()),
+                      c.bound, fmt.percent(c.utilization), fmt.number(c.arithmetic_intensity))
+    console = out_console()
     if not args.summary:
         console.print(table)
     total = sum(c.cycles for c in costs)
     by_unit: dict[str, int] = {}
     for c in costs:
         by_unit[c.unit] = by_unit.get(c.unit, 0) + c.cycles
-    console.print(f"{len(costs)} nodes, {sum(c.flops for c in costs):.4g} FLOPs, "
-                  f"{sum(c.bytes_read + c.bytes_written for c in costs):.4g} bytes moved")
-    console.print(f"serial cycles {total} ({total / hw.clock_hz * 1e3:.4g} ms at {format_si(hw.clock_hz, 'Hz')}); "
-                  f"memory-bound nodes: {sum(c.bound == 'memory' for c in costs)}")
-    console.print("cycles by unit: " + ", ".join(f"{u} {v}" for u, v in sorted(by_unit.items())))
+    console.print(f"{graph.name} on {hw.name}: {fmt.plural(len(costs), 'node')}, "
+                  f"{fmt.si(sum(c.flops for c in costs), 'FLOP')}, "
+                  f"{fmt.nbytes(sum(c.bytes_read + c.bytes_written for c in costs))} moved")
+    console.print(f"serial cycles {fmt.count(total)} ({fmt.seconds(total / hw.clock_hz)} at "
+                  f"{fmt.si(hw.clock_hz, 'Hz')}, "
+                  f"each node on its best unit, one after another); memory-bound nodes: "
+                  f"{fmt.count(sum(c.bound == 'memory' for c in costs))}")
+    console.print("cycles by unit: " + ", ".join(f"{u} {fmt.count(v)}" for u, v in sorted(by_unit.items())))
     write_json(args.json, {"hw": hw.name, "model": args.model, "total_cycles": total,
                            "nodes": [_cost_json(c) for c in costs]})
     return 0
@@ -195,16 +210,18 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     into_dir = args.output is None or Path(args.output).is_dir()
     if not into_dir:
         check_figure_path(args.output)  # before any work
-    hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
-    graph = build_model(args)
-    costs = graph_costs(hw, graph)
-    name = f"roofline_{graph.name}_{hw.name}.png"
+    hw = load_hw_arg(args)
+    graph = step_graph(args)
+    with phase(f"costing {fmt.count(len(graph.nodes))} nodes on {hw.name}"):
+        costs = graph_costs(hw, graph)
+    name = f"roofline_{model_label(args)}_{step_name(args)}_{hw.name}.png"
     out = (Path(args.output or "plots") / name) if into_dir else Path(args.output)
     try:
-        plot_roofline(hw, costs, path=out)
+        with phase("plotting the roofline"):
+            plot_roofline(hw, costs, path=out)
     except OSError as e:
         raise AccelsimError(f"cannot write the roofline to {str(out)!r}: {write_problem(out, e)}") from None
-    print(f"wrote {out} ({len(costs)} nodes)")
+    print(f"wrote {out} ({fmt.plural(len(costs), 'node')})")
     write_json(args.json, {"hw": hw.name, "graph": graph.name, "figure": str(out), "nodes": [
         {"node": c.node, "op": c.op, "unit": c.unit, "arithmetic_intensity": c.arithmetic_intensity,
          "attained_ops_per_s": achieved_ops_per_s(hw, c)} for c in costs
@@ -213,19 +230,26 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    hw = sub.add_parser("hw", help="validate or show hardware descriptions")
-    hw_sub = hw.add_subparsers(dest="hw_command", required=True)
-    p = hw_sub.add_parser("validate", help="check YAML files against the schema")
-    p.add_argument("files", nargs="+", type=path_arg)
+    text = "validate or show hardware descriptions"
+    hw = sub.add_parser("hw", help=text, description=f"{text[0].upper()}{text[1:]}.")
+    hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="{validate,show}",
+                               help="validate: check files against the schema; show: a machine's units and memories")
+    text = "check YAML files against the schema"
+    p = hw_sub.add_parser("validate", help=text, description=f"{text[0].upper()}{text[1:]}: every problem is named "
+                                                               "by file and key path; exits 1 if any file has one.")
+    p.add_argument("files", nargs="+", type=path_arg, metavar="FILE", help="hardware YAML files to check")
     p.set_defaults(fn=cmd_hw_validate)
-    p = hw_sub.add_parser("show", help="units, memories, peaks and ridge points")
-    p.add_argument("file", type=path_arg, help="hardware YAML or bundled name")
+    text = "units, memories, peaks and ridge points"
+    p = hw_sub.add_parser("show", help=text, description=f"A machine's {text}, energy and modelled area.")
+    p.add_argument("file", nargs="?", type=path_arg, metavar="HW",
+                   help=f"hardware YAML file or bundled name (default {DEFAULT_HW})")
     p.set_defaults(fn=cmd_hw_show)
 
-    p = sub.add_parser("cost", help="per-node cost of a model, or of one GEMM / conv layer")
-    p.add_argument("--hw", required=True, type=path_arg, help="hardware YAML or bundled name")
-    add_hw_set_arg(p)
-    add_model_args(p, training=True)
+    text = "per-node cost of a model, or of one GEMM / conv layer"
+    p = sub.add_parser("cost", help=text, description=f"Cost of each node of a model on its best unit, or of one "
+                                                      f"GEMM or conv layer. {STEP_RULE}")
+    add_hw_args(p)
+    add_model_args(p)
     add_json_arg(p)
     layer = p.add_mutually_exclusive_group()
     layer.add_argument("--gemm", metavar="M,K,N", help="cost one (M,K) @ (K,N) matmul instead of a model")
@@ -234,12 +258,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", action="store_true", help="totals only, no per-node table")
     p.set_defaults(fn=cmd_cost)
 
-    p = sub.add_parser("roofline", help="roofline plot of a model's nodes on a hardware description")
-    p.add_argument("--hw", required=True, type=path_arg, help="hardware YAML or bundled name")
-    add_hw_set_arg(p)
-    add_model_args(p, training=True)
+    text = "roofline plot of a model's nodes on a hardware description"
+    p = sub.add_parser("roofline", help=text, description=f"{text[0].upper()}{text[1:]}. {STEP_RULE}")
+    add_hw_args(p)
+    add_model_args(p)
     add_json_arg(p, "the plotted points")
     p.add_argument("-o", "--output", type=path_arg, metavar="PATH",
                    help="figure file ending in .png, .pdf or .svg, or an existing directory to write "
-                        "roofline_<graph>_<hw>.png in (default: the directory plots/)")
+                        "roofline_<model>_<train|infer>_<hw>.png in (default: the directory plots/)")
     p.set_defaults(fn=cmd_roofline)

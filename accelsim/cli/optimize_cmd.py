@@ -5,19 +5,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_limit_args, add_model_args, forward_model,
-                                 limits_from, path_arg, write_json)
-from accelsim.cli.sched_cmds import (DEFAULT_HW, add_optimize_args, add_parallel_args, compile_options,
-                                     optimize_step)
-from accelsim.hw import load_hw
-from accelsim.hw.overrides import parse_assignments
-from accelsim.passes import inference_graph
+from accelsim.cli import fmt
+from accelsim.cli.common import (STEP_RULE, add_hw_args, add_json_arg, add_limit_args, add_model_args, limits_from,
+                                 load_hw_arg, out_console, step_graph, write_json)
+from accelsim.cli.progress import phase
+from accelsim.cli.sched_cmds import add_optimize_args, add_parallel_args, check_chips, compile_options, optimize_step
 from accelsim.passes.score import Score, StepEffect, step_effects
 from accelsim.passes.table import AUTO
-from accelsim.training import training_graph
 
 
 MEASURES = (("makespan", "makespan_cycles", "cycles"), ("bytes moved", "moved_bytes", "B"),
@@ -29,8 +25,7 @@ def _pct(before: Score | None, after: Score, attr: str) -> str:
     """The change of `attr` from `before` to `after` in percent ("" without a before)."""
     if before is None:
         return ""
-    b, a = getattr(before, attr), getattr(after, attr)
-    return f"{100 * (a - b) / b:+.2f}%" if b else "n/a"
+    return fmt.change(getattr(before, attr), getattr(after, attr))
 
 
 def _totals(score: Score, base: Score | None = None) -> str:
@@ -38,7 +33,7 @@ def _totals(score: Score, base: Score | None = None) -> str:
     parts = []
     for label, attr, unit in MEASURES:
         change = _pct(base, score, attr)
-        parts.append(f"{label} {getattr(score, attr):,} {unit}" + (f" ({change})" if change else ""))
+        parts.append(f"{label} {fmt.count(getattr(score, attr))} {unit}" + (f" ({change})" if change else ""))
     return ", ".join(parts)
 
 
@@ -56,35 +51,40 @@ def effects_table(title: str, baseline: Score, effects: tuple[StepEffect, ...]) 
         if after is None:
             table.add_row(label, rewrites, "did not compile", *[""] * (2 * len(MEASURES) - 1))
             continue
-        cells = [c for _, attr, _ in MEASURES for c in (f"{getattr(after, attr):,}", _pct(before, after, attr))]
+        cells = [c for _, attr, _ in MEASURES for c in (fmt.count(getattr(after, attr)), _pct(before, after, attr))]
         table.add_row(label, rewrites, *cells)
     return table
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set))
-    fwd = forward_model(args)
-    graph = training_graph(fwd, optimizer=args.optimizer, lr=args.lr) if args.training else inference_graph(fwd)
+    hw = load_hw_arg(args)
+    graph = step_graph(args)
+    note = check_chips(hw, args)
+    training = not args.inference
     limits = limits_from(args)
     options = compile_options(args, limits)
-    console = Console(width=130, highlight=False)
-    console.print(f"optimize the {'training step' if args.training else 'inference'} of {graph.name} on {hw.name} "
-                  f"({options.microbatches} micro-batch(es), {options.data_parallel} replica(s), "
-                  f"{options.pipeline_stages} stage(s)) with {args.optimize.strip() or 'no passes'}")
+    console = out_console()
+    console.print(f"optimize the {'training step' if training else 'inference'} of {graph.name} on {hw.name} "
+                  f"({fmt.plural(options.microbatches, 'micro-batch', 'micro-batches')}, "
+                  f"{fmt.plural(options.data_parallel, 'replica')}, {fmt.plural(options.pipeline_stages, 'stage')}) "
+                  f"with {args.optimize.strip() or 'no passes'}")
+    if note:
+        console.print(f"  note: {note}")
     start = time.perf_counter()
     out, log = optimize_step(graph, hw, args, limits)
     search = log.search if log is not None else None
     if search is not None:  # every candidate on the chosen path was compiled by the search
         baseline, effects = search.baseline, search.steps
     else:
-        baseline, effects = step_effects(graph, log.applied if log is not None else (), hw, options)
+        with phase("compiling the step before and after each rewrite"):
+            baseline, effects = step_effects(graph, log.applied if log is not None else (), hw, options)
     seconds = time.perf_counter() - start
     after = effects[-1].after if effects else baseline
     console.print(f"  numeric check: {log.check if log is not None else 'none (no passes)'}")
     if search is not None:
         console.print(f"  search: {search.headline()}")
         console.print(f"  best rule-based pipeline: {search.best_pipeline.describe()}, "
-                      f"{search.best_pipeline.score.makespan_cycles:,} cycles")
+                      f"{fmt.cycles(search.best_pipeline.score.makespan_cycles)}")
     console.print(effects_table(f"rewrites of {graph.name} and their effect on {hw.name}", baseline, effects))
     for r in log.records if log is not None else ():
         more = f"; and {len(r.rewrites) - 3} more" if len(r.rewrites) > 3 else ""
@@ -92,11 +92,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                                              if r.status == "applied" else ""))
     console.print(f"  before: {_totals(baseline)}")
     console.print(f"  after:  {_totals(after, baseline)}")
-    console.print(f"  passes applied: {', '.join(p.label for p in out.passes) or 'none'} (in {seconds:.2f} s)")
+    console.print(f"  passes applied: {', '.join(p.label for p in out.passes) or 'none'} (in {fmt.wall(seconds)})")
     for line in search.notes() if search is not None else ():
         console.print(f"  note: {line}")
     write_json(args.json, {
-        "graph": graph.name, "hw": hw.name, "training": args.training, "optimize": args.optimize,
+        "graph": graph.name, "hw": hw.name, "training": training, "optimize": args.optimize,
         "check": log.check if log is not None else None,
         "applied": [{"pass": p.name, "only": list(p.only) if p.only is not None else None} for p in out.passes],
         "before": baseline.to_json(), "after": after.to_json(), "steps": [e.to_json() for e in effects],
@@ -106,12 +106,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("optimize", help="rewrite a step with graph passes (or search them: auto) and show each "
-                                        "rewrite's effect on makespan, bytes moved and peak memory")
-    p.add_argument("--hw", default=DEFAULT_HW, type=path_arg,
-                   help=f"hardware YAML or bundled name (default {DEFAULT_HW})")
-    add_hw_set_arg(p)
-    add_model_args(p, training=True)
+    text = ("rewrite a step with graph passes (or search them: auto) and show each rewrite's effect on makespan, "
+            "bytes moved and peak memory")
+    p = sub.add_parser("optimize", help=text, description=f"{text[0].upper()}{text[1:]}. {STEP_RULE}")
+    add_hw_args(p)
+    add_model_args(p)
     add_parallel_args(p)
     add_optimize_args(p, default=AUTO)
     add_json_arg(p, "the rewrites and their effects")

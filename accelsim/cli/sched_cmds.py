@@ -3,17 +3,20 @@ check (execute one on real numbers); and the step options `accelsim optimize` sh
 from __future__ import annotations
 
 import argparse
+import math
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import NamedTuple
 
 from rich.console import Console
-from rich.table import Table
 
-from accelsim.cli.common import (add_hw_set_arg, add_json_arg, add_limit_args, add_model_args, add_optimizer_args,
-                                 add_remat_arg, apply_remat, check_file_target, exact_seconds_arg, finite_float, format_si, forward_model,
-                                 limits_from, path_arg, positive_int, write_json, write_problem)
+from accelsim.cli import fmt
+from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_limit_args, add_model_args,
+                                 add_remat_arg, check_file_target, exact_seconds_arg, finite_float, limits_from,
+                                 load_hw_arg, model_label, out_console, path_arg, positive_int, step_graph, step_name,
+                                 write_json, write_problem)
+from accelsim.cli.progress import counter, phase
+from accelsim.cli.summary import exact_line, print_check, print_summary
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
@@ -21,7 +24,7 @@ from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import BACKENDS, load_backend
 from accelsim.limits import ZERO_STAGES, Limits, check_eval_size, check_step_size
-from accelsim.passes import PASSES, OptimizeLog, inference_graph, optimize_with_log
+from accelsim.passes import PASSES, OptimizeLog, optimize_with_log
 from accelsim.passes.auto import DEFAULT_BUDGET, SearchOptions
 from accelsim.passes.score import CompileOptions
 from accelsim.passes.table import AUTO
@@ -30,18 +33,6 @@ from accelsim.schedule import compile as compile_schedule
 from accelsim.schedule.exact import MAX_EXACT_TASKS
 from accelsim.schedule.exact_step import DEFAULT_EXACT_SECONDS
 from accelsim.schedule.plan import Schedule
-from accelsim.training import training_graph
-
-DEFAULT_HW = "groq_like"
-
-
-def step_graph(args: argparse.Namespace) -> Graph:
-    """The training step (default, rematerialized by --remat) or the inference graph of --model."""
-    fwd = forward_model(args)
-    if args.inference:
-        return apply_remat(inference_graph(fwd), args)  # refuses --remat
-    return apply_remat(training_graph(fwd, optimizer=args.optimizer, lr=args.lr), args)
-
 
 def compile_options(args: argparse.Namespace, limits: Limits) -> CompileOptions:
     """How the step of --microbatches, --data-parallel, --pipeline-stages and --split is compiled."""
@@ -50,20 +41,32 @@ def compile_options(args: argparse.Namespace, limits: Limits) -> CompileOptions:
                           zero=args.zero)
 
 
-@contextmanager
-def search_progress(budget: int) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient progress bar on stderr for the auto search (compiles of the budget); None where stderr
-    is no terminal (a log file gets no bar)."""
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("optimize auto: compiling candidates"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("search", total=budget)
-        yield lambda done, budget: bar.update(task, completed=done, total=max(done, budget))
+def check_chips(hw: HwSpec, args: argparse.Namespace) -> str | None:
+    """Refuse --data-parallel x --pipeline-stages x --tensor-parallel above the chips of `hw` in one
+    paragraph saying what fits. Plain data parallelism (no stages, ranks or ZeRO) may put several replicas
+    on one chip, where they share its units (seed 001's data-parallel timeline on one chip): that is
+    allowed, and the returned note says so (None when every replica has chips of its own)."""
+    d, p, t, zero = args.data_parallel, args.pipeline_stages, args.tensor_parallel, args.zero
+    n = hw.n_chips
+    has = f"{hw.name} has {fmt.plural(n, 'chip')}"
+    flags = [f"--pipeline-stages {p}"] * (p > 1) + [f"--tensor-parallel {t}"] * (t > 1)
+    if p * t > n:
+        fits = (f"--tensor-parallel at most {n}" if t > n else
+                f"at most --pipeline-stages {n // t}" + (f" with --tensor-parallel {t}" if t > 1 else ""))
+        raise AccelsimError(f"{' x '.join(flags)} needs {p * t} chips (one per stage{' and rank' if t > 1 else ''}), "
+                            f"but {has}: use {fits} on it, or hardware with at least {p * t} chips")
+    if d * p * t > n and (p > 1 or t > 1 or zero):
+        why = ("ZeRO shards state over the replicas' chips, so each replica needs its own" if zero else
+               "each replica's stages and ranks need chips of their own")
+        fits = f"at most --data-parallel {n // (p * t)}" + (" with these stages and ranks" if p * t > 1 else "")
+        raise AccelsimError(f"{' x '.join([f'--data-parallel {d}'] + flags)} needs {d * p * t} chips ({why}), but "
+                            f"{has}: use {fits}" + (", or --zero 0 to let replicas share chips" if zero and p * t == 1
+                                                   else ""))
+    if d > n:
+        most = math.ceil(d / n)
+        return (f"{d} replicas on {fmt.plural(n, 'chip')}: replicas share chips (up to {most} on one) and take "
+                f"turns on its units; --data-parallel {n} or less gives each replica a chip of its own")
+    return None
 
 
 def optimize_step(graph: Graph, hw: HwSpec, args: argparse.Namespace,
@@ -77,20 +80,31 @@ def optimize_step(graph: Graph, hw: HwSpec, args: argparse.Namespace,
     if not args.optimize.strip():
         return graph, None
     if not auto:
-        return optimize_with_log(graph, args.optimize, hw=hw)
+        with phase(f"optimizing: {args.optimize.strip()}"):
+            return optimize_with_log(graph, args.optimize, hw=hw)
     search = SearchOptions(budget=args.budget or DEFAULT_BUDGET, time_limit_s=args.time_limit,
                            step=compile_options(args, limits))
-    with search_progress(search.budget) as progress:
+    with counter("optimizing (auto): compiling candidates", search.budget) as progress:
         return optimize_with_log(graph, AUTO, hw=hw, search=search, progress=progress)
 
 
-def _compile(args: argparse.Namespace, checking: bool = False):
-    """Load --hw, build the step (rewritten by --optimize) and compile it under --max-tasks; `checking`
-    also loads --backend and sizes the check's tensors (every micro-batch and replica is evaluated)
-    under --max-bytes first."""
-    hw = load_hw(args.hw or DEFAULT_HW, overrides=parse_assignments(args.hw_set))
+class Compiled(NamedTuple):
+    hw: HwSpec
+    graph: Graph
+    schedule: Schedule
+    seconds: float  # wall time of the compile
+    note: str | None  # check_chips's note on replicas sharing chips
+
+
+def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
+    """Load --hw, build the step, check its chips, rewrite it by --optimize and compile it under
+    --max-tasks; `checking` also loads --backend and sizes the check's tensors (every micro-batch and
+    replica is evaluated) under --max-bytes first."""
+    hw = load_hw_arg(args)
+    step = step_graph(args)  # first: a model's own option errors (heads that --tensor-parallel must divide) lead
+    note = check_chips(hw, args)
     limits = limits_from(args)
-    graph, log = optimize_step(step_graph(args), hw, args, limits)
+    graph, log = optimize_step(step, hw, args, limits)
     if log is not None:
         print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
@@ -98,50 +112,50 @@ def _compile(args: argparse.Namespace, checking: bool = False):
     check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits)
     if checking:
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
-        load_backend(args.backend)
+        with phase(f"loading the {args.backend} kernels"):
+            load_backend(args.backend)
+    exact = "" if args.exact is None else f" + CP-SAT for {fmt.number(args.exact)} s"
     start = time.perf_counter()
-    schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
-                                pipeline_stages=args.pipeline_stages, limits=limits,
-                                exact=False if args.exact is None else args.exact, split=SPLIT_CHOICES[args.split],
-                                zero=args.zero)
-    return hw, graph, schedule, time.perf_counter() - start
+    with phase(f"compiling the schedule{exact}"):
+        schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
+                                    pipeline_stages=args.pipeline_stages, limits=limits,
+                                    exact=False if args.exact is None else args.exact,
+                                    split=SPLIT_CHOICES[args.split], zero=args.zero)
+    return Compiled(hw, graph, schedule, time.perf_counter() - start, note)
 
 
-def exact_line(schedule: Schedule) -> str | None:
-    """What the exact mode proved, in one line ("exact: optimal (proved) ..."); None without it."""
-    e = schedule.exact
-    if e is None:
-        return None
-    what = "optimal (proved)" if e.status == "optimal" else f"within {100 * e.gap:.2f}% of optimal"
-    return (f"exact: {what}, makespan {schedule.makespan_cycles} cycles (bound {e.bound_cycles}; list schedule "
-            f"{e.list_makespan_cycles}; CP-SAT budget {e.time_limit_s:g} s)")
+def _step_header(s: dict, c: Compiled) -> str:
+    o = c.schedule.options
+    parts = [fmt.plural(s["samples_per_step"], "sample") + " per step",
+             fmt.plural(o.microbatches, "micro-batch", "micro-batches"), fmt.plural(o.data_parallel, "replica"),
+             fmt.plural(o.pipeline_stages, "stage")]
+    parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
+    parts += [f"ZeRO stage {o.zero}"] * bool(o.zero)
+    parts += ["tensor nodes split over unit instances"] * bool(o.split)
+    return (f"{'training step' if s['training'] else 'inference'} of {c.graph.name} on {c.hw.name}: "
+            f"{', '.join(parts)}; {fmt.count(s['tasks'])} tasks compiled in {fmt.wall(c.seconds)}")
 
 
-def efficiency_lines(s: dict) -> list[str]:
-    """Energy, power and area of a run summary (report.efficiency), for the lines `run` and `simulate` print."""
-    lines = []
-    if s["energy_j"] is not None:
-        lines.append(f"energy      {format_si(s['energy_j'], 'J')} per step, {format_si(s['energy_per_sample_j'], 'J')} "
-                     f"per sample; power {format_si(s['power_w'], 'W')} (dynamic only); "
-                     f"{format_si(s['tops_per_w'] * 1e12, 'OPS/W')} over {format_si(s['ops_per_step'], 'op')} per step")
-    if s["area_mm2"] is not None:
-        chips = ", ".join(f"{name} {area:.4g} mm^2" for name, area in s["chip_area_mm2"].items())
-        lines.append(f"area        {s['area_mm2']:.4g} mm^2 modelled for the machine (per chip: {chips}; datapaths "
-                     f"and SRAM only); {format_si(s['throughput_per_mm2'], 'samples/s')} per mm^2")
-    return lines
+def default_schedule_path(args: argparse.Namespace, hw: HwSpec) -> Path:
+    """Where `compile` writes without -o: schedules/<model>_<train|infer>_<hw>.json below the current
+    directory (the names of the shipped schedules)."""
+    return Path("schedules") / f"{model_label(args)}_{step_name(args)}_{hw.name}.json"
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from accelsim.schedule.io import save_schedule
 
     check_file_target(args.output, "-o")
-    hw, graph, schedule, seconds = _compile(args)
-    out = args.output or f"schedules/{graph.name}_{hw.name}.json"
-    save_schedule(schedule, out)
-    print(f"wrote {out}: {len(schedule.tasks)} tasks, makespan {schedule.makespan_cycles} cycles, "
-          f"makespan/bound {schedule.bound_ratio:.3f} (compiled and validated in {seconds:.2f} s)")
-    if schedule.exact is not None:
-        print(exact_line(schedule))
+    c = _compile(args)
+    out = args.output or str(default_schedule_path(args, c.hw))
+    check_file_target(out, "-o")
+    save_schedule(c.schedule, out)
+    if c.note:
+        print(f"note: {c.note}")
+    print(f"wrote {out}: {fmt.count(len(c.schedule.tasks))} tasks, makespan {fmt.cycles(c.schedule.makespan_cycles)}, "
+          f"makespan/bound {fmt.ratio(c.schedule.bound_ratio)} (compiled and validated in {fmt.wall(c.seconds)})")
+    if c.schedule.exact is not None:
+        print(exact_line(c.schedule))
     return 0
 
 
@@ -152,95 +166,63 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console)
     from accelsim.viz import plot_memory, plot_timeline, plot_utilization, write_perfetto
 
     modes = ["static"] + (["dynamic"] if args.dynamic else [])
-    model = schedule.source.model if schedule.source is not None else schedule.graph_name
+    src = schedule.source
+    model = (Path(src.model_file[0]).stem if src.model_file is not None else src.model) if src is not None \
+        else schedule.graph_name
     out = Path(args.out or f"plots/{model}_{hw.name}")
     report = {}
     for mode in modes:
         start = time.perf_counter()
-        result = simulate(schedule, hw, mode=mode)
+        with phase(f"simulating ({mode})"):
+            result = simulate(schedule, hw, mode=mode)
         seconds = time.perf_counter() - start
         suffix = "" if mode == "static" else "_dynamic"
         try:
-            plot_timeline(result, out / f"timeline{suffix}.png")
-            plot_utilization(result, out / f"utilization{suffix}.png")
-            plot_memory(result, out / f"memory{suffix}.png")
-            write_perfetto(result, out / f"trace{suffix}.json")
+            with phase(f"writing the {mode} plots and trace"):
+                plot_timeline(result, out / f"timeline{suffix}.png")
+                plot_utilization(result, out / f"utilization{suffix}.png")
+                plot_memory(result, out / f"memory{suffix}.png")
+                write_perfetto(result, out / f"trace{suffix}.json")
         except OSError as e:
             raise AccelsimError(f"cannot write plots to {out}: {write_problem(out, e)}") from None
-        stalls = result.stall_cycles()
-        console.print(f"  simulated ({mode}): makespan {result.makespan_cycles} cycles vs compiled "
-                      f"{schedule.makespan_cycles} ({result.makespan_cycles / max(schedule.makespan_cycles, 1):.3f}x); "
-                      f"stalls " + ", ".join(f"{k} {v}" for k, v in stalls.items()) +
-                      f"; {result.events} events in {seconds:.2f} s")
+        stalls = ", ".join(f"{k.replace('_', ' ')} {fmt.count(v)}" for k, v in result.stall_cycles().items())
+        console.print(f"  simulated ({mode}): makespan {fmt.cycles(result.makespan_cycles)} vs compiled "
+                      f"{fmt.count(schedule.makespan_cycles)} "
+                      f"({fmt.factor(result.makespan_cycles / max(schedule.makespan_cycles, 1))}); stall cycles: "
+                      f"{stalls}; {fmt.count(result.events)} events in {fmt.wall(seconds)}")
         report[mode] = result.summary()
     console.print(f"  wrote timeline, utilization, memory plots and Perfetto trace to {out}/")
     return report
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    hw, graph, schedule, seconds = _compile(args, checking=args.check)
-    s = run_summary(schedule, hw)
-    console = Console(width=120, highlight=False)
-    o = schedule.options
-    console.print(f"{'training step' if s['training'] else 'inference'} of {graph.name} on {hw.name}: "
-                  f"{s['samples_per_step']} samples/step, {o.microbatches} micro-batch(es), "
-                  f"{o.data_parallel} replica(s), {o.pipeline_stages} stage(s)"
-                  f"{f', {o.tensor_parallel} tensor-parallel ranks' if o.tensor_parallel > 1 else ''}"
-                  f"{f', ZeRO stage {o.zero}' if o.zero else ''}"
-                  f"{', tensor nodes split over unit instances' if o.split else ''}; {s['tasks']} tasks "
-                  f"compiled in {seconds:.2f} s")
-    console.print(f"  makespan    {schedule.makespan_cycles} cycles = {format_si(s['makespan_s'], 's')}")
-    console.print(f"  throughput  {s['throughput_samples_per_s']:.6g} samples/s")
-    console.print(f"  latency     {format_si(s['latency_s'], 's')} per input")
-    for line in efficiency_lines(s):
-        console.print(f"  {line}")
-    console.print(f"  bound       {s['bound_cycles']} cycles (critical path {s['critical_path_cycles']}, "
-                  f"busiest resource {s['resource_bound_unit']} {s['resource_bound_cycles']}); "
-                  f"makespan/bound {s['bound_ratio']:.3f}")
-    if schedule.exact is not None:
-        console.print(f"  {exact_line(schedule)}")
-        s["exact"] = schedule.exact.model_dump(mode="json")
-    if s["allreduce_cycles"] or s["transfer_cycles"]:
-        console.print(f"  communication: all-reduce {s['allreduce_cycles']} cycles, transfers "
-                      f"{s['transfer_cycles']} cycles (summed over tasks)")
-    table = Table(title="utilization and memory")
-    table.add_column("unit / memory")
-    table.add_column("value", justify="right")
-    for unit, frac in s["utilization"].items():
-        table.add_row(unit, f"{100 * frac:.1f} % busy")
-    for mem, peak in s["peak_memory_bytes"].items():
-        cap = s["memory_capacity_bytes"][mem]
-        table.add_row(mem, f"peak {peak / 2**20:.3f} MiB of {cap / 2**20:.4g} MiB")
-    console.print(table)
+    c = _compile(args, checking=args.check)
+    s = run_summary(c.schedule, c.hw)
+    console = out_console()
+    console.print(_step_header(s, c))
+    if c.note:
+        console.print(f"  note: {c.note}")
+    print_summary(console, s, c.schedule)
+    if c.schedule.exact is not None:
+        s["exact"] = c.schedule.exact.model_dump(mode="json")
     if not args.no_sim:
-        s["simulation"] = _simulate_and_plot(schedule, hw, args, console)
+        s["simulation"] = _simulate_and_plot(c.schedule, c.hw, args, console)
     if args.check:
-        s["check"] = _check(schedule, graph, hw, args.backend, console)
+        s["check"] = _check(c.schedule, c.graph, c.hw, args.backend, console, args.verbose)
     write_json(args.json, s)
     return 0 if not args.check or s["check"]["passed"] else 1
 
 
-def _check(schedule, graph: Graph, hw, backend: str, console: Console) -> dict:
+def _check(schedule, graph: Graph, hw, backend: str, console: Console, verbose: bool = False) -> dict:
+    """Execute the step on real numbers and print the report (cli/summary.py: one summary line, the rows of
+    the tensors out of tolerance, every row with `verbose`)."""
     from accelsim.api import check
     from accelsim.execute.check import SLACK
 
     start = time.perf_counter()
-    report = check(schedule, backend=backend, graph=graph, hw=hw)
-    seconds = time.perf_counter() - start
-    slack = "" if graph.dtype == "float64" else f", or {SLACK:g} x numpy's own {graph.dtype} error"
-    table = Table(title=f"check: {backend} kernels through the schedule's memory vs a float64 numpy "
-                        f"evaluation (tolerance per tensor: {report.tolerance:g} relative{slack})")
-    for col in ("tensor", "max abs err", "max rel err", f"numpy {graph.dtype}", "tolerance", "ok"):
-        table.add_column(col, justify="left" if col == "tensor" else "right")
-    for e in report.entries:
-        table.add_row(e.name, f"{e.max_abs_err:.3g}", f"{e.max_rel_err:.3g}", f"{e.reference_rel_err:.3g}",
-                      f"{e.tolerance:.3g}", "yes" if e.passed else "NO")
-    console.print(table)
-    for c in report.corruptions:
-        console.print(f"  corrupted: {c}")
-    for f in report.failures:
-        console.print(f"  failed: {f}")
-    console.print(f"  check {'passed' if report.passed else 'FAILED'} in {seconds:.2f} s")
+    with phase(f"checking: executing the schedule with {backend} kernels"):
+        report = check(schedule, backend=backend, graph=graph, hw=hw)
+    print_check(console, report, graph.dtype, SLACK, time.perf_counter() - start, verbose)
     return report.to_json()
 
 
@@ -255,11 +237,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         schedule, hw, graph = _saved(args)
         check_eval_size(graph, samples=schedule.options.microbatches * schedule.options.data_parallel,
                         limits=limits_from(args), what="checking")
-        load_backend(args.backend)
+        with phase(f"loading the {args.backend} kernels"):
+            load_backend(args.backend)
     else:
-        hw, graph, schedule, _ = _compile(args, checking=True)
-    console = Console(width=140, highlight=False)
-    result = _check(schedule, graph, hw, args.backend, console)
+        c = _compile(args, checking=True)
+        schedule, hw, graph = c.schedule, c.hw, c.graph
+    result = _check(schedule, graph, hw, args.backend, out_console(), args.verbose)
     write_json(args.json, result)
     return 0 if result["passed"] else 1
 
@@ -270,24 +253,30 @@ def _saved(args: argparse.Namespace) -> tuple[Schedule, HwSpec, Graph]:
     from accelsim.api import resolve
     from accelsim.schedule.io import read_schedule
 
-    given_hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set)) if args.hw is not None else None
-    schedule = read_schedule(args.schedule)  # parsed once; its messages name the file
-    hw = given_hw or load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
-    if hw.name != schedule.hw_name:
-        raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
-    try:  # validated once: itself, against the hardware (its hash too) and against its rebuilt graph
-        hw, graph = resolve(schedule, hw)
-    except AccelsimError as e:
-        raise AccelsimError(f"{args.schedule}: {e}") from None
+    with phase(f"loading {args.schedule} and rebuilding its graph"):
+        given_hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set)) if args.hw is not None else None
+        schedule = read_schedule(args.schedule)  # parsed once; its messages name the file
+        hw = given_hw or load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
+        if hw.name != schedule.hw_name:
+            raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
+        try:  # validated once: itself, against the hardware (its hash too) and against its rebuilt graph
+            hw, graph = resolve(schedule, hw)
+        except AccelsimError as e:
+            raise AccelsimError(f"{args.schedule}: {e}") from None
     return schedule, hw, graph
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     schedule, hw, _ = _saved(args)
-    console = Console(width=120, highlight=False)
-    console.print(f"{args.schedule}: {schedule.graph_name} on {hw.name}, {len(schedule.tasks)} tasks")
-    for line in efficiency_lines(run_summary(schedule, hw)):
-        console.print(f"  {line}")
+    s = run_summary(schedule, hw)
+    console = out_console()
+    o = schedule.options
+    console.print(f"{args.schedule}: {'training step' if s['training'] else 'inference'} of {schedule.graph_name} "
+                  f"on {hw.name}, {fmt.count(len(schedule.tasks))} tasks "
+                  f"({fmt.plural(s['samples_per_step'], 'sample')} "
+                  f"per step, {fmt.plural(o.microbatches, 'micro-batch', 'micro-batches')}, "
+                  f"{fmt.plural(o.data_parallel, 'replica')}, {fmt.plural(o.pipeline_stages, 'stage')}); as compiled:")
+    print_summary(console, s, schedule)
     write_json(args.json, _simulate_and_plot(schedule, hw, args, console))
     return 0
 
@@ -296,16 +285,21 @@ SPLIT_CHOICES = {"auto": None, "on": True, "off": False}
 
 
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
-    """--microbatches, --data-parallel, --pipeline-stages and --split: how one step is compiled."""
-    p.add_argument("--microbatches", type=positive_int, default=1, help="inputs in flight (pipeline parallelism)")
-    p.add_argument("--data-parallel", type=positive_int, default=1, help="replicas (data parallelism)")
-    p.add_argument("--pipeline-stages", type=positive_int, default=1, help="graph partitions on separate chips")
+    """--microbatches, --data-parallel, --pipeline-stages, --tensor-parallel, --zero and --split: how one
+    step is compiled."""
+    p.add_argument("--microbatches", type=positive_int, default=1, metavar="M",
+                   help="inputs in flight per replica (pipeline parallelism; default 1)")
+    p.add_argument("--data-parallel", type=positive_int, default=1, metavar="D",
+                   help="replicas working on other inputs, gradients all-reduced (default 1); with no stages, "
+                        "ranks or ZeRO, replicas beyond the chips share them (the output says so)")
+    p.add_argument("--pipeline-stages", type=positive_int, default=1, metavar="P",
+                   help="graph partitions, each on a chip of its own (default 1)")
     p.add_argument("--tensor-parallel", type=positive_int, default=1, metavar="T",
                    help="build the model Megatron-LM's way over T ranks, one chip each (gpt2, transformer_block, "
-                        "resnet_block); d x p x T chips in all")
+                        "resnet_block; default 1); D x P x T must fit the hardware's chips")
     p.add_argument("--zero", type=int, choices=ZERO_STAGES, default=0,
-                   help="ZeRO stage over the data-parallel replicas: 0 none (default), 1 optimizer state, "
-                        "2 + gradients, 3 + parameters sharded")
+                   help="ZeRO stage over the data-parallel replicas, each on its own chip: 0 none (default), "
+                        "1 optimizer state, 2 + gradients, 3 + parameters sharded")
     p.add_argument("--split", choices=tuple(SPLIT_CHOICES), default="auto",
                    help="cut matmuls and convolutions over the instances of their unit where the parts finish "
                         "sooner: 'on', 'off', or 'auto' (default): schedule the step both ways and keep the shorter")
@@ -318,7 +312,7 @@ def add_optimize_args(p: argparse.ArgumentParser, default: str = "") -> None:
                    help=f"rewrite the step first with these graph passes, comma-separated, each verified "
                         f"numerically (known: {', '.join(PASSES)}), or '{AUTO}': search sequences of them, and "
                         f"where each applies, for the shortest compiled makespan of this step on --hw"
-                        + (f" (default {default})" if default else "") + "; --passes is an older name")
+                        + (f" (default {default})" if default else " (default: none)") + "; --passes is an older name")
     p.add_argument("--budget", type=positive_int, metavar="N",
                    help=f"compiles the {AUTO} search may spend (default {DEFAULT_BUDGET}; the unoptimized step "
                         "and the rule-based pipelines are always compiled)")
@@ -335,14 +329,9 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def _add_step_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hw", type=path_arg,
-                   help=f"hardware YAML or bundled name (default {DEFAULT_HW}; for a saved schedule, the one it "
-                        "was compiled for)")
-    add_hw_set_arg(p)
+def _add_step_args(p: argparse.ArgumentParser, hw_default: str = f"default {DEFAULT_HW}") -> None:
+    add_hw_args(p, hw_default)
     add_model_args(p, batch_help="micro-batch size")
-    p.add_argument("--inference", action="store_true", help="schedule inference instead of a training step")
-    add_optimizer_args(p)
     add_parallel_args(p)
     add_optimize_args(p)
     add_remat_arg(p)
@@ -359,34 +348,54 @@ def _add_sim_args(p: argparse.ArgumentParser) -> None:
                    help="directory the plots and the trace go to (created; default plots/<model>_<hw>/)")
 
 
+def _add_check_args(p: argparse.ArgumentParser, what: str = "") -> None:
+    p.add_argument("--backend", choices=BACKENDS, default="numba",
+                   help=f"kernels that execute the schedule{what}: numba (CPU, default), cuda (a GPU, or numba's "
+                        "simulator with NUMBA_ENABLE_CUDASIM=1) or numpy")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help=f"list every tensor's errors{what}, not only the summary line and the tensors out of "
+                        "tolerance")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="compile a training step (or inference), simulate it, plot it")
+    text = "compile a training step (or inference), simulate it, plot it"
+    p = sub.add_parser("run", help=text, description=f"{text[0].upper()}{text[1:]}. {STEP_RULE}")
     _add_step_args(p)
     _add_sim_args(p)
-    p.add_argument("--no-sim", action="store_true", help="compile and summarize only")
+    p.add_argument("--no-sim", action="store_true", help="compile and summarize only: no simulation, no plots")
     p.add_argument("--check", action="store_true", help="also execute the schedule on real numbers and check them")
-    p.add_argument("--backend", choices=BACKENDS, default="numba", help="kernels for --check")
+    _add_check_args(p, " with --check")
     add_json_arg(p, "the summary")
     add_limit_args(p)
     p.set_defaults(fn=cmd_run)
-    p = sub.add_parser("check", help="execute a compiled step with real kernels and compare with the reference")
+
+    text = "execute a compiled step with real kernels and compare it with a float64 reference"
+    p = sub.add_parser("check", help=text,
+                       description=f"{text[0].upper()}{text[1:]}. Prints one line per check (how many tensors are "
+                                   f"within tolerance, the worst) and exits 1 if any is not. {STEP_RULE}")
     p.add_argument("schedule", nargs="?", type=path_arg,
                    help="a schedule JSON written by `accelsim compile` to check (default: compile the step of "
                         "--model and the step options; a saved schedule brings its own)")
-    _add_step_args(p)
-    p.add_argument("--backend", choices=BACKENDS, default="numba")
+    _add_step_args(p, f"default {DEFAULT_HW}; for a saved schedule, the one it was compiled for")
+    _add_check_args(p)
     add_json_arg(p, "the report")
     add_limit_args(p)
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("simulate", help="replay a saved schedule (static) or its graph's work queue (--dynamic)")
+
+    text = "replay a saved schedule (static) or its graph's work queue (--dynamic)"
+    p = sub.add_parser("simulate", help=text, description=f"{text[0].upper()}{text[1:]}; prints the step's summary "
+                                                          "as compiled, then the simulated makespan and stalls.")
     p.add_argument("schedule", type=path_arg, help="a schedule JSON written by `accelsim compile`")
-    p.add_argument("--hw", type=path_arg, help="hardware YAML or bundled name (default: the one it was compiled for)")
-    add_hw_set_arg(p)
+    add_hw_args(p, "default: the one the schedule was compiled for")
     _add_sim_args(p)
     add_json_arg(p, "the simulation summary")
     p.set_defaults(fn=cmd_simulate)
-    p = sub.add_parser("compile", help="compile a static schedule and write it as JSON")
+
+    text = "compile a static schedule and write it as JSON"
+    p = sub.add_parser("compile", help=text, description=f"{text[0].upper()}{text[1:]}. {STEP_RULE}")
     _add_step_args(p)
-    p.add_argument("-o", "--output", type=path_arg, help="schedule path (default schedules/<graph>_<hw>.json)")
+    p.add_argument("-o", "--output", type=path_arg, metavar="FILE",
+                   help="schedule path (default schedules/<model>_<train|infer>_<hw>.json below the current "
+                        "directory, the names of the shipped schedules; the path is printed)")
     add_limit_args(p)
     p.set_defaults(fn=cmd_compile)

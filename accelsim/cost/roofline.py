@@ -35,5 +35,30 @@ def roofs(hw: HwSpec, chip: Chip | None = None) -> list[Roof]:
     return out
 
 
+@dataclass(frozen=True)
+class UnitRoof:
+    """The compute roof of one unit kind of a chip: `node_peak_ops_per_s` is what one node can reach on it
+    (one instance, or the whole gang of a gang unit: cost.model.node_cost's peak), `peak_ops_per_s` what all
+    `instances` together can (unit_peak_ops_per_s)."""
+
+    unit: str
+    compute_model: str
+    instances: int
+    node_peak_ops_per_s: float
+    peak_ops_per_s: float
+
+
+def unit_roofs(hw: HwSpec, chip: Chip | None = None) -> list[UnitRoof]:
+    """One roof per unit kind of `chip` (default: the first) with an arithmetic peak (arrays and vector
+    units; stream and per-element units have none), in the order of the hardware file."""
+    out = []
+    for u in (chip or hw.chips[0]).units:
+        per_instance = peak_ops_per_cycle(u) * hw.clock_hz
+        if per_instance > 0:
+            out.append(UnitRoof(u.name, u.compute_model, u.count, per_instance * (u.count if u.gang else 1),
+                                unit_peak_ops_per_s(hw, u)))
+    return out
+
+
 def achieved_ops_per_s(hw: HwSpec, cost: NodeCost) -> float:
     return cost.flops / (cost.cycles / hw.clock_hz)

@@ -60,6 +60,25 @@ class ModelSource:
         return dict(self.options)
 
 
+MODEL_FILE = "model_file"
+"""`ModelSource.model` of a graph read from a model file (accelsim.frontends.load_model): its options are the
+file's absolute `path`, the `sha256` of its bytes and, for a file whose loss head is chosen on import (a saved
+ExportedProgram), the `loss`; a schedule of it rebuilds the graph from the same bytes or is refused
+(schedule/source.py)."""
+SHA256_HEX = 64
+
+
+def file_source(path: str, sha256: str, loss: str | None = None) -> ModelSource:
+    """The source of a graph read from the model file at `path` (absolute) whose bytes hash to `sha256`."""
+    if not isinstance(path, str) or not path:
+        raise GraphError(f"model file source: path must be a non-empty string, got {path!r:.80}")
+    if not (isinstance(sha256, str) and len(sha256) == SHA256_HEX and all(c in "0123456789abcdef" for c in sha256)):
+        raise GraphError(f"model file source: sha256 must be {SHA256_HEX} lowercase hex digits, got {sha256!r:.80}")
+    if loss is not None and (not isinstance(loss, str) or not loss):
+        raise GraphError(f"model file source: loss must be a loss head's name, got {loss!r:.40}")
+    return ModelSource(MODEL_FILE, (("path", path), ("sha256", sha256)) + ((("loss", loss),) if loss else ()))
+
+
 def _check_real(name: str, value: Any, low: float, low_inclusive: bool, high: float | None) -> float:
     """`value` as a float if it is a finite number in the range, else a GraphError naming it."""
     bound = f"{'>=' if low_inclusive else '>'} {low:g}" + (f" and < {high:g}" if high is not None else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +19,12 @@ from accelsim.hw.yaml_loader import MAX_DEPTH, MAX_NODES, load_yaml, reader_erro
 from accelsim.pydantic_errors import describe_errors
 
 MAX_FILE_BYTES = 1 << 20
-BUNDLED = Path(__file__).resolve().parent.parent.parent / "hwconfigs"
+BUNDLED_PACKAGE = "accelsim.hwconfigs"
+"""The bundled configs: the repository's top-level hwconfigs/ folder, installed as this package
+(setup.py's package_dir), so a wheel, a plain install and an editable one all find them."""
+SOURCE_TREE = Path(__file__).resolve().parent.parent.parent / "hwconfigs"
+"""The same folder where BUNDLED_PACKAGE cannot be imported: an editable install (setuptools' editable
+finder maps no folder without an __init__.py inside a package) or a source tree on PYTHONPATH."""
 _BUNDLED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 ACCEPTED = ("a path to a YAML file, the name of a bundled config (e.g. 'groq_like'), a dict of the same "
             "keys as a file, or an HwSpec")
@@ -35,8 +41,21 @@ def _shown_path(x: str | Path) -> str:
     return text if text.isprintable() and len(text) <= 200 else _shown(text)
 
 
+def _bundled_files() -> dict[str, Path]:
+    """Every bundled config by name ("groq_like" -> .../groq_like.yaml)."""
+    try:
+        folder = resources.files(BUNDLED_PACKAGE)
+    except (ModuleNotFoundError, NotADirectoryError):  # the latter: a namespace path with a non-folder entry
+        folder = SOURCE_TREE
+    files = {}
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        if entry.name.endswith(".yaml") and entry.is_file():
+            files[entry.name.removesuffix(".yaml")] = Path(str(entry))
+    return files
+
+
 def bundled_names() -> list[str]:
-    return sorted(q.stem for q in BUNDLED.glob("*.yaml"))
+    return sorted(_bundled_files())
 
 
 def resolve(path_or_name: str | Path) -> Path:
@@ -46,11 +65,14 @@ def resolve(path_or_name: str | Path) -> Path:
         if p.exists():
             return p
     except (OSError, ValueError) as e:  # a NUL byte, a name too long for the file system
-        raise HwConfigError(f"{_shown_path(path_or_name)}: not a usable path ({e}); expected {ACCEPTED}") from None
+        why = e.strerror if isinstance(e, OSError) and e.strerror else e  # strerror: without the name again
+        raise HwConfigError(f"{_shown_path(path_or_name)}: not a usable path ({why}); expected {ACCEPTED}") from None
     name = str(path_or_name).removesuffix(".yaml")
-    if _BUNDLED_NAME.fullmatch(name) and (BUNDLED / f"{name}.yaml").is_file():
-        return BUNDLED / f"{name}.yaml"
-    known = ", ".join(bundled_names()) or "none"
+    bundled = _bundled_files()
+    # a name is looked up among the bundled files, never joined to a folder: "../x" or "a/b" cannot escape it
+    if _BUNDLED_NAME.fullmatch(name) and name in bundled:
+        return bundled[name]
+    known = ", ".join(sorted(bundled)) or "none"
     raise HwConfigError(f"{_shown_path(path_or_name)}: no such file, and no bundled hardware config of that "
                         f"name (bundled: {known})")
 

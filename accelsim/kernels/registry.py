@@ -7,6 +7,7 @@ NUMBA_ENABLE_CUDASIM=1). CUDA is imported only when asked for.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from typing import Callable
@@ -41,18 +42,45 @@ def kernel(op: str, backend: str) -> Callable[[Kernel], Kernel]:
     return register
 
 
+ENABLE_CUDA = ("To run the CUDA kernels on an NVIDIA GPU, install the CUDA toolkit with "
+               "`pip install 'accelsim[cuda]'`; without a GPU, set NUMBA_ENABLE_CUDASIM=1 before starting to run "
+               "them in numba's CUDA simulator (slow: small shapes only).")
+"""How to get a usable cuda backend: the base install has numba-cuda but not the toolkit's wheels."""
+
+
+def _probe_kernel(out):  # the smallest kernel: compiling it needs every part of the toolkit numba uses
+    out[0] = 1.0
+
+
+@functools.cache
+def _toolkit_problem() -> str | None:
+    """Why numba cannot compile a CUDA kernel here (NVVM or NVRTC not found), or None: once per process."""
+    from numba import cuda
+
+    try:
+        # a fixed target, so no driver is asked; 7.5 is the oldest that CUDA 13 still compiles for
+        cuda.compile_ptx(_probe_kernel, "void(float32[:])", cc=(7, 5))
+    except Exception as e:  # numba-cuda raises several kinds here (library not found, NVVM/NVRTC errors)
+        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return first_line if len(first_line) <= 200 else first_line[:197] + "..."
+    return None
+
+
 def cuda_available() -> tuple[bool, str]:
-    """(usable, why not): a GPU, or the simulator switched on before numba.cuda was imported."""
+    """(usable, why not in one paragraph): a GPU and the CUDA toolkit, or the simulator switched on before
+    numba.cuda was imported."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return True, "numba CUDA simulator"
     try:
         from numba import cuda
     except ImportError as e:  # pragma: no cover - numba-cuda is a dependency
-        return False, f"numba-cuda is not installed ({e})"
-    if cuda.is_available():
-        return True, "GPU"
-    return False, ("no CUDA GPU is available; set NUMBA_ENABLE_CUDASIM=1 before starting to run the CUDA "
-                   "kernels in numba's simulator (slow: small shapes only)")
+        return False, f"numba-cuda is not installed ({e}). {ENABLE_CUDA}"
+    if not cuda.is_available():
+        return False, f"no CUDA GPU is available. {ENABLE_CUDA}"
+    problem = _toolkit_problem()
+    if problem is not None:
+        return False, f"a CUDA GPU is present but the CUDA toolkit cannot be loaded ({problem}). {ENABLE_CUDA}"
+    return True, "GPU"
 
 
 def load_backend(backend: str) -> dict[str, Kernel]:

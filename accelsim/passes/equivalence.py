@@ -67,11 +67,20 @@ class Reference:
     tolerance: dict[str, float]
 
 
+def _exp(x: float) -> str:
+    """A tolerance as people write it: 1e-6, not Python's 1e-06."""
+    text = f"{x:.3g}"
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def describe(dtype: str) -> str:
     """How the check compares a graph of `dtype`, for the log."""
-    bound = f"relative error <= {TOLERANCE[dtype]:g}"
+    bound = f"relative error <= {_exp(TOLERANCE[dtype])}"
     if dtype != "float64":
-        bound += (f" or {NOISE_FACTOR:g}x the graph's own {dtype} error (at most {NOISE_CAP:g}), whichever is "
+        bound += (f" or {NOISE_FACTOR:g}x the graph's own {dtype} error (at most {_exp(NOISE_CAP)}), whichever is "
                   "larger")
     return f"float64 on a fresh input batch (input_value sample 1), every output: {bound}"
 

@@ -13,7 +13,8 @@ from accelsim.limits import (DEFAULT_LIMITS, Limits, check_step_options, check_s
 from accelsim.schedule.bounds import lower_bounds
 from accelsim.schedule.exact import MAX_EXACT_TASKS
 from accelsim.schedule.exact_step import check_exact_step, exact_seconds, solve_step
-from accelsim.schedule.expand import Plan, expand
+from accelsim.schedule.expand import CostTable, Plan, expand
+from accelsim.schedule.levels import chip_list
 from accelsim.schedule.improve import makespan_of
 from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.schedule.memory import Block
@@ -47,12 +48,12 @@ def samples_per_microbatch(graph: Graph) -> int:
     return int(batch)
 
 
-def _auto_window(graph: Graph, hw: HwSpec, options: Options) -> int:
+def _auto_window(graph: Graph, hw: HwSpec, options: Options, costs: CostTable) -> int:
     """How many micro-batches' working sets fit in each chip's first-choice memory at once, judged from
     a one-micro-batch schedule: the per-step leaves (parameters, optimizer state) are there once
     whatever the window, so what a micro-batch adds is the peak less them."""
     probe_opts = options.model_copy(update={"microbatches": 1, "data_parallel": 1})
-    plan = expand(graph, hw, probe_opts)
+    plan = expand(graph, hw, probe_opts, costs=costs)
     _, mem = list_schedule(plan, hw)
     fits = []
     for row in mem.order:
@@ -70,13 +71,14 @@ ALL_IN_FLIGHT_FACTOR = 4
 forward pass starting at once cannot fit, and finding that out costs a long failed search."""
 
 
-def _fit(graph: Graph, hw: HwSpec, options: Options, window: int | None, halve: bool = True) -> Fitted:
+def _fit(graph: Graph, hw: HwSpec, options: Options, window: int | None, costs: CostTable,
+         halve: bool = True) -> Fitted:
     """Expand and time the step with `window` micro-batches in flight; when its tensors do not fit,
     halve the window (fewer micro-batches' activations alive at once) down to one before giving up:
     a step that fits with few micro-batches in flight must still fit with more micro-batches."""
     while True:
         options = options.model_copy(update={"max_in_flight": window})
-        plan = expand(graph, hw, options, window)
+        plan = expand(graph, hw, options, window, costs)
         try:
             return (options, plan, *time_plan(plan, hw))
         except MemoryFitError:
@@ -85,7 +87,8 @@ def _fit(graph: Graph, hw: HwSpec, options: Options, window: int | None, halve: 
             window //= 2
 
 
-def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, chosen: bool) -> Fitted:
+def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, chosen: bool,
+              costs: CostTable) -> Fitted:
     """With a window the caller chose, that window (halved while it does not fit). Otherwise the automatic
     window, one more, twice as many, and no window at all, the shortest step kept (the first on a tie).
     The estimate from one micro-batch's memory is a starting point, not an optimum: the window keeps
@@ -93,7 +96,7 @@ def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, ch
     waves, and which width overlaps best depends on the model and the machine (superres training on
     bespoke_superres, 32 micro-batches: 6.9K samples/s with 2 in flight, 9.1K with 3, 6.5K with 4;
     resnet50 training on groq_like, 16 micro-batches: 2.1K in waves of 4, 2.4K with all in flight)."""
-    best = _fit(graph, hw, options, window)
+    best = _fit(graph, hw, options, window, costs)
     if chosen or window is None or window >= options.microbatches:
         return best
     m = options.microbatches
@@ -101,7 +104,7 @@ def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, ch
     tries = list(dict.fromkeys(None if w >= m else w for w in widths))
     for w in tries:
         try:
-            fitted = _fit(graph, hw, options, w, halve=False)
+            fitted = _fit(graph, hw, options, w, costs, halve=False)
         except MemoryFitError:
             continue
         if makespan_of(fitted[2]) < makespan_of(best[2]):
@@ -109,24 +112,24 @@ def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, ch
     return best
 
 
-def _split_extra_tasks(graph: Graph, hw: HwSpec, options: Options) -> int:
+def _split_extra_tasks(graph: Graph, hw: HwSpec, options: Options, costs: CostTable) -> int:
     """How many tasks splitting adds to the step: parts - 1 per split node (and per moved part), per
     micro-batch and replica, counted on a one-micro-batch expansion."""
     one = options.model_copy(update={"microbatches": 1, "data_parallel": 1, "max_in_flight": None, "split": True})
-    extra = sum(t.part.parts - 1 for t in expand(graph, hw, one).tasks if t.part is not None and t.part.index == 0)
+    extra = sum(t.part.parts - 1 for t in expand(graph, hw, one, costs=costs).tasks if t.part is not None and t.part.index == 0)
     return extra * options.microbatches * options.data_parallel
 
 
 def _fit_split(graph: Graph, hw: HwSpec, options: Options, window: int | None, chosen: bool,
-               split: bool | None, max_tasks: int) -> Fitted:
+               split: bool | None, max_tasks: int, costs: CostTable) -> Fitted:
     """The step fitted unsplit, split, or (split None) both, the shorter kept and the unsplit one on a
     tie. Splitting trades unit time (every part pays its own fill and drain) for a shorter critical
     path, so whether it pays depends on how busy the units already are: a single micro-batch's layers
     run faster on four Groq MXM planes than on one, sixty-four micro-batches in flight already fill all
     four. A split step above `max_tasks` is refused (split True) or not tried (None)."""
     if split is False:
-        return _fit_best(graph, hw, options, window, chosen)
-    extra = _split_extra_tasks(graph, hw, options)
+        return _fit_best(graph, hw, options, window, chosen, costs)
+    extra = _split_extra_tasks(graph, hw, options, costs)
     tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages) + extra
     if split and tasks > max_tasks:
         raise ScheduleError(f"splitting the tensor nodes of {graph.name} over their units' instances would build "
@@ -134,12 +137,12 @@ def _fit_split(graph: Graph, hw: HwSpec, options: Options, window: int | None, c
                             f"(--split off), fewer micro-batches or replicas, or a higher limit")
     cut = options.model_copy(update={"split": True})
     if split:
-        return _fit_best(graph, hw, cut, window, chosen)
-    best = _fit_best(graph, hw, options, window, chosen)
+        return _fit_best(graph, hw, cut, window, chosen, costs)
+    best = _fit_best(graph, hw, options, window, chosen, costs)
     if not extra or tasks > max_tasks:  # nothing splits here (the same plan twice), or too many tasks split
         return best
     try:
-        fitted = _fit_best(graph, hw, cut, window, chosen)
+        fitted = _fit_best(graph, hw, cut, window, chosen, costs)
     except MemoryFitError:
         return best
     return fitted if makespan_of(fitted[2]) < makespan_of(best[2]) else best
@@ -183,13 +186,15 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
                       tensor_parallel=tensor_parallel, zero=zero)
     if exact_s is not None:
         check_exact_step(graph, hw, options)  # before the list schedule: refusing late wastes its time
-    window = max_in_flight or (_auto_window(graph, hw, options) if microbatches > 1 else None)
+    costs = CostTable(graph, hw, chip_list(hw))  # every expansion below prices the same nodes on the same chips
+    window = max_in_flight or (_auto_window(graph, hw, options, costs) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)
     max_tasks = (limits or DEFAULT_LIMITS).max_tasks
     if exact_s is not None:
         max_tasks = min(max_tasks, MAX_EXACT_TASKS)
-    options, plan, timed, mem = _fit_split(graph, hw, options, window, max_in_flight is not None, split, max_tasks)
+    options, plan, timed, mem = _fit_split(graph, hw, options, window, max_in_flight is not None, split, max_tasks,
+                                           costs)
     report = None
     if exact_s is not None:
         timed, mem, report = solve_step(plan, hw, (timed, mem), exact_s)

@@ -52,6 +52,7 @@ class TaskSpec:
     after: list[int] = field(default_factory=list)  # ordering only: tasks it waits for but does not read
     lag: dict[int, int] = field(default_factory=dict)  # predecessor -> cycles between its end and this start
     part: Part | None = None  # which part of its node's output it computes or moves (None: all of it)
+    span: tuple[int, ...] = ()  # a collective timed for one replica (symmetry.py): every member's chip
 
     def part_fields(self) -> dict[str, int]:
         """Its part as the schedule's Task records it (split -1, part 0, parts 1: the whole node)."""
@@ -129,6 +130,10 @@ class CostTable:
         self._split: dict[tuple[int, int], tuple[PartCosts, ...]] = {}
         self._part: dict[tuple, NodeCosts] = {}
         self.has_energy = False
+        # costs depend on the chip's kind, not on which instance: every chip of a kind is priced once
+        # (a d x p x t job on 8 identical chips would otherwise price every node eight times)
+        first = {id(c): i for i, c in reversed(list(enumerate(chips)))}
+        self.kind = [first[id(c)] for c in chips]
 
     def _costs(self, graph: Graph, node: Node, chip: int) -> NodeCosts:
         costs = [node_cost(self.hw, graph, node, u, self.chips[chip])
@@ -143,25 +148,25 @@ class CostTable:
                          flops=costs[0].flops)
 
     def node(self, node_id: int, chip: int) -> NodeCosts:
-        key = (node_id, chip)
+        key = (node_id, self.kind[chip])
         if key not in self._node:
-            self._node[key] = self._costs(self.graph, self.graph.nodes[node_id], chip)
+            self._node[key] = self._costs(self.graph, self.graph.nodes[node_id], key[1])
         return self._node[key]
 
     def part(self, node_id: int, chip: int, part: Part) -> PartCosts:
         """A part's costs; parts of equal shapes (all but the longer runs of an uneven cut) are priced once."""
         g, node = part_graph(self.graph, self.graph.nodes[node_id], part)
         key = (node.op, tuple((n.shape, n.dtype) for n in g.nodes[:-1]), node.dtype,
-               repr(sorted(node.attrs.items())), chip)
+               repr(sorted(node.attrs.items())), self.kind[chip])
         if key not in self._part:
-            self._part[key] = self._costs(g, node, chip)
+            self._part[key] = self._costs(g, node, self.kind[chip])
         return PartCosts(part, self._part[key], numel(node.shape) * self.hw.elem_bytes(node.dtype))
 
     def split(self, node_id: int, chip: int) -> tuple[PartCosts, ...]:
         """The node cut over the instances of its fastest unit kind along whichever of its op's splits
         makes the slowest part shortest, if that part is shorter than the whole node; () otherwise (a
         unit with one instance, a gang unit, an op that never splits, parts that are no faster)."""
-        key = (node_id, chip)
+        key = (node_id, self.kind[chip])
         if key not in self._split:
             node = self.graph.nodes[node_id]
             _, instances, whole = min(self.node(node_id, chip).options, key=lambda o: o[2])
@@ -180,11 +185,11 @@ class CostTable:
 
     def add(self, shape: tuple[int, ...], dtype: str, chip: int) -> NodeCosts:
         """An elementwise add of two tensors of `shape` on `chip` (an accumulation, an on-chip reduction)."""
-        key = (shape, dtype, chip)
+        key = (shape, dtype, self.kind[chip])
         if key not in self._add:
             g = Graph("accumulate", dtype="float64" if dtype == "float64" else "float32")
             s = add(g.input("a", shape), g.input("b", shape))
-            self._add[key] = self._costs(g, s.node, chip)
+            self._add[key] = self._costs(g, s.node, key[2])
         return self._add[key]
 
 
@@ -192,11 +197,16 @@ class Planner:
     """Builds a Plan task by task. State: the tasks so far, which task produces each (node, micro-batch,
     replica) value, and the transfers already made, so a value crosses a link once per destination."""
 
-    def __init__(self, graph: Graph, hw: HwSpec, options: Options) -> None:
+    def __init__(self, graph: Graph, hw: HwSpec, options: Options, costs: CostTable | None = None) -> None:
+        """`costs`: a CostTable of the same graph and hardware to reuse (compile expands one step for
+        several windows; pricing every node again each time was a tenth of a large step's compile)."""
         self.graph, self.hw, self.options = graph, hw, options
         self.chips = chip_list(hw)
         self.chip_of = chip_map(len(self.chips), options)
-        self.costs = CostTable(graph, hw, self.chips)
+        if costs is not None and (costs.graph is not graph or costs.hw is not hw):
+            raise ValueError("internal: a CostTable is reused only for its own graph and hardware")
+        self.costs = costs if costs is not None else CostTable(graph, hw, self.chips)
+        self.link_energy = False  # a transfer or collective priced its energy: the step's energy is known
         ic = hw.interconnect
         self.link_bytes_per_cycle = ic.bytes_per_cycle(hw.clock_hz) if ic else 0.0
         self.link_latency = ic.link_latency_cycles if ic else 0
@@ -231,7 +241,7 @@ class Planner:
         """Energy of `nbytes` over the links (0 without a figure); a figure makes the step's energy known."""
         if self.link_pj_per_byte is None:
             return 0.0
-        self.costs.has_energy = True
+        self.link_energy = True
         return nbytes * self.link_pj_per_byte
 
     def hops(self, a: int, b: int) -> int:
@@ -459,10 +469,12 @@ class Planner:
             self.zero.gather_updates()
         leaf_bytes = {n.id: self.nbytes(n) for n in self.graph.nodes if n.is_leaf}
         return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
-                    [n.name for n in self.graph.nodes], self.costs.has_energy,
+                    [n.name for n in self.graph.nodes], self.costs.has_energy or self.link_energy,
                     shards=self.zero.leaf_shards() if self.zero is not None else {})
 
 
-def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None) -> Plan:
-    """`window`: the most micro-batches of a replica in flight at once (None: all of them)."""
-    return Planner(graph, hw, options).plan(window)
+def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None,
+           costs: CostTable | None = None) -> Plan:
+    """`window`: the most micro-batches of a replica in flight at once (None: all of them). `costs`: the
+    prices of an earlier expansion of the same graph on the same hardware, reused."""
+    return Planner(graph, hw, options, costs).plan(window)

@@ -43,12 +43,14 @@ class Timeline:
         self.ends: list[int] = []
 
     def earliest(self, ready: int, cycles: int) -> int:
-        i = max(bisect.bisect_right(self.ends, ready) - 1, 0)
+        starts, ends = self.starts, self.ends
+        i = max(bisect.bisect_right(ends, ready) - 1, 0)
         t = ready
-        for s, e in zip(self.starts[i:], self.ends[i:]):
-            if t + cycles <= s:
+        for i in range(i, len(starts)):  # by index: slicing would copy the whole tail on every call
+            if t + cycles <= starts[i]:
                 return t
-            t = max(t, e)
+            if ends[i] > t:
+                t = ends[i]
         return t
 
     def book(self, start: int, end: int) -> None:
@@ -94,7 +96,7 @@ class MemoryPlanner:
         row = self.order[chip]
         spec = self.chips[chip]
         target = None if resource is None else first_memory(spec, resource, result)
-        ranked = sorted(row, key=lambda ma: (ma[0].name != target, row.index(ma)))
+        ranked = [ma for _, ma in sorted(enumerate(row), key=lambda im: (im[1][0].name != target, im[0]))]
         if result and aligned(size) <= ranked[0][1].capacity_bytes:
             ranked = ranked[:1]  # a result goes to the backing memory, waiting for room there if need be
 
@@ -196,7 +198,7 @@ class ListScheduler:
         for members in self.groups.values():
             resource = members[0].options[0][0]
             if resource in COLLECTIVES:
-                links[members[0].id] = collective_links(topo, resource, [m.chip for m in members])
+                links[members[0].id] = collective_links(topo, resource, members[0].span or [m.chip for m in members])
         return links
 
     def finish_reads(self, t: TaskSpec) -> None:

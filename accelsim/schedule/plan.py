@@ -14,7 +14,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
+from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph
+from accelsim.graph.provenance import MODEL_FILE, file_source
 from accelsim.hw.spec import HwSpec
 
 TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
@@ -196,9 +198,10 @@ class SourcePass(Data):
 
 
 class Source(Data):
-    """How the graph was made: a zoo model with its options, the training_graph settings for a training
-    step (None: the inference graph), and the rewrite passes `optimize` then applied, in order. Enough to
-    rebuild the graph (schedule/source.py) and check its hash."""
+    """How the graph was made: a zoo model with its options (or model MODEL_FILE with a model file's path and
+    sha256), the training_graph settings for a training step (None: the inference graph), and the rewrite
+    passes `optimize` then applied, in order. Enough to rebuild the graph (schedule/source.py) and check its
+    hash."""
 
     model: str
     options: dict[str, Any]
@@ -206,6 +209,24 @@ class Source(Data):
     passes: tuple[SourcePass, ...] = ()
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+    @model_validator(mode="after")
+    def _model_file_names_path_and_hash(self) -> "Source":
+        """A graph read from a model file (model MODEL_FILE) records exactly the file's path and sha256."""
+        if self.model == MODEL_FILE:
+            extra = sorted(set(self.options) - {"path", "sha256", "loss"})
+            if extra:
+                raise ValueError(f"model file source: options are path, sha256 and loss, not {extra}")
+            try:
+                file_source(self.options.get("path"), self.options.get("sha256"), self.options.get("loss"))
+            except GraphError as e:
+                raise ValueError(str(e)) from None
+        return self
+
+    @property
+    def model_file(self) -> tuple[str, str] | None:
+        """(path, sha256) of the model file the graph was read from; None for a zoo model."""
+        return (self.options["path"], self.options["sha256"]) if self.model == MODEL_FILE else None
 
     @model_serializer(mode="wrap")
     def _omit_no_passes(self, handler) -> dict[str, Any]:

@@ -6,9 +6,16 @@ from accelsim.hw.spec import HwSpec
 from accelsim.schedule.expand import Plan
 from accelsim.schedule.improve import BUDGET, Budget, improve
 from accelsim.schedule.list_sched import MemoryPlanner, Timed
+from accelsim.schedule.symmetry import reduce, stamp
 
 
 def time_plan(plan: Plan, hw: HwSpec, budget: Budget = BUDGET) -> tuple[list[Timed], MemoryPlanner]:
     """The shortest schedule the search finds within `budget` (task-schedulings, so deterministic):
-    which priority rule wins depends on the design, and the improvement passes close what none does."""
+    which priority rule wins depends on the design, and the improvement passes close what none does.
+    Data-parallel replicas that are exact copies of each other are timed as one (symmetry.py)."""
+    replicas = reduce(plan)
+    if replicas is not None:
+        stamped = stamp(replicas, hw, *improve(replicas.reduced, hw, budget))
+        if stamped is not None:
+            return stamped
     return improve(plan, hw, budget)

@@ -3,13 +3,15 @@ the recorded rewrite passes, rematerialization among them), so a saved schedule 
 validated against its graph and checked on real numbers."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from accelsim import models
 from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.passes import PASSES, inference_graph, optimize_with_log
 from accelsim.remat import REMAT_PASS, replay as replay_remat
-from accelsim.schedule.plan import Schedule, Source, graph_hash
+from accelsim.schedule.plan import Schedule, Source, SourcePass, graph_hash
 from accelsim.training import training_graph
 
 
@@ -20,20 +22,59 @@ def graph_for(schedule: Schedule) -> Graph:
     if src is None:
         raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "
                             "from; pass the graph explicitly")
-    try:
-        fwd = models.build(src.model, **src.options)
-        graph = training_graph(fwd, **src.optimizer) if src.optimizer is not None else inference_graph(fwd)
-    except AccelsimError as e:
-        raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
-    except TypeError as e:  # an unknown optimizer setting in an edited file
-        raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
+    if src.model_file is not None:
+        graph, src = _from_model_file(src)
+    else:
+        try:
+            fwd = models.build(src.model, **src.options)
+            graph = training_graph(fwd, **src.optimizer) if src.optimizer is not None else inference_graph(fwd)
+        except AccelsimError as e:
+            raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
+        except TypeError as e:  # an unknown optimizer setting in an edited file
+            raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
     if src.passes:
         graph = _replay(graph, src)
     if graph_hash(graph) != schedule.graph_hash:
         passes = f" and replaying its {len(src.passes)} pass(es)" if src.passes else ""
-        raise ScheduleError(f"rebuilding {src.model} from the schedule's source{passes} gives a different graph "
+        what = f"model file {src.model_file[0]}" if src.model_file is not None else src.model
+        raise ScheduleError(f"rebuilding {what} from the schedule's source{passes} gives a different graph "
                             "than it was compiled for; recompile with `accelsim compile`")
     return graph
+
+
+def _from_model_file(src: Source) -> tuple[Graph, Source]:
+    """The step graph rebuilt from the model file the source names, refused unless the file still has the bytes
+    it was compiled from; and the source with the passes the file's own graph already holds removed (a saved
+    training step or optimized graph is the step, not a forward graph to train again)."""
+    from accelsim.frontends.model_file import file_sha256, load_model
+
+    path, sha = src.model_file
+    if not Path(path).is_file():
+        raise ScheduleError(f"the schedule was compiled from model file {path}, which is gone; restore the file or "
+                            "recompile with `accelsim compile`")
+    try:
+        now = file_sha256(path)
+        if now != sha:
+            raise ScheduleError(f"model file {path} has changed since the schedule was compiled from it (sha256 "
+                                f"{sha[:12]}... then, {now[:12]}... now); restore the file or recompile with "
+                                "`accelsim compile`")
+        fwd = load_model(path, **({"loss": src.options["loss"]} if "loss" in src.options else {}))
+        if fwd.optimizer is not None:
+            graph = fwd
+            if fwd.optimizer.kwargs() != src.optimizer:
+                raise ScheduleError(f"model file {path} holds a training step with optimizer settings "
+                                    f"{fwd.optimizer.kwargs()}, but the schedule records {src.optimizer}")
+        else:
+            graph = training_graph(fwd, **src.optimizer) if src.optimizer is not None else inference_graph(fwd)
+    except ScheduleError:
+        raise
+    except (AccelsimError, TypeError) as e:
+        raise ScheduleError(f"the schedule's source (model file {path}) does not rebuild: {e}") from None
+    done = tuple(SourcePass(name=p.name, only=p.only) for p in graph.passes)
+    if src.passes[:len(done)] != done:
+        raise ScheduleError(f"model file {path} holds a graph rewritten by {[p.label for p in graph.passes]}, which "
+                            "the schedule's recorded passes do not start with; recompile with `accelsim compile`")
+    return graph, src.model_copy(update={"passes": src.passes[len(done):]})
 
 
 def _replay(graph: Graph, src: Source) -> Graph:

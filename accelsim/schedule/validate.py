@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
@@ -19,10 +19,29 @@ from accelsim.hw.topology import topology_of
 from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import aligned
-from accelsim.schedule.plan import (COLLECTIVE, COLLECTIVES, LINK, PER_STEP, Schedule, Task, Tensor, hw_hash,
-                                    memory_label, peak_bytes)
+from accelsim.schedule.plan import (COLLECTIVE, COLLECTIVES, LINK, PER_STEP, Schedule, Task, Tensor, graph_hash,
+                                    hw_hash, memory_label, peak_bytes)
 
 MAX_PROBLEMS = 20
+RECENT_VALID = 2
+"""Schedules remembered as fully validated in this process (compile validates, then simulate and check
+validate the same object again: on a 43K-task step that second pass took as long as the replay)."""
+_recent: OrderedDict[int, tuple[Schedule, str, str]] = OrderedDict()
+
+
+def _known_valid(schedule: Schedule, graph: Graph, hw: HwSpec) -> bool:
+    """Whether this very object passed a full validation against an equal graph and hardware. A Schedule
+    is deeply frozen (tuples of frozen models), so an object once valid stays valid; an edited copy
+    (model_copy, a reloaded file) is a new object and is validated again. The entry holds the object, so
+    its id cannot be reused while remembered."""
+    seen = _recent.get(id(schedule))
+    return seen is not None and seen[0] is schedule and seen[1:] == (graph_hash(graph), hw_hash(hw))
+
+
+def _remember(schedule: Schedule, graph: Graph, hw: HwSpec) -> None:
+    _recent[id(schedule)] = (schedule, graph_hash(graph), hw_hash(hw))
+    while len(_recent) > RECENT_VALID:
+        _recent.popitem(last=False)
 
 
 def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec | None = None,
@@ -35,6 +54,9 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
         raise ScheduleError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
     if hw is not None and not isinstance(hw, HwSpec):
         raise ScheduleError(f"hw must be an HwSpec (from A.load_hw), got {type(hw).__name__}")
+    full = graph is not None and hw is not None
+    if full and _known_valid(schedule, graph, hw):
+        return
     names = Names(schedule, graph)
     problems = check_totals(schedule)
     task_problems = check_tasks(schedule, names)
@@ -52,6 +74,8 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
         problems += check_links(schedule, hw, names)
     if problems:
         raise_problems(schedule, problems)
+    if full:
+        _remember(schedule, graph, hw)
 
 
 def raise_problems(schedule: Schedule, problems: list[str]) -> None:

@@ -1,4 +1,7 @@
-"""Plots of a simulation Result: a Gantt timeline of its spans, unit/port utilization and memory occupancy."""
+"""Plots of a simulation Result: a Gantt timeline of its spans, unit/port utilization and memory occupancy.
+
+Time axes are plain cycles with thousands separators (never an offset such as "+1.2e6"); memory is in
+MiB (2**20 bytes), and a memory's peak is metrics.peak_memory_bytes, the figure run_summary reports."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -7,23 +10,66 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
+from accelsim import metrics
 from accelsim.errors import AccelsimError
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Result, Span
 
 Row = tuple[int, str, int]  # (chip, resource label, instance)
 
-# Qualitative, one colour per micro-batch (cycling): tab10 with gold for its grey, which marks per-step tasks.
+# Qualitative, one hue per micro-batch: tab10 with gold for its grey, which marks per-step tasks. Past ten
+# micro-batches the hues repeat darker, and past twenty with an extra hatch, so that up to 80 micro-batches
+# get distinct (colour, hatch) pairs.
 _MB_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
                "gold", "tab:olive", "tab:cyan")
+_MB_DARKEN = (0.0, 0.45)  # per cycle of ten, towards black
+_MB_HATCHES = ("", "..", "||", "**")  # per cycle of twenty
 _PER_STEP_COLOUR = "0.55"
 _MAX_LEGEND_MICROBATCHES = 10
 _DPI = 110
 _PHASE_LABELS = {"forward": "forward (solid)", "backward": "backward (light, hatched)",
                  "update": "update (black edge)"}
+# Communication task kinds (schedule/kinds.py, TaskKindDef.communication): a hatch each, named in the legend.
+_COMM_STYLES = {"allreduce": ("xx", "all-reduce"), "tp_allreduce": ("oo", "tensor-parallel all-reduce"),
+                "reduce_scatter": ("\\\\\\", "reduce-scatter"), "all_gather": ("++", "all-gather"),
+                "transfer": ("---", "transfer (link)")}  # line hatches: cheap to draw for thousands of transfers
+_COMM_EDGE = "0.15"
+_STALL_COLOUR = "crimson"
+_STALL_STYLE = {"facecolor": to_rgba(_STALL_COLOUR, 0.3), "edgecolor": _STALL_COLOUR, "hatch": "xx",
+                "linewidth": 0.6}
+_LABEL_FONTSIZE = 6
+_MAX_BAR_LABELS = 400
+
+
+def cycles_formatter() -> ScalarFormatter:
+    """Plain cycles with thousands separators ("1,234,567"): no offset, no scientific notation."""
+
+    class _Cycles(ScalarFormatter):
+        def __call__(self, x, pos=None):
+            return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
+
+    fmt = _Cycles(useOffset=False)
+    fmt.set_scientific(False)
+    return fmt
+
+
+def _cycles_axis(ax: Axes) -> None:
+    ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10], integer=True))
+    ax.xaxis.set_major_formatter(cycles_formatter())
+
+
+def format_mib(nbytes: float) -> str:
+    """Bytes as MiB (2**20 bytes) to 4 significant digits, as the terminal prints sizes of a MiB or more:
+    "1.777 MiB", "15.28 MiB", "0.302 MiB", "2,048 MiB"; never in scientific notation."""
+    mib = nbytes / metrics.MIB
+    if mib >= 1000:
+        return f"{mib:,.0f} MiB"
+    if mib >= 1e-3 or mib == 0:
+        return f"{mib:.4g} MiB"
+    return f"{mib:.6f} MiB"
 
 
 def timeline_rows(result: Result) -> list[Row]:
@@ -39,22 +85,42 @@ def row_label(result: Result, resource: str, instance: int) -> str:
     return resource
 
 
-def _microbatch_colour(microbatch: int) -> tuple[float, float, float, float]:
-    return to_rgba(_PER_STEP_COLOUR if microbatch == PER_STEP else _MB_COLOURS[microbatch % len(_MB_COLOURS)])
+def microbatch_style(microbatch: int) -> tuple[tuple[float, float, float, float], str]:
+    """A micro-batch's (colour, hatch): its hue cycles every ten, darker from the second ten on, with an
+    extra hatch from the third; per-step tasks (PER_STEP) are grey."""
+    if microbatch == PER_STEP:
+        return to_rgba(_PER_STEP_COLOUR), ""
+    hue = to_rgba(_MB_COLOURS[microbatch % len(_MB_COLOURS)])
+    cycle = microbatch // len(_MB_COLOURS)
+    hatch = _MB_HATCHES[(cycle // len(_MB_DARKEN)) % len(_MB_HATCHES)]
+    return _mix(hue, 0.0, _MB_DARKEN[cycle % len(_MB_DARKEN)]), hatch
 
 
 def _mix(rgba: tuple[float, ...], towards: float, amount: float) -> tuple[float, ...]:
     return tuple(c + (towards - c) * amount for c in rgba[:3]) + (1.0,)
 
 
-def _phase_style(phase: str, colour: tuple[float, ...]) -> dict:
+def _phase_style(phase: str, colour: tuple[float, ...], kind: str = "node", extra_hatch: str = "") -> dict:
     """forward: solid; backward: lighter and hatched (hatch drawn in the edge colour); update: black edge.
-    The thin edges separate back-to-back spans and keep sub-pixel spans visible in their colour."""
+    A communication kind (_COMM_STYLES) replaces the phase's hatch with its own, drawn dark. The thin edges
+    separate back-to-back spans and keep sub-pixel spans visible in their colour."""
     if phase == "backward":
-        return {"facecolor": _mix(colour, 1.0, 0.45), "edgecolor": colour, "hatch": "////", "linewidth": 0.4}
-    if phase == "update":
-        return {"facecolor": colour, "edgecolor": "black", "linewidth": 0.9}
-    return {"facecolor": colour, "edgecolor": _mix(colour, 0.0, 0.35), "linewidth": 0.4}
+        style = {"facecolor": _mix(colour, 1.0, 0.45), "edgecolor": colour, "hatch": "////", "linewidth": 0.4}
+    elif phase == "update":
+        style = {"facecolor": colour, "edgecolor": "black", "linewidth": 0.9}
+    else:
+        style = {"facecolor": colour, "edgecolor": _mix(colour, 0.0, 0.35), "linewidth": 0.4}
+    if kind in _COMM_STYLES:
+        style.update(hatch=_COMM_STYLES[kind][0], edgecolor=_COMM_EDGE)
+    hatch = style.get("hatch", "") + extra_hatch
+    if hatch:
+        style["hatch"] = hatch
+    return style
+
+
+def _span_style(span: Span) -> dict:
+    colour, hatch = microbatch_style(span.microbatch)
+    return _phase_style(span.phase, colour, span.kind, hatch)
 
 
 def _new_figure(width_in: float, height_in: float) -> Figure:
@@ -97,25 +163,92 @@ def _keep_busiest(rows: list[Row], spans: list[Span], window, max_rows: int) -> 
     return sorted(kept, key=order.__getitem__)
 
 
+def _stall_cycles(span: Span) -> int:
+    return sum(c for _, c in span.stalls)
+
+
 def _legend_handles(spans: list[Span]) -> list[Patch]:
     microbatches = sorted({s.microbatch for s in spans if s.microbatch != PER_STEP})
-    handles = [Patch(color=_microbatch_colour(m), label=f"micro-batch {m}")
-               for m in microbatches[:_MAX_LEGEND_MICROBATCHES]]
+    handles = []
+    for m in microbatches[:_MAX_LEGEND_MICROBATCHES]:
+        colour, hatch = microbatch_style(m)
+        handles.append(Patch(facecolor=colour, edgecolor=_mix(colour, 0.0, 0.35), hatch=hatch or None,
+                             linewidth=0.4, label=f"micro-batch {m}"))
     if len(microbatches) > _MAX_LEGEND_MICROBATCHES:
-        handles.append(Patch(color="none", label=f"... ({len(microbatches) - _MAX_LEGEND_MICROBATCHES} more)"))
+        handles.append(Patch(color="none", label=f"... ({len(microbatches) - _MAX_LEGEND_MICROBATCHES} more; "
+                                                 f"hues repeat darker every {len(_MB_COLOURS)})"))
     if any(s.microbatch == PER_STEP for s in spans):
         handles.append(Patch(color=_PER_STEP_COLOUR, label="per step"))
     phases = {s.phase for s in spans}
     neutral = to_rgba("0.8")
     handles += [Patch(label=_PHASE_LABELS.get(p, p), **_phase_style(p, neutral))
                 for p in (*_PHASE_LABELS, *sorted(phases - set(_PHASE_LABELS))) if p in phases]
+    kinds = {s.kind for s in spans}
+    handles += [Patch(facecolor="0.85", edgecolor=_COMM_EDGE, hatch=hatch, linewidth=0.4, label=name)
+                for kind, (hatch, name) in _COMM_STYLES.items() if kind in kinds]
+    causes = sorted({c for s in spans for c, v in s.stalls if v > 0})
+    if causes:
+        handles.append(Patch(**_STALL_STYLE, label=f"stall, waiting for: {', '.join(causes)}".replace("_", " ")))
     return handles
+
+
+def _draw_stalls(ax: Axes, spans: list[Span], y_of: dict[Row, int]) -> None:
+    """Each span's stall (the cycles it started late: static mode, after its compiled start; dynamic, after
+    its inputs were ready) as a red hatched band in the lower part of its row, ending at its start."""
+    by_row: dict[Row, list[tuple[int, int]]] = defaultdict(list)
+    for s in spans:
+        row = (s.chip, s.resource, s.instance)
+        stall = _stall_cycles(s)
+        if stall > 0 and row in y_of:
+            by_row[row].append((s.start - stall, stall))
+    for row, xranges in sorted(by_row.items()):
+        ax.broken_barh(xranges, (y_of[row] + 0.1, 0.35), zorder=3, gid="stalls", **_STALL_STYLE)
+
+
+def _bars_that_fit(spans: list[Span], y_of: dict[Row, int], x0: float, x1: float, axes_px: float,
+                   dpi: float) -> list[tuple]:
+    """(-width in px, task, span, x, y) of every bar at least as wide as its op's name would be."""
+    px_per_cycle = axes_px / (x1 - x0)
+    char_px = 0.62 * _LABEL_FONTSIZE * dpi / 72  # DejaVu Sans: ~0.6 em per lower-case character
+    fits = []
+    for s in spans:
+        row = (s.chip, s.resource, s.instance)
+        lo, hi = max(s.start, x0), min(s.end, x1)
+        width_px = (hi - lo) * px_per_cycle
+        if row in y_of and width_px >= char_px * len(s.op) + 6:
+            fits.append((-width_px, s.task, s, (lo + hi) / 2, y_of[row]))
+    return fits
+
+
+def _label_bars(ax: Axes, spans: list[Span], y_of: dict[Row, int], x0: float, x1: float) -> None:
+    """The op's name centred on every bar wide enough to hold it (an estimate of the text's width against
+    the bar's width once the figure is laid out, so a label never spills over its bar); the widest bars
+    first, at most _MAX_BAR_LABELS of them."""
+    fig = ax.figure
+    if not _bars_that_fit(spans, y_of, x0, x1, fig.bbox.width, fig.dpi):
+        return  # none would fit even across the whole figure: skip the layout
+    engine = fig.get_layout_engine()
+    if engine is not None:  # lay the figure out first (legend, tick labels), so the axes' width is final
+        engine.execute(fig)
+        axes_px = 0.97 * ax.bbox.width
+    else:  # an Axes laid out by its owner: allow for what may still take some of its width
+        axes_px = 0.8 * ax.bbox.width
+    for _, _, s, x, y in sorted(_bars_that_fit(spans, y_of, x0, x1, axes_px, fig.dpi))[:_MAX_BAR_LABELS]:
+        style = _span_style(s)
+        face = style["facecolor"]
+        dark = 0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2] < 0.5
+        backing = {"bbox": {"facecolor": face, "edgecolor": "none", "pad": 0.6}} if style.get("hatch") else {}
+        label = ax.text(x, y, s.op, ha="center", va="center", fontsize=_LABEL_FONTSIZE, clip_on=True,
+                        gid="op_label", color="white" if dark else "black", **backing)
+        label.set_in_layout(False)  # inside its bar: nothing for the layout to make room for
 
 
 def plot_timeline(result: Result, path: str | Path | None = None, title: str = "", ax: Axes | None = None,
                   window: tuple[float, float] | None = None, max_rows: int = 64) -> Figure:
     """Gantt chart in cycles: one row per unit instance / link, one bar per span, colour = micro-batch,
-    hatching/edges = phase. `window=(t0, t1)` zooms in; past `max_rows` rows only the busiest are drawn."""
+    hatching/edges = phase, a hatch per communication kind (all-reduce, reduce-scatter, ...), the op's name
+    on bars wide enough for it, and stalls (cycles a task started late) as red bands before their task.
+    `window=(t0, t1)` zooms in; past `max_rows` rows only the busiest are drawn."""
     check_result(result)
     if window is not None and not window[0] < window[1]:
         raise AccelsimError(f"window must be (t0, t1) with t0 < t1 in cycles, got {window}")
@@ -126,26 +259,33 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
     rows = _keep_busiest(all_rows, spans, window, max_rows) if len(all_rows) > max_rows else all_rows
     y_of = {r: i for i, r in enumerate(rows)}
 
-    if ax is None:
-        fig = _new_figure(12.0, min(1.8 + 0.24 * max(len(rows), 1), 16.0))
+    handles = _legend_handles(spans)
+    if ax is None:  # tall enough for its rows and for its legend
+        fig = _new_figure(12.0, min(max(1.8 + 0.24 * max(len(rows), 1), 0.8 + 0.17 * len(handles)), 16.0))
         ax = fig.add_subplot()
     else:
         fig = ax.figure
 
-    # One broken_barh (a single collection) per (row, micro-batch, phase): thousands of spans stay fast.
-    groups: dict[tuple[Row, int, str], list[tuple[int, int]]] = defaultdict(list)
+    # One broken_barh (a single collection) per (row, micro-batch, phase, kind): thousands of spans stay fast.
+    groups: dict[tuple[Row, int, str, str], list[tuple[int, int]]] = defaultdict(list)
     for s in spans:
         row = (s.chip, s.resource, s.instance)
         if row in y_of:
-            groups[(row, s.microbatch, s.phase)].append((s.start, s.end - s.start))
-    for (row, microbatch, phase), xranges in sorted(groups.items()):
-        ax.broken_barh(xranges, (y_of[row] - 0.4, 0.8), **_phase_style(phase, _microbatch_colour(microbatch)))
+            kind = s.kind if s.kind in _COMM_STYLES else ""
+            groups[(row, s.microbatch, s.phase, kind)].append((s.start, s.end - s.start))
+    for (row, microbatch, phase, kind), xranges in sorted(groups.items()):
+        colour, hatch = microbatch_style(microbatch)
+        ax.broken_barh(xranges, (y_of[row] - 0.4, 0.8), gid=f"spans mb={microbatch} {phase} {kind or 'unit'}",
+                       **_phase_style(phase, colour, kind, hatch))
+    _draw_stalls(ax, spans, y_of)
 
     ax.set_yticks(range(len(rows)),
                   [f"chip{c} {row_label(result, r, i)}" for c, r, i in rows], fontsize=7)
     ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)  # first row on top
     end = max(result.makespan_cycles, max((s.end for s in result.spans), default=0), 1)
-    ax.set_xlim(*(window if window is not None else (0, end)))
+    x0, x1 = window if window is not None else (0, end)
+    ax.set_xlim(x0, x1)
+    _cycles_axis(ax)
     ax.set_xlabel("cycles")
     ax.grid(axis="x", lw=0.4, alpha=0.5)
     ax.set_axisbelow(True)
@@ -153,6 +293,7 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
         hz = result.clock_hz
         top = ax.secondary_xaxis("top", functions=(lambda c: c / hz * 1e6, lambda us: us * hz / 1e6))
         top.set_xlabel(f"µs at {hz / 1e6:.4g} MHz", fontsize=8)
+        top.xaxis.set_major_formatter(ScalarFormatter(useOffset=False))
         top.tick_params(labelsize=7)
     ax.tick_params(axis="x", labelsize=7)
 
@@ -165,9 +306,9 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
     ax.set_title(heading, fontsize=9)
     if not spans:
         ax.text(0.5, 0.5, "no spans in range", transform=ax.transAxes, ha="center", va="center", color="0.4")
-    handles = _legend_handles(spans)
     if handles:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
+    _label_bars(ax, spans, y_of, x0, x1)
     _save(fig, path)
     return fig
 
@@ -202,10 +343,13 @@ def plot_utilization(result: Result, path: str | Path | None = None, ax: Axes | 
 
 
 def plot_memory(result: Result, path: str | Path | None = None, ax: Axes | None = None) -> Figure:
-    """Bytes in use per memory over cycles (MiB, step plot), each memory's capacity dashed in its colour.
-    Memories never used are listed, not drawn; capacities far above every peak are left off the y range."""
+    """Bytes in use per memory over cycles (MiB, step plot), each memory's peak (metrics.peak_memory_bytes,
+    the figure run_summary reports for a static replay) in its legend label and marked on its curve, and
+    its capacity dashed in its colour where the y range reaches it. Memories never used are named under the
+    plot, not drawn; capacities far above every peak are left off the y range. The legend lists only drawn
+    lines. A dynamic-mode Result allocates on its own, so its peak is its own and the title says so."""
     check_result(result)
-    mib = 1 << 20
+    mib = metrics.MIB
     if ax is None:
         fig = _new_figure(9.0, 4.5)
         ax = fig.add_subplot()
@@ -213,43 +357,53 @@ def plot_memory(result: Result, path: str | Path | None = None, ax: Axes | None 
         fig = ax.figure
     end = max(result.makespan_cycles, 1)
     memories = sorted(result.memories, key=lambda m: (m.chip, m.memory))
-    used = [m for m in memories if m.peak_bytes > 0] or memories
+    peaks = metrics.peak_memory_bytes(memories)
+    used = [m for m in memories if peaks[m.label] > 0] or memories
     unused = [m.label for m in memories if m not in used]
+
+    # A 200 MiB capacity would flatten a 0.4 MiB occupancy into the x axis: show only capacities
+    # within a few times the highest peak, unless nothing is in use at all.
+    peak_mib = max((peaks[m.label] for m in used), default=0) / mib
+    capacities = [m.capacity_bytes / mib for m in used]
+    shown = [c for c in capacities if c and (peak_mib == 0 or c <= 3 * peak_mib)]
+    top = max([peak_mib, *shown]) * 1.1 or 1.0
+
+    capacity_labelled = False
     for m in used:
         xs = [c for c, _ in m.occupancy]
         ys = [b / mib for _, b in m.occupancy]
         if xs and xs[-1] < end:  # hold the last level to the end of the step
             xs.append(end)
             ys.append(ys[-1])
+        peak = peaks[m.label]
         capacity_mib = m.capacity_bytes / mib
-        label = f"{m.label}: peak {m.peak_bytes / mib:.3g}"
-        label += f" of {capacity_mib:.4g} MiB" if capacity_mib else " MiB"
+        label = f"{m.label}: peak {format_mib(peak)}" + (f" of {format_mib(m.capacity_bytes)}" if capacity_mib else "")
         (line,) = ax.step(xs, ys, where="post", lw=1.2, label=label)
-        if capacity_mib:
-            ax.axhline(capacity_mib, color=line.get_color(), ls="--", lw=0.9, label="_capacity")
+        if peak and m.occupancy:
+            at = next(c for c, b in m.occupancy if b == peak)
+            ax.plot([at], [peak / mib], marker="v", ms=5, color=line.get_color(), ls="none", label="_peak")
+        if capacity_mib and capacity_mib in shown:  # drawn only where the y range reaches it
+            ax.axhline(capacity_mib, color=line.get_color(), ls="--", lw=0.9,
+                       label="_capacity" if capacity_labelled else "capacity (dashed, its memory's colour)")
+            capacity_labelled = True
 
-    # A 200 MiB capacity would flatten a 0.4 MiB occupancy into the x axis: show only capacities
-    # within a few times the highest peak, unless nothing is in use at all.
-    capacities = [m.capacity_bytes / mib for m in used]
-    peak_mib = max((m.peak_bytes for m in used), default=0) / mib
-    shown = [c for c in capacities if peak_mib == 0 or c <= 3 * peak_mib]
-    top = max([peak_mib, *shown]) * 1.1 or 1.0
     ax.set_xlim(0, end)
     ax.set_ylim(0, top)
+    _cycles_axis(ax)
+    ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
     ax.set_xlabel("cycles")
-    ax.set_ylabel("in use (MiB)")
+    ax.set_ylabel("in use (MiB = 2^20 bytes)")
     ax.grid(lw=0.4, alpha=0.5)
     title = f"memory occupancy: {result.graph_name} on {result.hw_name} ({result.mode})"
+    if result.mode != "static":
+        title += f"\n(the {result.mode} runtime's own allocation: its peak may differ from the compiled schedule's)"
     if len(shown) < sum(1 for c in capacities if c):
         title += "\n(y axis zoomed to the occupancy: some capacities lie above it)"
+    if unused:
+        title += "\n(unused, not drawn: " + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else "") + ")"
     ax.set_title(title, fontsize=9)
-    handles, _ = ax.get_legend_handles_labels()
-    if handles:
-        handles.append(Line2D([], [], color="0.3", ls="--", lw=0.9, label="capacity"))
-        if unused:
-            names = ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else "")
-            handles.append(Patch(color="none", label=f"unused: {names}"))
-        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
+    if any(not line.get_label().startswith("_") for line in ax.get_lines()):
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
     else:
         ax.text(0.5, 0.5, "no occupancy recorded", transform=ax.transAxes, ha="center", va="center", color="0.4")
     _save(fig, path)

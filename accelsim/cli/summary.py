@@ -1,0 +1,200 @@
+"""How `run` and `simulate` print a run summary (accelsim.report.run_summary) and how `check` prints a check
+report: lines and tables of formatted numbers (cli/fmt.py). A key the summary lacks is left out, and a key
+this module does not know is still printed, by its name, formatted by its unit suffix."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from accelsim.cli import fmt
+from accelsim.schedule.plan import Schedule
+
+LATENCY_MEANS = "mean over inputs of an input's first task's start to its last task's end"
+"""What "latency" is, in one phrase (run_summary's latency_definition says it in full)."""
+
+SHOWN = frozenset((
+    "graph", "hw", "hw_overrides", "training", "options", "samples_per_step", "tasks", "makespan_cycles",
+    "makespan_s", "throughput_samples_per_s", "latency_s", "utilization", "mac_utilization", "achieved_tops",
+    "peak_tops", "per_unit", "per_chip", "peak_memory_bytes", "memory_capacity_bytes", "allreduce_cycles",
+    "transfer_cycles", "energy_pj", "energy_j", "energy_per_sample_j", "power_w", "ops_per_step", "tops_per_w",
+    "area_mm2", "chip_area_mm2", "throughput_per_mm2", "critical_path_cycles", "resource_bound_cycles",
+    "resource_bound_unit", "bound_cycles", "bound_ratio", "exact", "simulation", "check"))
+"""Keys of run_summary printed in their own words below (or plumbing). Keys ending in _definition are the
+metrics' definitions, kept for the JSON; the terminal says each in a phrase."""
+
+
+def exact_line(schedule: Schedule) -> str | None:
+    """What the exact mode proved, in one line ("exact: optimal (proved) ..."); None without it."""
+    e = schedule.exact
+    if e is None:
+        return None
+    what = "optimal (proved)" if e.status == "optimal" else f"within {100 * e.gap:.2f}% of optimal"
+    return (f"exact: {what}, makespan {fmt.cycles(schedule.makespan_cycles)} (bound {fmt.count(e.bound_cycles)}; "
+            f"list schedule {fmt.count(e.list_makespan_cycles)}; CP-SAT budget {fmt.number(e.time_limit_s)} s)")
+
+
+def _compute(rates: dict[str, Any]) -> str | None:
+    """"29.47 TOPS achieved of 741.9 TOPS peak (4.0% of peak MACs)" from achieved_tops, peak_tops and
+    mac_utilization, whichever of them there are."""
+    parts = []
+    if rates.get("achieved_tops") is not None:
+        parts.append(f"{fmt.metric('achieved_tops', rates['achieved_tops'])} achieved")
+    if rates.get("peak_tops") is not None:
+        parts.append(f"{'of ' if parts else 'peak '}{fmt.metric('peak_tops', rates['peak_tops'])}"
+                     f"{' peak' if parts else ''}")
+    if rates.get("mac_utilization") is not None:
+        parts.append(f"({fmt.percent(rates['mac_utilization'])} of peak MACs)")
+    return " ".join(parts) or None
+
+
+def efficiency_lines(s: dict[str, Any]) -> list[str]:
+    """Energy, power and area of a run summary (report.efficiency), where the hardware has the figures."""
+    lines = []
+    if s.get("energy_j") is not None:
+        lines.append(f"energy      {fmt.si(s['energy_j'], 'J')} per step, {fmt.si(s['energy_per_sample_j'], 'J')} "
+                     f"per sample; power {fmt.si(s['power_w'], 'W')} (dynamic only); "
+                     f"{fmt.si(s['tops_per_w'] * 1e12, 'OPS/W')} over {fmt.si(s['ops_per_step'], 'op')} per step")
+    if s.get("area_mm2") is not None:
+        chips = ", ".join(f"{name} {fmt.number(area)} mm^2" for name, area in (s.get("chip_area_mm2") or {}).items())
+        lines.append(f"area        {fmt.number(s['area_mm2'])} mm^2 modelled for the machine (per chip: {chips}; "
+                     f"datapaths and SRAM only); {fmt.rate(s['throughput_per_mm2'])} per mm^2")
+    return lines
+
+
+def _other_lines(key: str, value: Any) -> list[str]:
+    """A key this module does not know: "label  value"; a dict of dicts (per unit, per chip) a line each."""
+    label = key.replace("_", " ")
+    if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+        return [f"{label}:"] + [f"  {name}: " + (", ".join(f"{k.replace('_', ' ')} {fmt.metric(k, x)}"
+                                                          for k, x in v.items()) if isinstance(v, dict)
+                                                 else fmt.metric(key, v)) for name, v in value.items()]
+    return [f"{label:<11} {fmt.metric(key, value)}"]
+
+
+def summary_lines(s: dict[str, Any], schedule: Schedule) -> list[str]:
+    """A compiled step's run_summary in lines (indented): times, rates, compute, efficiency, bounds,
+    communication, then any metric the summary has beyond those."""
+    lines = [f"makespan    {fmt.cycles(s['makespan_cycles'])} = {fmt.seconds(s['makespan_s'])} per step",
+             f"throughput  {fmt.rate(s['throughput_samples_per_s'])}",
+             f"latency     {fmt.seconds(s['latency_s'])} per input ({LATENCY_MEANS})"]
+    compute = _compute(s)
+    if compute is not None:
+        lines.append(f"compute     {compute}")
+    lines += efficiency_lines(s)
+    lines.append(f"bound       {fmt.cycles(s['bound_cycles'])} (critical path {fmt.count(s['critical_path_cycles'])}, "
+                 f"busiest resource {s['resource_bound_unit']} {fmt.count(s['resource_bound_cycles'])}); "
+                 f"makespan/bound {fmt.ratio(s['bound_ratio'])}")
+    if schedule.exact is not None:
+        lines.append(exact_line(schedule))
+    if s.get("allreduce_cycles") or s.get("transfer_cycles"):
+        lines.append(f"communication: all-reduce and other collectives {fmt.cycles(s.get('allreduce_cycles', 0))} "
+                     f"(each once), transfers {fmt.cycles(s.get('transfer_cycles', 0))} (summed over tasks)")
+    for key, value in s.items():
+        if key not in SHOWN and not key.endswith("_definition"):
+            lines += _other_lines(key, value)
+    return [f"  {line}" for line in lines]
+
+
+def _rate_cells(rates: dict[str, Any] | None) -> list[str]:
+    """MACs used (% of peak), achieved and peak TOPS of one per_unit/per_chip entry ("-" where absent)."""
+    rates = rates or {}
+    return [fmt.percent(rates["mac_utilization"]) if rates.get("mac_utilization") is not None else "-",
+            fmt.metric("achieved_tops", rates["achieved_tops"]) if rates.get("achieved_tops") is not None else "-",
+            fmt.metric("peak_tops", rates["peak_tops"]) if rates.get("peak_tops") is not None else "-"]
+
+
+def unit_table(s: dict[str, Any]) -> Table:
+    """Per unit kind: busy fraction, and where run_summary has them, MACs used, achieved and peak TOPS."""
+    per_unit = s.get("per_unit") or {}
+    table = Table(title="units (busy: occupied" + ("; MACs used: useful MACs of the peak" if per_unit else "")
+                  + ", over the makespan)")
+    table.add_column("unit")
+    table.add_column("busy", justify="right")
+    if per_unit:
+        for col in ("MACs used", "achieved", "peak"):
+            table.add_column(col, justify="right")
+    busy = s.get("utilization") or {}
+    for unit in list(busy) + [u for u in per_unit if u not in busy]:
+        cells = [fmt.percent(busy[unit]) if unit in busy else "-"]
+        table.add_row(unit, *cells, *(_rate_cells(per_unit.get(unit)) if per_unit else ()))
+    return table
+
+
+def chip_table(s: dict[str, Any]) -> Table | None:
+    """Per chip MACs used, achieved and peak TOPS; None for one chip (the compute line says it) or none."""
+    per_chip = s.get("per_chip") or {}
+    if len(per_chip) < 2:
+        return None
+    table = Table(title="chips")
+    for col in ("chip", "MACs used", "achieved", "peak"):
+        table.add_column(col, justify="left" if col == "chip" else "right")
+    for chip, rates in per_chip.items():
+        table.add_row(chip, *_rate_cells(rates))
+    return table
+
+
+def memory_table(s: dict[str, Any]) -> Table | None:
+    """Peak bytes per memory (run_summary's peak_memory_bytes, the one definition) against its capacity."""
+    peak = s.get("peak_memory_bytes")
+    if peak is None:
+        return None
+    caps = s.get("memory_capacity_bytes") or {}
+    table = Table(title="memory (peak: most bytes placed at once)")
+    for col in ("memory", "peak", "capacity", "used"):
+        table.add_column(col, justify="left" if col == "memory" else "right")
+    for mem, used in (peak.items() if isinstance(peak, dict) else [("all", peak)]):
+        cap = caps.get(mem) if isinstance(caps, dict) else None
+        table.add_row(mem, fmt.nbytes(used), "-" if cap is None else fmt.nbytes(cap),
+                      fmt.percent(used / cap) if cap else "-")
+    return table
+
+
+def print_summary(console: Console, s: dict[str, Any], schedule: Schedule) -> None:
+    """summary_lines, then the unit, chip and memory tables."""
+    for line in summary_lines(s, schedule):
+        console.print(line)
+    for table in (unit_table(s), chip_table(s), memory_table(s)):
+        if table is not None:
+            console.print(table)
+
+
+def _over(e: Any) -> float:
+    """How far over its tolerance a check entry is (error / tolerance); inf for a non-finite or named mismatch."""
+    if e.mismatch is not None or not math.isfinite(e.max_rel_err):
+        return math.inf
+    if e.tolerance > 0:
+        return e.max_rel_err / e.tolerance
+    return 0.0 if e.max_rel_err == 0 else math.inf
+
+
+def print_check(console: Console, report: Any, dtype: str, slack: float, seconds: float, verbose: bool) -> None:
+    """A check report: the tensors out of tolerance (every tensor with `verbose`), corruptions and failures,
+    then the summary line ("14 of 14 tensors within tolerance; worst ...") and passed/FAILED."""
+    entries = report.entries
+    rows = entries if verbose else [e for e in entries if not e.passed]
+    if rows:
+        table = Table(title=f"check: {'every tensor' if verbose else 'tensors out of tolerance'}")
+        for col in ("tensor", "max abs err", "max rel err", f"numpy {dtype}", "tolerance", "ok"):
+            table.add_column(col, justify="left" if col == "tensor" else "right")
+        for e in rows:
+            table.add_row(e.name, fmt.error(e.max_abs_err), fmt.error(e.max_rel_err), fmt.error(e.reference_rel_err),
+                          fmt.error(e.tolerance), "yes" if e.passed else "NO")
+        console.print(table)
+    for c in report.corruptions:
+        console.print(f"  corrupted: {c}")
+    for f in report.failures:
+        console.print(f"  failed: {f}")
+    extra = "" if dtype == "float64" else f", or {fmt.number(slack)}x numpy's own {dtype} error if larger"
+    console.print(f"check: {report.backend} kernels through the schedule's memory vs a float64 numpy evaluation "
+                  f"(tolerance per tensor: {fmt.error(report.tolerance)} relative{extra})")
+    ok = sum(e.passed for e in entries)
+    worst = max(entries, key=_over, default=None)
+    line = f"  {fmt.count(ok)} of {fmt.plural(len(entries), 'tensor')} within tolerance"
+    if worst is not None:
+        line += (f"; worst {worst.name}: relative error {fmt.error(worst.max_rel_err)} of tolerance "
+                 f"{fmt.error(worst.tolerance)}")
+    console.print(line + ("" if verbose else " (--verbose lists every tensor)"))
+    console.print(f"  check {'passed' if report.passed else 'FAILED'} in {fmt.wall(seconds)}")

@@ -1,0 +1,139 @@
+"""Convert a checked ONNX graph node by node into an accelsim forward Graph (CheckedModel -> Graph).
+
+Every node is visited even after a failure, so one error names every op type the importer lacks
+(with counts and a node each) and every use it cannot express, not just the first.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from accelsim.errors import AccelsimError
+from accelsim.frontends.onnx_context import ImportContext, Unsupported, Value
+from accelsim.frontends.onnx_errors import fail
+from accelsim.frontends.onnx_fold import fold
+from accelsim.frontends.onnx_leaves import frozen_initializers, param_inits
+from accelsim.frontends.onnx_ops import ONNX_OPS
+from accelsim.frontends.onnx_read import DEFAULT_DOMAINS, CheckedModel
+from accelsim.graph.ir import Graph, Var
+
+
+def _op_key(node: Any) -> str:
+    return node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"
+
+
+def _node_label(node: Any) -> str:
+    return node.name or node.output[0]
+
+
+def _add_inputs(g: Graph, checked: CheckedModel) -> dict[str, Value]:
+    """Graph inputs in file order: floats drawn N(0, 1), int64 ids uniform over the rows of the table
+    they index (a Gather on a weight), which the default values need to be valid."""
+    rows: dict[str, int] = {}
+    for node in checked.nodes:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in checked.initializers:
+            table = checked.initializers[node.input[0]]
+            if table.ndim >= 1:
+                rows[node.input[1]] = min(rows.get(node.input[1], table.shape[0]), table.shape[0])
+    values: dict[str, Value] = {}
+    for name, (shape, dtype) in checked.inputs.items():
+        if dtype == "int64":
+            if name not in rows:
+                raise fail(f"{checked.label}: input {name!r}", "is int64 but not the indices of a Gather on a weight "
+                                                               "table; accelsim imports integer inputs only as "
+                                                               "embedding ids")
+            values[name] = g.input(name, shape, dtype="int64", init="randint", high=rows[name])
+        else:
+            values[name] = g.input(name, shape, dtype=g.dtype)
+    return values
+
+
+def _all_static(ctx: ImportContext) -> bool:
+    return all(ctx.is_static(i) for i in range(len(ctx.node.input)) if ctx.has(i))
+
+
+def _convert_node(ctx: ImportContext) -> list[Value]:
+    """The node's outputs: folded when every input is known at import, else through its converter."""
+    node = ctx.node
+    if _all_static(ctx) and node.domain in DEFAULT_DOMAINS:
+        inputs = [ctx.static(i, "") if ctx.has(i) else None for i in range(len(node.input))]
+        return fold(node, inputs, ctx.opset, ctx.where)
+    first = len(ctx.graph.nodes)
+    try:
+        outs = ONNX_OPS[node.op_type].convert(ctx)
+    except AccelsimError as e:  # a registry op refused the shapes: the file disagrees with itself
+        raise fail(ctx.where, f"cannot be built: {e}") from None
+    for k, name in enumerate(node.output):
+        if name and k >= len(outs):
+            raise Unsupported(f"its output {k} ({name!r}) is used, which the importer does not produce")
+    ctx.label_nodes(first, outs)
+    return outs
+
+
+def _report(missing: dict[str, list[str]], unsupported: list[str]) -> str:
+    parts = []
+    if missing:
+        n = sum(len(v) for v in missing.values())
+        ops = "; ".join(f"{op} x{len(names)} (e.g. node {names[0]!r})" for op, names in sorted(missing.items()))
+        parts.append(f"{n} node(s) use {len(missing)} ONNX op type(s) the importer cannot convert: {ops}")
+    if unsupported:
+        parts.append(f"{len(unsupported)} node(s) use a supported op in a way the importer cannot express: "
+                     + "; ".join(unsupported))
+    known = ", ".join(sorted(ONNX_OPS))
+    return (". ".join(parts) + f". Supported ONNX ops: {known} (plus any op on constants "
+            "only, folded at import). Re-export the model without them, or add the op to accelsim's registry "
+            "and to accelsim/frontends/onnx_ops.py.")
+
+
+def convert(checked: CheckedModel, name: str, batch_norm: str) -> Graph:
+    """The forward graph of `checked`: its inputs, its float initializers as parameters named as in the
+    file (drawn by onnx_leaves' rule), one output per ONNX graph output; no loss."""
+    g = Graph(name, dtype=checked.dtype)
+    ctx = ImportContext(g, checked.label, checked.opset, checked.initializers, frozen_initializers(checked),
+                        param_inits(checked), batch_norm, values=_add_inputs(g, checked))
+    missing: dict[str, list[str]] = defaultdict(list)
+    unsupported: list[str] = []
+    unknown: set[str] = set()  # tensors whose producer failed: their readers are skipped
+    for node in checked.nodes:
+        ctx.node = node
+        key = _op_key(node)
+        after_failure = any(i in unknown for i in node.input if i)
+        convertible = key in ONNX_OPS or (node.domain in DEFAULT_DOMAINS and not after_failure and _all_static(ctx))
+        if after_failure or not convertible:
+            if key not in ONNX_OPS:
+                missing[key].append(_node_label(node))
+            unknown.update(o for o in node.output if o)
+            continue
+        try:
+            outs = _convert_node(ctx)
+        except Unsupported as e:
+            unsupported.append(f"{node.op_type} node {_node_label(node)!r}: {e}")
+            unknown.update(o for o in node.output if o)
+            continue
+        for name_k, value in zip(node.output, outs):
+            if name_k:
+                ctx.check_value(name_k, value)
+                ctx.values[name_k] = value
+    if missing or unsupported:
+        raise fail(checked.label, _report(missing, unsupported))
+    _add_outputs(g, ctx, checked)
+    return g
+
+
+def _add_outputs(g: Graph, ctx: ImportContext, checked: CheckedModel) -> None:
+    """One graph output per ONNX output, checked against the shape and type the file declares."""
+    onnx_types = {1: "float32", 11: "float64", 7: "int64"}
+    for vi in checked.model.graph.output:
+        v = ctx.as_var(vi.name)
+        tt = vi.type.tensor_type
+        declared = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        where = f"{checked.label}: output {vi.name!r}"
+        if tt.HasField("shape") and (len(declared) != len(v.shape)
+                                     or any(d is not None and d != s for d, s in zip(declared, v.shape))):
+            raise fail(where, f"the file declares shape {declared} but the imported graph computes {v.shape}")
+        if tt.elem_type and onnx_types.get(tt.elem_type) not in (v.dtype, None):
+            raise fail(where, f"the file declares element type {onnx_types.get(tt.elem_type)} but the imported "
+                              f"graph computes {v.dtype}")
+        g.output(vi.name, v if isinstance(v, Var) else g.const(np.asarray(v)))

@@ -1,0 +1,16 @@
+"""The ONNX op table: every default-domain ONNX op type the importer converts, one record each.
+
+Ops whose inputs are all known at import (shape arithmetic) need no record: they are folded by the
+onnx package's reference implementation (onnx_fold.py).
+"""
+from __future__ import annotations
+
+from accelsim.frontends.onnx_opdef import OnnxOpDef
+from accelsim.frontends.onnx_ops_conv import CONV_OPS
+from accelsim.frontends.onnx_ops_math import MATH_OPS
+from accelsim.frontends.onnx_ops_shape import SHAPE_OPS
+
+ONNX_OPS: dict[str, OnnxOpDef] = {}
+for _op in (*MATH_OPS, *CONV_OPS, *SHAPE_OPS):
+    assert _op.op_type not in ONNX_OPS, f"ONNX op {_op.op_type} has two converters"
+    ONNX_OPS[_op.op_type] = _op
