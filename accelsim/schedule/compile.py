@@ -112,7 +112,7 @@ def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, ch
     return best
 
 
-def _split_extra_tasks(graph: Graph, hw: HwSpec, options: Options, costs: CostTable) -> int:
+def _split_extra_tasks(graph: Graph, hw: HwSpec, options: Options, costs: CostTable | None = None) -> int:
     """How many tasks splitting adds to the step: parts - 1 per split node (and per moved part), per
     micro-batch and replica, counted on a one-micro-batch expansion."""
     one = options.model_copy(update={"microbatches": 1, "data_parallel": 1, "max_in_flight": None, "split": True})
