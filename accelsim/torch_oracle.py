@@ -39,7 +39,7 @@ def _torch_ops() -> dict[str, Callable[..., Any]]:
 
     return {
         "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "neg": torch.neg,
-        "exp": torch.exp, "log": torch.log, "sin": torch.sin, "cos": torch.cos, "square": torch.square,
+        "exp": torch.exp, "log": torch.log, "sin": torch.sin, "cos": torch.cos, "erf": torch.erf, "square": torch.square,
         "pow": lambda x, exponent: torch.pow(x, exponent), "sqrt": torch.sqrt, "relu": torch.relu,
         "sigmoid": torch.sigmoid, "tanh": torch.tanh, "gelu": lambda x: tf.gelu(x, approximate="tanh"),
         "matmul": matmul,

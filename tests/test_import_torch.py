@@ -93,6 +93,15 @@ def test_bert_style_encoder_matches_torch_outputs_and_gradients():
     assert {"embedding", "softmax", "layer_norm", "gelu", "matmul"} <= ops
 
 
+def test_encoder_with_exact_gelu_matches_torch_outputs_and_gradients():
+    """nn.GELU()'s default (erf form, BERT's and ViT's) imports through the registry's erf op."""
+    torch.manual_seed(0)
+    enc = tm.Encoder(gelu="none", layers=1).double()
+    graph = _compare_with_torch(enc, torch.randint(0, 50, (2, 8)), "cross_entropy")
+    ops = {n.op for n in graph.nodes}
+    assert "erf" in ops and "gelu" not in ops
+
+
 def test_mlp_with_graph_values_loaded_into_the_module_matches_torch():
     torch.manual_seed(0)
     mlp = tm.MLP().double().eval()  # eval: its dropout is the identity
@@ -184,7 +193,7 @@ def test_unsupported_ops_are_all_named_in_one_error():
     assert "\n" not in msg and "3 ATen op(s) cannot be imported" in msg
     assert "aten.cumsum.default (no accelsim decomposition) x2 (first: node 'cumsum')" in msg
     assert "aten.sort.default (no accelsim decomposition) x1" in msg
-    assert "aten.gelu.default (approximate='none'" in msg
+    assert "aten.atan.default (no accelsim decomposition) x1" in msg
 
 
 def test_dropout_in_training_mode_is_refused_by_name():

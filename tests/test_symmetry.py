@@ -50,11 +50,13 @@ def test_tensor_parallel_replicas_are_stamped_and_no_worse_than_the_whole_plan(m
     options = Options(microbatches=2, data_parallel=2, tensor_parallel=2)
     plan = expand(g, hw, options)
     rep = symmetry.reduce(plan)
-    assert rep is not None and rep.replicas == 2 and rep.span == 2
-    assert len(rep.reduced.tasks) * 2 == len(plan.tasks)
+    assert rep is not None and rep.count == 4  # (replica, rank) copies: the ranks are copies of rank 0 too
+    assert len(rep.reduced.tasks) * 4 == len(plan.tasks)
     stamped = search.time_plan(plan, hw)
     whole = improve(plan, hw)
     assert makespan_of(stamped[0]) <= makespan_of(whole[0])
+    for row in rep.twins:  # every copy of a task at one time
+        assert len({(stamped[0][i].start, stamped[0][i].end) for i in row}) == 1
     sched = A.compile(g, hw, data_parallel=2, microbatches=2)
     rows = _by_replica(sched)
     assert rows[1] == rows[0]
@@ -72,6 +74,27 @@ def test_all_reduce_members_keep_their_own_bytes():
     assert all(len(times) == 1 for times in by_group.values())  # members start and end together
     sent = {t.bytes_moved for t in members}
     assert len(sent) > 1  # a tree: the root's and the leaves' bytes differ
+
+
+def test_ranks_are_copies_of_rank_zero_only_when_built_the_same_way():
+    from accelsim.schedule.rank_twins import rank_twins
+    g = _gpt2(t=2)
+    twins = rank_twins(g)
+    ranked = [n for n in g.nodes if n.rank >= 0]
+    assert len(twins) == 2 and sum(map(len, twins)) == len(ranked)
+    for k, m in enumerate(twins):
+        for node, zero in m.items():
+            a, b = g.nodes[node], g.nodes[zero]
+            assert a.rank == k and b.rank == 0 and (a.op, a.shape, a.phase) == (b.op, b.shape, b.phase)
+    assert rank_twins(_gpt2()) == ()  # no ranks
+    lopsided = A.Graph("lopsided")
+    x = lopsided.input("x", (2, 4))
+    with lopsided.rank(0):
+        a = A.ops.relu(x)
+    with lopsided.rank(1):
+        b = A.ops.tanh(x)  # rank 1 computes something else
+    lopsided.set_loss(A.ops.sum(a + b))
+    assert rank_twins(lopsided) == ()
 
 
 def test_zero_replicas_are_not_reduced():

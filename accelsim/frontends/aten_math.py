@@ -5,10 +5,14 @@ zoo graphs: addmm is matmul + add, rsqrt is 1 / sqrt, silu is x * sigmoid(x), le
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from accelsim import ops as F
 from accelsim.frontends.aten_table import Args, Ctx, Kwargs, aten
+
+
+SQRT_HALF = 1.0 / math.sqrt(2.0)
 
 
 def _scaled(x: Any, alpha: Any) -> Any:
@@ -42,10 +46,16 @@ def _addmm(ctx: Ctx, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -
 
 def _gelu_refuse(args: Args, kwargs: Kwargs) -> str | None:
     approximate = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
-    if approximate != "tanh":
-        return (f"approximate={approximate!r} (accelsim's gelu is the tanh approximation: use "
-                "nn.GELU(approximate='tanh'))")
+    if approximate not in ("none", "tanh"):
+        return f"approximate={approximate!r} (expected 'none' or 'tanh')"
     return None
+
+
+def _gelu(ctx: Ctx, x: Any, approximate: str = "none") -> Any:
+    """The registry's gelu is the tanh approximation; exact GELU (nn.GELU()'s default) is x/2 (1 + erf(x/sqrt 2))."""
+    if approximate == "tanh":
+        return F.gelu(x)
+    return x * 0.5 * (F.erf(x * SQRT_HALF) + 1.0)
 
 
 def _dims(x: Any, dims: Any) -> tuple[int, ...] | None:
@@ -89,8 +99,8 @@ aten("aten.tanh.default", lambda ctx, x: F.tanh(x), "tanh")
 aten("aten.silu.default", lambda ctx, x: x * F.sigmoid(x), "x * sigmoid(x)")
 aten("aten.leaky_relu.default", _leaky_relu, "relu(x) - slope * relu(-x)")
 aten("aten.abs.default", lambda ctx, x: F.relu(x) + F.relu(-x), "relu(x) + relu(-x)")
-aten("aten.gelu.default", lambda ctx, x, approximate="none": F.gelu(x), "gelu (tanh approximation only)",
-     refuse=_gelu_refuse)
+aten("aten.gelu.default", _gelu, "gelu (tanh), or x/2 (1 + erf(x/sqrt 2)) (exact)", refuse=_gelu_refuse)
+aten("aten.erf.default", lambda ctx, x: F.erf(x), "erf")
 
 aten("aten.mean.dim", lambda ctx, x, dims, keepdim=False, dtype=None: F.mean(x, _dims(x, dims), keepdim),
      "mean", refuse=_dtype_refuse)

@@ -12,12 +12,6 @@ from accelsim.frontends.onnx_context import ImportContext, Value
 from accelsim.frontends.onnx_opdef import OnnxOpDef
 from accelsim.graph.ir import Var
 
-# Abramowitz & Stegun 7.1.26: erf(a) = 1 - t*(a1 + t*(a2 + ...)) * exp(-a^2), t = 1/(1 + p*a), a >= 0,
-# absolute error below 1.5e-7 (under float32's 6e-8 * |x| rounding of the GELU argument's scale).
-ERF_P = 0.3275911
-ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
-
-
 def _binary(fn: Callable[[Any, Any], Var]) -> Callable[[ImportContext], list[Value]]:
     return lambda ctx: [fn(ctx.tensor(0), ctx.tensor(1))]
 
@@ -26,19 +20,8 @@ def _unary(fn: Callable[[Var], Var]) -> Callable[[ImportContext], list[Value]]:
     return lambda ctx: [fn(ctx.tensor(0))]
 
 
-def _erf_half(a: Var) -> Var:
-    """erf(a) for a >= 0 by A&S 7.1.26; at a = 0 it gives 1 - sum(ERF_A) = 1e-9, not exactly 0."""
-    t = 1.0 / (a * ERF_P + 1.0)
-    poly = t * ERF_A[-1]
-    for coef in reversed(ERF_A[:-1]):
-        poly = t * (poly + coef)
-    return 1.0 - poly * F.exp(F.neg(F.square(a)))
-
-
 def erf(x: Var) -> Var:
-    """erf from registry ops: the odd extension h(relu(x)) - h(relu(-x)) needs no sign or abs op, and
-    both terms have gradients everywhere (the registry has no erf op; see the importer's report)."""
-    return _erf_half(F.relu(x)) - _erf_half(F.relu(F.neg(x)))
+    return F.erf(x)  # the registry's erf op (libm's in every kernel)
 
 
 def _gelu(ctx: ImportContext) -> list[Value]:
@@ -151,8 +134,8 @@ MATH_OPS: tuple[OnnxOpDef, ...] = (
     OnnxOpDef("Relu", _unary(F.relu), "relu"),
     OnnxOpDef("Sigmoid", _unary(F.sigmoid), "sigmoid"),
     OnnxOpDef("Tanh", _unary(F.tanh), "tanh"),
-    OnnxOpDef("Erf", _unary(erf), "Abramowitz-Stegun 7.1.26 from exp, mul, add, div and relu (|error| < 1.5e-7)"),
-    OnnxOpDef("Gelu", _gelu, "approximate='tanh': gelu; 'none': x/2 (1 + erf(x/sqrt 2)) with the Erf lowering"),
+    OnnxOpDef("Erf", _unary(erf), "erf"),
+    OnnxOpDef("Gelu", _gelu, "approximate='tanh': gelu; 'none': x/2 (1 + erf(x/sqrt 2))"),
     OnnxOpDef("MatMul", _matmul, "matmul; 1-D operands reshaped, batch axes broadcast"),
     OnnxOpDef("Gemm", _gemm, "matmul with transposes, then mul by alpha and add of beta*C"),
     OnnxOpDef("Softmax", _softmax(F.softmax), "softmax along one axis (opset >= 13)"),

@@ -3,8 +3,8 @@
 Import as `from accelsim import ops as F`: `y = F.log(x1) + x1 * x2 - F.sin(x2)`.
 """
 from accelsim.ops import leaf  # noqa: F401  (registers input/param/const)
-from accelsim.ops.elementwise import (add, cos, div, exp, gelu, log, mul, neg, pow, relu, sigmoid, sin, sqrt,
-                                      square, sub, tanh)
+from accelsim.ops.elementwise import (add, cos, div, erf, exp, gelu, log, mul, neg, pow, relu, sigmoid, sin,
+                                      sqrt, square, sub, tanh)
 from accelsim.ops.linalg import matmul
 from accelsim.ops.reduce import broadcast_to, max, mean, sum, sum_to
 from accelsim.ops.registry import CATEGORIES, OPS, OpDef, apply, get_op, register
@@ -21,7 +21,7 @@ from accelsim.ops.parallel import tp_allreduce  # noqa: F401  (registers the ten
 
 __all__ = [
     "CATEGORIES", "OPS", "OpDef", "apply", "get_op", "register",
-    "add", "sub", "mul", "div", "neg", "exp", "log", "sin", "cos", "square", "pow", "sqrt",
+    "add", "sub", "mul", "div", "neg", "exp", "log", "sin", "cos", "erf", "square", "pow", "sqrt",
     "relu", "sigmoid", "tanh", "gelu", "matmul", "sum", "mean", "max", "broadcast_to", "sum_to",
     "reshape", "transpose", "concat", "slice",
     *_conv.__all__, *_pool.__all__, *_pixel.__all__, *_norm.__all__, *_nn.__all__,

@@ -116,6 +116,11 @@ def cos(x: Any) -> Any:
     return apply("cos", x)
 
 
+def erf(x: Any) -> Any:
+    """The error function: exact GELU is x/2 (1 + erf(x / sqrt 2)) (PyTorch's default nn.GELU, BERT, ViT)."""
+    return apply("erf", x)
+
+
 def square(x: Any) -> Any:
     return apply("square", x)
 
@@ -147,6 +152,17 @@ def gelu(x: Any) -> Any:
     return apply("gelu", x)
 
 
+ERF_SLOPE = 2.0 / math.sqrt(math.pi)
+"""d erf(x)/dx = ERF_SLOPE * exp(-x^2)."""
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf_ref(x: np.ndarray) -> np.ndarray:
+    """erf elementwise in float64 (libm's, as numba and CUDA call), cast back to the input's dtype."""
+    x = np.asarray(x)
+    return _ERF(x).astype(x.dtype, copy=False)
+
+
 # ---- registry entries -------------------------------------------------------------------
 
 _binary("add", np.add, lambda g, out, a, b: (_unbroadcast(g, a.shape), _unbroadcast(g, b.shape)))
@@ -161,6 +177,7 @@ _unary("exp", np.exp, lambda g, out, x: (g * out,))
 _unary("log", np.log, lambda g, out, x: (g / x,), examples=_unary_examples(0.2, 3.0))
 _unary("sin", np.sin, lambda g, out, x: (g * cos(x),))
 _unary("cos", np.cos, lambda g, out, x: (-(g * sin(x)),))
+_unary("erf", lambda x: _erf_ref(x), lambda g, out, x: (g * (exp(-square(x)) * ERF_SLOPE),), flops_per_elem=20)
 _unary("square", np.square, lambda g, out, x: (g * (x * 2.0),))
 _unary("sqrt", np.sqrt, lambda g, out, x: (g / (out * 2.0),), examples=_unary_examples(0.2, 3.0))
 register(OpDef("pow", "elementwise", infer=_same_shape, flops=_per_elem(1),

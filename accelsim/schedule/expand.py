@@ -18,6 +18,7 @@ from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import collective_cost
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Options
+from accelsim.schedule.rank_twins import rank_twins
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
 from accelsim.schedule.stages import partition_stages
 from accelsim.schedule.zero import ZeroSteps
@@ -79,6 +80,8 @@ class Plan:
     has_energy: bool = False
     # ZeRO (schedule/zero.py): leaf -> the bytes of each replica's shard; replica r holds rows part r only
     shards: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # tensor-parallel rank k's nodes -> their rank-0 twins (rank_twins.py); () when ranks are not copies
+    rank_twins: tuple[dict[int, int], ...] = ()
 
     def leaf_size(self, node: int, replica: int) -> int:
         """Bytes of leaf `node` as placed for `replica`: the whole leaf, or its ZeRO shard."""
@@ -470,7 +473,8 @@ class Planner:
         leaf_bytes = {n.id: self.nbytes(n) for n in self.graph.nodes if n.is_leaf}
         return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
                     [n.name for n in self.graph.nodes], self.costs.has_energy or self.link_energy,
-                    shards=self.zero.leaf_shards() if self.zero is not None else {})
+                    shards=self.zero.leaf_shards() if self.zero is not None else {},
+                    rank_twins=rank_twins(self.graph) if self.ranks > 1 else ())
 
 
 def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None,

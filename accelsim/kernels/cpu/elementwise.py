@@ -6,6 +6,8 @@ numpy's IEEE results (x / 0 -> inf, log(0) -> -inf) instead of Python's exceptio
 """
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -158,6 +160,12 @@ def _sin(x, out):
 
 
 @_jit
+def _erf(x, out):
+    for i in numba.prange(x.size):
+        out[i] = math.erf(x[i])
+
+
+@_jit
 def _cos(x, out):
     for i in numba.prange(x.size):
         out[i] = np.cos(x[i])
@@ -224,6 +232,11 @@ def log(x: np.ndarray) -> np.ndarray:
 @kernel("sin", "numba")
 def sin(x: np.ndarray) -> np.ndarray:
     return _unary(_sin, x)
+
+
+@kernel("erf", "numba")
+def erf(x: np.ndarray) -> np.ndarray:
+    return _unary(_erf, x)
 
 
 @kernel("cos", "numba")

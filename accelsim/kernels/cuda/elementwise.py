@@ -85,6 +85,7 @@ _UNARY = {
     "log": inline_device(lambda x, T: math.log(x)),
     "sin": inline_device(lambda x, T: math.sin(x)),
     "cos": inline_device(lambda x, T: math.cos(x)),
+    "erf": inline_device(lambda x, T: math.erf(x)),
     "square": inline_device(lambda x, T: x * x),
     "sqrt": inline_device(lambda x, T: math.sqrt(x)),
     "relu": inline_device(lambda x, T: x if x > 0 else T(0)),
