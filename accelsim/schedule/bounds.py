@@ -136,14 +136,17 @@ def _leaf_read_work(plan: Plan, hw: HwSpec) -> dict[tuple[int, str], int]:
     already in each reader's least duration (_forced): they count towards E but not as items."""
     port_of = unit_ports(plan.chips)
     extra: dict[tuple[int, str], int] = {}
+    on_chip: dict[int, list] = defaultdict(list)  # only a chip's own tasks read its leaves
+    for t in plan.tasks:
+        on_chip[t.chip].append(t)
     for c, pair in enumerate(_two_levels(plan)):
         if pair is None:
             continue
         fast, slow = pair
         size: dict[tuple[int, int], int] = {}
         cost: dict[str, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
-        for t in plan.tasks:
-            leaves = {(node, t.replica) for node, mb in t.reads if mb == PER_STEP} if t.chip == c else set()
+        for t in on_chip[c]:
+            leaves = {(node, t.replica) for node, mb in t.reads if mb == PER_STEP}
             for item in leaves:
                 size[item] = aligned(plan.leaf_size(*item))
             if len({r for r, _, _ in t.options}) != 1 or port_of.get((c, t.options[0][0]), (c, ""))[1] != fast.name:

@@ -22,6 +22,7 @@ from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Options, Sch
                                     graph_hash, hw_hash, peak_bytes)
 from accelsim.schedule.ports import unit_ports
 from accelsim.schedule.search import time_plan
+from accelsim.schedule.symmetry import reduce
 from accelsim.schedule.validate import validate_schedule
 
 
@@ -54,7 +55,8 @@ def _auto_window(graph: Graph, hw: HwSpec, options: Options, costs: CostTable) -
     whatever the window, so what a micro-batch adds is the peak less them."""
     probe_opts = options.model_copy(update={"microbatches": 1, "data_parallel": 1})
     plan = expand(graph, hw, probe_opts, costs=costs)
-    _, mem = list_schedule(plan, hw)
+    copies = reduce(plan)  # tensor-parallel ranks that are copies: one rank's memory tells every rank's
+    _, mem = list_schedule(copies.reduced if copies is not None else plan, hw)
     fits = []
     for row in mem.order:
         _, arena = row[0]

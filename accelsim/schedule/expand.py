@@ -137,6 +137,14 @@ class CostTable:
         # (a d x p x t job on 8 identical chips would otherwise price every node eight times)
         first = {id(c): i for i, c in reversed(list(enumerate(chips)))}
         self.kind = [first[id(c)] for c in chips]
+        self._rank_twins: tuple[dict[int, int], ...] | None = None
+
+    @property
+    def rank_twins(self) -> tuple[dict[int, int], ...]:
+        """The graph's rank twins (rank_twins.py), found once for every expansion sharing this table."""
+        if self._rank_twins is None:
+            self._rank_twins = rank_twins(self.graph)
+        return self._rank_twins
 
     def _costs(self, graph: Graph, node: Node, chip: int) -> NodeCosts:
         costs = [node_cost(self.hw, graph, node, u, self.chips[chip])
@@ -474,7 +482,7 @@ class Planner:
         return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
                     [n.name for n in self.graph.nodes], self.costs.has_energy or self.link_energy,
                     shards=self.zero.leaf_shards() if self.zero is not None else {},
-                    rank_twins=rank_twins(self.graph) if self.ranks > 1 else ())
+                    rank_twins=self.costs.rank_twins if self.ranks > 1 else ())
 
 
 def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None,

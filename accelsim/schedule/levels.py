@@ -17,9 +17,19 @@ def chip_list(hw: HwSpec) -> list[Chip]:
     return [c for c in hw.chips for _ in range(c.count)]
 
 
+_ORDER: dict[int, tuple[Chip, tuple[Memory, ...]]] = {}
+"""memory_order's answers by chip object (bounds and placement ask it once per task)."""
+
+
 def memory_order(chip: Chip) -> list[Memory]:
     """A chip's memories, fastest level first (ties: the order of the hardware file)."""
-    return sorted(chip.memories, key=lambda m: (LEVEL[m.kind], chip.memories.index(m)))
+    hit = _ORDER.get(id(chip))
+    if hit is None or hit[0] is not chip:
+        if len(_ORDER) > 256:  # a sweep makes many machines: keep the cache small
+            _ORDER.clear()
+        ranked = sorted(enumerate(chip.memories), key=lambda im: (LEVEL[im[1].kind], im[0]))
+        hit = _ORDER[id(chip)] = (chip, tuple(m for _, m in ranked))
+    return list(hit[1])
 
 
 def preferred_memory(chip: Chip, resource: str) -> str:
