@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.errors import AccelsimError, ScheduleError
+from accelsim.gc_pause import paused_gc
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
@@ -49,7 +50,8 @@ def simulate(schedule: Schedule, hw: HwLike = None, mode: str = "static", graph:
     if not isinstance(port_contention, bool):
         raise AccelsimError(f"port_contention must be True or False, got {port_contention!r}")
     hw, _ = resolve(schedule, hw, graph)
-    return run(schedule, hw, mode=mode, port_contention=port_contention)
+    with paused_gc():
+        return run(schedule, hw, mode=mode, port_contention=port_contention)
 
 
 def check(schedule: Schedule, backend: str = "numba", graph: Graph | None = None, hw: HwLike = None):

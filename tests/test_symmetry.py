@@ -147,3 +147,28 @@ def test_links_free_finds_an_overlap():
     a, b = same_route[:2]
     timed[b.id] = symmetry.Timed("link", 0, timed[a.id].start + 1, timed[a.id].end + 1)
     assert not symmetry._links_free(plan, hw, timed)
+
+
+def test_compile_and_simulate_pause_the_collector_and_restore_it():
+    """accelsim.gc_pause: the collector is off inside compile and back as it was after, also after an error
+    and when the caller had it off."""
+    import gc
+
+    from accelsim.gc_pause import paused_gc
+
+    seen = []
+    with paused_gc():
+        seen.append(gc.isenabled())
+        with paused_gc():
+            seen.append(gc.isenabled())
+        seen.append(gc.isenabled())
+    assert seen == [False, False, False] and gc.isenabled()
+    with pytest.raises(A.AccelsimError):
+        A.compile(_gpt2(), "a100_x8", microbatches=0)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        A.compile(_gpt2(), "a100_x8")
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
+from accelsim.gc_pause import paused_gc
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
@@ -188,11 +189,20 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches
                       tensor_parallel=tensor_parallel, zero=zero)
     if exact_s is not None:
         check_exact_step(graph, hw, options)  # before the list schedule: refusing late wastes its time
+    with paused_gc():  # millions of objects that live to the end: collecting midway is wasted work
+        return _compile(graph, hw, options, max_in_flight, split, exact_s, limits or DEFAULT_LIMITS, validate)
+
+
+def _compile(graph: Graph, hw: HwSpec, options: Options, max_in_flight: int | None, split: bool | None,
+             exact_s: float | None, limits: Limits, validate: bool) -> Schedule:
+    """compile's work once its arguments are checked: the window, the fitted plan and its timing, the
+    exact mode's improvement, the Schedule, and its validation."""
+    microbatches = options.microbatches
     costs = CostTable(graph, hw, chip_list(hw))  # every expansion below prices the same nodes on the same chips
     window = max_in_flight or (_auto_window(graph, hw, options, costs) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)
-    max_tasks = (limits or DEFAULT_LIMITS).max_tasks
+    max_tasks = limits.max_tasks
     if exact_s is not None:
         max_tasks = min(max_tasks, MAX_EXACT_TASKS)
     options, plan, timed, mem = _fit_split(graph, hw, options, window, max_in_flight is not None, split, max_tasks,
