@@ -187,5 +187,13 @@ def load_yaml(text: str, loader_class: type | None = None) -> Any:
     loader = (loader_class or BoundedSafeLoader)(text)
     try:
         return loader.get_single_data()
+    except yaml.MarkedYAMLError as e:
+        if e.problem and "nesting depth" in e.problem:
+            # libyaml 0.2.5's scanner (PyYAML >= 6.0.4 bundles it) looks ahead over a whole flow collection
+            # and stops at its own limit of 1000 levels before our composer sees a single event: the same
+            # refusal, worded as ours so that the message does not depend on the library's version.
+            raise ScannerError(None, None, f"nested more than {MAX_DEPTH} levels deep; a hardware description "
+                               f"needs about 8", e.problem_mark) from None
+        raise
     finally:
         loader.dispose()
