@@ -11,15 +11,15 @@ from accelsim.autodiff import gradients
 from accelsim.errors import (AccelsimError, GraphError, HwConfigError, MappingError, ModelError, ScheduleError,
                              ShapeError, SweepError)
 from accelsim.evaluate import evaluate
-from accelsim.api import check, rematerialize, simulate
+from accelsim.api import check, load_schedule, rematerialize, simulate, validate_schedule
 from accelsim.execute import CheckReport
 from accelsim.graph import Graph, Node, Var
 from accelsim.hw import HwSpec, load_hw
-from accelsim.passes import optimize
+from accelsim.pass_search import optimize
 from accelsim.report import run_summary
-from accelsim.schedule import Schedule, compile
-from accelsim.schedule.io import load_schedule, save_schedule
-from accelsim.schedule.validate import validate_schedule
+from accelsim.schedule import Schedule
+from accelsim.compiler import compile
+from accelsim.schedule.io import save_schedule
 from accelsim.sim import Result
 from accelsim.dse import sweep
 from accelsim.training import training_graph

@@ -1,7 +1,8 @@
-"""The public entry points that run a schedule: they accept the obvious forms of their arguments and
-validate the schedule against its hardware and graph before simulating or executing it, so an edited
-or mismatched schedule is refused by name instead of producing numbers (A.simulate, A.check); and
-A.rematerialize, the training-step rewrite whose policy a user picks by name."""
+"""The public entry points that load, validate and run a schedule: they accept the obvious forms of their
+arguments and validate the schedule against its hardware, graph and plan before simulating or executing it,
+so an edited or mismatched schedule is refused by name instead of producing numbers (A.load_schedule,
+A.validate_schedule, A.simulate, A.check); and A.rematerialize, the training-step rewrite whose policy a
+user picks by name. This module stands above the compiler: validating against the plan expands it again."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,10 @@ from accelsim.gc_pause import paused_gc
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
+from accelsim.compiler.verify import verify_schedule
+from accelsim.schedule.io import read_schedule
 from accelsim.schedule.plan import Schedule
-from accelsim.schedule.validate import validate_schedule
+from accelsim.schedule.validate import validate_schedule as validate_contract
 
 HwLike = HwSpec | str | Path | dict[str, Any] | None
 
@@ -32,10 +35,31 @@ def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None) -
             raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "
                                 "from, so it cannot be checked against its graph: pass graph= (the Graph given to "
                                 "A.compile)")
-        from accelsim.schedule.source import graph_for
+        from accelsim.source import graph_for
         graph = graph_for(schedule)
-    validate_schedule(schedule, graph, hw)
+    verify_schedule(schedule, graph, hw)
     return hw, graph
+
+
+def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec | None = None) -> None:
+    """Raise ScheduleError listing every violated rule: the schedule's own consistency always; with `graph`
+    and/or `hw` that it fits them; with both, also that it is exactly a timing of the plan the compiler
+    expands for them (an edited or stale schedule is refused)."""
+    if graph is not None and hw is not None and isinstance(graph, Graph) and isinstance(hw, HwSpec):
+        verify_schedule(schedule, graph, hw)
+    else:
+        validate_contract(schedule, graph, hw)
+
+
+def load_schedule(path: str | Path, graph: Graph | None = None, hw: HwSpec | None = None) -> Schedule:
+    """Read a schedule written by save_schedule and validate it (validate_schedule): its own consistency
+    always, and with `graph` and `hw` that it is the compiler's plan for them."""
+    schedule = read_schedule(path)
+    try:
+        validate_schedule(schedule, graph, hw)
+    except ScheduleError as e:
+        raise ScheduleError(f"{path}: {e}") from None
+    return schedule
 
 
 def simulate(schedule: Schedule, hw: HwLike = None, mode: str = "static", graph: Graph | None = None,

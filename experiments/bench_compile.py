@@ -16,10 +16,10 @@ import statistics
 import time
 
 import accelsim as A
-from accelsim.schedule.expand import expand
-from accelsim.schedule.improve import BUDGET, distinct_rules
-from accelsim.schedule.list_sched import list_schedule
-from accelsim.schedule.plan import Options
+from accelsim.compiler.planning.expand import expand
+from accelsim.compiler.timing.improve import BUDGET, distinct_rules
+from accelsim.compiler.timing.list_sched import list_schedule
+from accelsim.schedule.options import StepOptions
 
 CASES = [
     ("superres", {}), ("mlp", {}), ("resnet_block", {}), ("transformer_block", {}),
@@ -48,7 +48,7 @@ def _median_cpu_seconds(fn, repeat: int) -> float:
 def gpt2_small(hw: A.HwSpec, repeat: int) -> None:
     """GPT-2 small training, one micro-batch: compile (exact mode off) vs one list-schedule run."""
     graph = A.training_graph(A.models.build("gpt2"))
-    plan = expand(graph, hw, Options())
+    plan = expand(graph, hw, StepOptions())
     compile_s = _median_cpu_seconds(lambda: A.compile(graph, hw), repeat)
     run_s = _median_cpu_seconds(lambda: list_schedule(plan, hw, "rank"), repeat)
     rules = distinct_rules(plan)
@@ -74,7 +74,7 @@ def main() -> None:
     for name, opts in CASES:
         graph = A.training_graph(A.models.build(name, **opts))
         v, e = len(graph.nodes), sum(len(n.inputs) for n in graph.nodes)
-        base_s, _ = _median_seconds(lambda: expand(graph, hw, Options()), args.repeat)
+        base_s, _ = _median_seconds(lambda: expand(graph, hw, StepOptions()), args.repeat)
         comp_s, sched = _median_seconds(lambda: A.compile(graph, hw), args.repeat)
         label = name + "".join(f" {k}={v}" for k, v in opts.items())
         per = comp_s / ((v + e) * math.log2(v)) * 1e6

@@ -1,6 +1,6 @@
 """Compile + simulate time of the largest configurations of the scaling table (GPT-2 small training, seq 1024,
 2 micro-batches, Adam, on a100_x8: 43K tasks each), against the same compile with symmetry switched off
-(schedule/symmetry.py: every task list-scheduled, the baseline), measured in the same run.
+(compiler/timing/symmetry.py: every task list-scheduled, the baseline), measured in the same run.
 
 Quotes the median of --repeats runs of the symmetric compile + simulate and one baseline run per
 configuration (the baseline takes minutes), the ratio between them, and whether the median meets the
@@ -16,7 +16,7 @@ import sys
 import time
 
 import accelsim as A
-from accelsim.schedule import search
+from accelsim.compiler.timing import search
 
 TARGET_S = 30.0
 
@@ -58,7 +58,7 @@ def main() -> None:
                 f"{total:.1f} s over {args.repeats} (compile {statistics.median(c for c, *_ in runs):.1f} s, "
                 f"simulate {statistics.median(s for _, s, *_ in runs):.1f} s)")
         if not args.no_baseline:
-            compile_module = sys.modules["accelsim.schedule.compile"]  # `A.compile` names the function
+            compile_module = sys.modules["accelsim.compiler.compile"]  # `A.compile` names the function
             reduce = search.reduce
             search.reduce = compile_module.reduce = lambda plan: None  # every task list-scheduled: no symmetry
             try:

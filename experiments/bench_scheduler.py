@@ -15,9 +15,9 @@ import time
 
 from dag_problems import problems
 
-from accelsim.schedule import schedule_dag
-from accelsim.schedule.exact import solve_dag_exact
-from accelsim.schedule.priorities import PRIORITIES
+from accelsim.compiler import schedule_dag
+from accelsim.compiler.exact import solve_dag_exact
+from accelsim.compiler.timing.priorities import PRIORITIES
 
 
 def main() -> None:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import accelsim as A
 from accelsim.passes import inference_graph
-from accelsim.schedule import list_sched
-from accelsim.schedule.exact import MAX_EXACT_TASKS
-from accelsim.schedule.expand import expand
-from accelsim.schedule.improve import improve, makespan_of
+from accelsim.compiler.timing import list_sched
+from accelsim.compiler.exact import MAX_EXACT_TASKS
+from accelsim.compiler.planning.expand import expand
+from accelsim.compiler.timing.improve import improve, makespan_of
 
 HWCONFIGS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "hwconfigs").glob("*.yaml"))
 

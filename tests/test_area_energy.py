@@ -18,7 +18,7 @@ from accelsim.graph.ir import Graph
 from accelsim.hw import tech
 from accelsim.ops import matmul
 from accelsim.report import run_summary
-from accelsim.schedule.io import load_schedule
+from accelsim.api import load_schedule
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(p.stem for p in (REPO / "hwconfigs").glob("*.yaml"))

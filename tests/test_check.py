@@ -15,7 +15,7 @@ from accelsim.cli import main
 from accelsim.execute import check
 from accelsim.models.sizes import SMALL, TINY
 from accelsim.passes import inference_graph
-from accelsim.schedule import list_sched
+from accelsim.compiler.timing import list_sched
 
 HWCONFIGS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "hwconfigs").glob("*.yaml"))
 BACKEND = "numba"
@@ -58,9 +58,9 @@ def test_a_live_interval_cut_short_corrupts_a_tensor_and_check_names_it(monkeypa
 
     monkeypatch.setattr(list_sched.MemoryPlanner, "free", early_free)
     monkeypatch.setattr(list_sched.MemoryPlanner, "owner", {}, raising=False)
-    from accelsim.schedule.expand import expand
-    from accelsim.schedule.plan import Options
-    for t in expand(graph, hw, Options()).tasks:
+    from accelsim.compiler.planning.expand import expand
+    from accelsim.schedule.options import StepOptions
+    for t in expand(graph, hw, StepOptions()).tasks:
         list_sched.MemoryPlanner.owner[t.id] = t.op
     sched = A.compile(graph, hw, validate=False)
     with pytest.raises(A.ScheduleError):

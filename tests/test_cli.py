@@ -120,7 +120,7 @@ def test_run_defaults_to_superres_training_on_groq_like(capsys):
 
 
 def test_compile_writes_a_schedule_that_loads(tmp_path):
-    from accelsim.schedule.io import load_schedule
+    from accelsim.api import load_schedule
     path = tmp_path / "s.json"
     assert main(["compile", "--hw", "tpu_v1_like", "--model", "mlp", "--inference", "-o", str(path)]) == 0
     assert load_schedule(path).graph_name == "mlp.infer"

@@ -176,12 +176,12 @@ def test_replicas_sharing_one_chip_still_add_on_chip():
 
 @pytest.mark.parametrize("kind", sorted(COLLECTIVE_KINDS))
 def test_the_planner_makes_a_collective_of_any_kind_one_group_priced_by_the_link_model(kind):
-    from accelsim.schedule.expand import Planner
-    from accelsim.schedule.plan import Options
+    from accelsim.compiler.planning.expand import Planner
+    from accelsim.schedule.options import StepOptions
 
     hw = A.load_hw("a100_x8")
     graph = A.training_graph(A.models.build("mlp", **SMALL["mlp"]))
-    planner = Planner(graph, hw, Options(data_parallel=8))
+    planner = Planner(graph, hw, StepOptions(data_parallel=8))
     planner.plan(None)
     g = sorted(planner.grad_nodes)[0]
     sources = [planner.only(g, 0, r, 0) for r in range(8)]

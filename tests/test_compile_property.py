@@ -34,7 +34,7 @@ def test_the_property_covers_every_shipped_hwconfig():
 @settings(max_examples=25, deadline=None)
 @given(optimizer=st.sampled_from(OPTIMIZERS), microbatches=st.integers(1, 4), data_parallel=st.integers(1, 4),
        pipeline_stages=st.integers(1, 4), hw_name=st.sampled_from(HWCONFIGS))
-# issue 10, bug 6: a dict rebound to an int inside a closure of schedule/expand.py
+# issue 10, bug 6: a dict rebound to an int inside a closure of compiler/planning/expand.py
 @example(optimizer="adam", microbatches=2, data_parallel=2, pipeline_stages=2, hw_name="groq_like_x4")
 @example(optimizer="momentum", microbatches=4, data_parallel=4, pipeline_stages=4, hw_name="groq_like_x4")
 @example(optimizer="sgd", microbatches=1, data_parallel=1, pipeline_stages=1, hw_name="bespoke_superres")

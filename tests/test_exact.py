@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from accelsim.errors import ScheduleError
-from accelsim.schedule import schedule_dag
-from accelsim.schedule.exact import MAX_EXACT_TASKS, solve_dag_exact
+from accelsim.compiler import schedule_dag
+from accelsim.compiler.exact import MAX_EXACT_TASKS, solve_dag_exact
 
 needs_ortools = pytest.mark.skipif(importlib.util.find_spec("ortools") is None,
                                    reason="OR-Tools not installed (pip install accelsim[exact])")

@@ -9,10 +9,11 @@ import pytest
 
 import accelsim as A
 from accelsim.cli import main
-from accelsim.schedule.exact import MAX_EXACT_TASKS
-from accelsim.schedule.expand import expand
-from accelsim.schedule.io import load_schedule, read_schedule, save_schedule
-from accelsim.schedule.plan import Options
+from accelsim.compiler.exact import MAX_EXACT_TASKS
+from accelsim.compiler.planning.expand import expand
+from accelsim.schedule.io import read_schedule, save_schedule
+from accelsim.api import load_schedule
+from accelsim.schedule.options import StepOptions
 
 pytest.importorskip("ortools.sat.python.cp_model", reason="OR-Tools not installed (pip install accelsim[exact])")
 
@@ -66,10 +67,10 @@ def test_a_step_above_the_task_limit_is_refused_naming_its_size_before_any_solve
     def no_solve(*args, **kwargs):
         raise AssertionError("the exact mode built a model for a step above its limit")
 
-    monkeypatch.setattr("accelsim.schedule.exact_step.solve_tasks_exact", no_solve)
+    monkeypatch.setattr("accelsim.compiler.exact_step.solve_tasks_exact", no_solve)
     graph, hw = _step(), A.load_hw("groq_like")
     microbatches = MAX_EXACT_TASKS // 16
-    tasks = len(expand(graph, hw, Options(microbatches=microbatches)).tasks)
+    tasks = len(expand(graph, hw, StepOptions(microbatches=microbatches)).tasks)
     assert tasks > MAX_EXACT_TASKS
     with pytest.raises(A.AccelsimError, match=f"at most {MAX_EXACT_TASKS:,} tasks.*has {tasks:,} tasks.*fewer "
                                               "micro-batches"):

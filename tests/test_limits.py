@@ -38,7 +38,7 @@ def _graph(model, opts, optimizer):
 def test_task_estimate_is_an_upper_bound_of_the_compiled_step(model, opts, optimizer, m, d, p, x4):
     """Unsplit, the estimate bounds the step; split, the estimate plus the parts compile counts first
     (schedule/compile._split_extra_tasks) does."""
-    from accelsim.schedule.compile import _split_extra_tasks
+    from accelsim.compiler.compile import _split_extra_tasks
     graph = _graph(model, opts, optimizer)
     schedule = A.compile(graph, x4, microbatches=m, data_parallel=d, pipeline_stages=p, split=False)
     assert len(schedule.tasks) <= estimate_tasks(graph, m, d, p)

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 import accelsim as A
 from accelsim.passes import inference_graph
 from accelsim.schedule.levels import aligned, memory_of, spill_cycles
-from accelsim.schedule.memory import Arena, Block, pack
+from accelsim.compiler.timing.memory import Arena, Block, pack
 from accelsim.schedule.plan import PER_STEP
-from accelsim.schedule.validate import validate_schedule
+from accelsim.api import validate_schedule
 from accelsim.sim.engine import simulate
 
 HW = Path(__file__).resolve().parent.parent / "hwconfigs"

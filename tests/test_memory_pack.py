@@ -9,7 +9,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelsim.schedule.memory import Block, _by_start, pack
+from accelsim.compiler.timing.memory import Block, _by_start, pack
 
 
 def scan_best_fit(blocks: list[Block]) -> tuple[int, list[int]]:

@@ -13,7 +13,7 @@ from accelsim import metrics
 from accelsim import ops as F
 from accelsim.cost.model import graph_costs
 from accelsim.report import run_summary
-from accelsim.schedule import compile
+from accelsim.compiler import compile
 from accelsim.sim.engine import simulate
 from accelsim.viz.timeline import format_mib, plot_memory
 

@@ -7,7 +7,7 @@ import pytest
 
 import accelsim as A
 from accelsim.schedule.levels import ALIGN_BYTES
-from accelsim.schedule.model_states import (STAGES, ModelStateBytes, model_state_kinds, schedule_model_states,
+from accelsim.model_states import (STAGES, ModelStateBytes, model_state_kinds, schedule_model_states,
                                             trainable_elements, zero_bytes, zero_table)
 
 ADAM = ModelStateBytes.mixed_precision_adam()

@@ -15,7 +15,7 @@ from accelsim.ops.registry import OPS
 from accelsim.remat import (NONDETERMINISTIC_OPS, REMAT_PASS, RematPolicy, activation_peak_bytes, cut_points,
                             layer_boundaries, layer_count, parse_policy)
 from accelsim.schedule.io import read_schedule
-from accelsim.schedule.source import graph_for
+from accelsim.source import graph_for
 
 
 def _trains(name: str) -> bool:

@@ -13,8 +13,9 @@ import accelsim as A
 from accelsim import ops as F
 from accelsim.passes import inference_graph
 from accelsim.report import run_summary
-from accelsim.schedule import compile
-from accelsim.schedule.io import load_schedule, save_schedule
+from accelsim.compiler import compile
+from accelsim.schedule.io import save_schedule
+from accelsim.api import load_schedule
 from accelsim.schedule.ports import PortProfile, port_rate
 
 
@@ -218,21 +219,21 @@ def test_makespan_never_beats_the_bound(name):
 def test_compile_is_never_longer_than_the_micro_batch_first_or_rank_first_schedule():
     """Which rule wins depends on the design; compile's search starts from every rule and keeps the
     shortest schedule it finds, so it is never longer than either and here strictly shorter than one."""
-    from accelsim.schedule.expand import expand
-    from accelsim.schedule.list_sched import list_schedule
-    from accelsim.schedule.plan import Options
+    from accelsim.compiler.planning.expand import expand
+    from accelsim.compiler.timing.list_sched import list_schedule
+    from accelsim.schedule.options import StepOptions
 
     cases = [("multicore_cpu", "transformer_block", "rank"), ("bespoke_superres", "superres", "microbatch")]
     for hw_name, model, winner in cases:
         hw, graph = A.load_hw(hw_name), inference_graph(A.models.build(model))
-        plan = expand(graph, hw, Options(microbatches=4), 4)
+        plan = expand(graph, hw, StepOptions(microbatches=4), 4)
         makespans = {p: max(x.end for x in list_schedule(plan, hw, p)[0]) for p in ("microbatch", "rank")}
         assert min(makespans, key=makespans.get) == winner and len(set(makespans.values())) == 2
         assert A.compile(graph, hw, microbatches=4, max_in_flight=4).makespan_cycles <= min(makespans.values())
 
 
 def _independent_tasks(cycles: list[int], instances: int):
-    from accelsim.schedule.expand import Plan, TaskSpec
+    from accelsim.compiler.planning.tasks import Plan, TaskSpec
 
     hw = A.load_hw("groq_like")
     tasks = [TaskSpec(id=i, kind="node", node=0, op="relu", phase="forward", microbatch=0, replica=0, stage=0,
@@ -246,7 +247,7 @@ def _independent_tasks(cycles: list[int], instances: int):
 def test_resource_bound_is_exact_integer_work_per_instance(cycles, instances, bound):
     """Integer arithmetic: six 7-cycle tasks on 6 instances need 7 cycles, not 8 (float sums of 7/6
     rounded up); a single task is never faster than its own cycles."""
-    from accelsim.schedule.bounds import lower_bounds
+    from accelsim.compiler.timing.bounds import lower_bounds
 
     plan, hw = _independent_tasks(cycles, instances)
     assert lower_bounds(plan, hw).bound_cycles == bound

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 import accelsim as A
 from accelsim.errors import MemoryFitError, ScheduleError
-from accelsim.schedule import improve, schedule_dag
-from accelsim.schedule.priorities import PRIORITIES
+from accelsim.compiler import schedule_dag
+from accelsim.compiler.timing import improve
+from accelsim.compiler.timing.priorities import PRIORITIES
 
 
 def problem(units, tasks, deps=(), microbatches=None):
@@ -54,7 +55,7 @@ def test_rank_without_own_cost_runs_the_short_task_that_feeds_more_work_first():
 
 def _chain_per_microbatch(microbatches: int):
     """Per micro-batch a (mxu, 10 cycles) -> b (vpu, 4 cycles), one instance of each kind."""
-    from accelsim.schedule.expand import TaskSpec
+    from accelsim.compiler.planning.tasks import TaskSpec
 
     tasks = []
     for m in range(microbatches):
@@ -69,14 +70,14 @@ def _chain_per_microbatch(microbatches: int):
 def test_the_staggered_rule_ranks_each_micro_batch_half_a_beat_below_the_one_before():
     """A beat is the busiest unit's work per micro-batch (the mxu's 10 cycles): micro-batch m's scores
     are its upward ranks (14 and 4) less m x 5."""
-    from accelsim.schedule.priorities import RULES, Inputs, upward_ranks
+    from accelsim.compiler.timing.priorities import RULES, Inputs, upward_ranks
 
     tasks = _chain_per_microbatch(3)
     assert RULES["stagger"].score(Inputs(tasks, upward_ranks(tasks))) == [14, 4, 9, -1, 4, -6]
 
 
 def test_micro_batch_first_takes_every_task_of_a_micro_batch_before_the_next():
-    from accelsim.schedule.priorities import RULES, priority_keys, upward_ranks
+    from accelsim.compiler.timing.priorities import RULES, priority_keys, upward_ranks
 
     tasks = _chain_per_microbatch(2)
     keys = priority_keys(RULES["microbatch"], tasks, upward_ranks(tasks))
@@ -215,7 +216,7 @@ def test_the_search_is_within_5_percent_of_proved_optima_where_heft_is_not():
 
 @pytest.mark.skipif(importlib.util.find_spec("ortools") is None, reason="OR-Tools not installed")
 def test_the_stored_optima_are_proved_optimal():
-    from accelsim.schedule.exact import solve_dag_exact
+    from accelsim.compiler.exact import solve_dag_exact
 
     problems = _generated(0)
     for name, optimum in PROVED_OPTIMA.items():
@@ -226,12 +227,12 @@ def test_the_stored_optima_are_proved_optimal():
 # The search on compile's plans: ordering edges, collectives, memory, several chips.
 
 def _step(microbatches=2, data_parallel=2, pipeline_stages=2):
-    from accelsim.schedule.expand import expand
-    from accelsim.schedule.plan import Options
+    from accelsim.compiler.planning.expand import expand
+    from accelsim.schedule.options import StepOptions
 
     hw = A.load_hw("groq_like_x4")
     graph = A.training_graph(A.models.build("mlp", batch=4, sizes=(16, 8, 4)))
-    options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages)
+    options = StepOptions(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages)
     return graph, hw, expand(graph, hw, options, 1)
 
 
@@ -253,7 +254,7 @@ def test_the_reversed_plan_keeps_ordering_edges_lags_and_collectives():
 
 
 def test_compile_with_stages_replicas_and_micro_batches_is_valid_and_no_worse_than_either_old_rule():
-    from accelsim.schedule.list_sched import list_schedule
+    from accelsim.compiler.timing.list_sched import list_schedule
 
     graph, hw, plan = _step()
     timed, _ = improve.improve(plan, hw)

@@ -9,10 +9,12 @@ import pytest
 import accelsim as A
 from accelsim import ops as F
 from accelsim.models.sizes import SMALL
-from accelsim.passes import AppliedPass, inference_graph, optimize_with_log
-from accelsim.schedule.io import load_schedule, read_schedule, save_schedule
+from accelsim.passes import AppliedPass, inference_graph
+from accelsim.pass_search import optimize_with_log
+from accelsim.schedule.io import read_schedule, save_schedule
+from accelsim.api import load_schedule
 from accelsim.schedule.plan import graph_hash
-from accelsim.schedule.source import graph_for
+from accelsim.source import graph_for
 
 HW = "tpu_v1_like"
 
@@ -53,11 +55,11 @@ def test_an_unoptimized_schedule_has_no_passes_field(tmp_path):
 
 
 def test_auto_then_compile_gives_a_schedule_whose_graph_rebuilds(tmp_path):
-    from accelsim.passes.auto import SearchOptions
-    from accelsim.passes.score import CompileOptions
+    from accelsim.pass_search.auto import SearchOptions
+    from accelsim.schedule.options import StepOptions
 
     g = _gpt2()
-    out = A.optimize(g, "auto", hw=HW, search=SearchOptions(budget=4, step=CompileOptions(split=False)))
+    out = A.optimize(g, "auto", hw=HW, search=SearchOptions(budget=4, step=StepOptions(split=False)))
     assert out.passes and out.source == g.source
     save_schedule(A.compile(out, HW, split=False), tmp_path / "auto.json")
     assert graph_hash(graph_for(read_schedule(tmp_path / "auto.json"))) == graph_hash(out)

@@ -6,10 +6,12 @@ import pytest
 
 import accelsim as A
 from accelsim.errors import ScheduleError
-from accelsim.schedule.io import load_schedule, save_schedule
-from accelsim.schedule.plan import (Bounds, Candidate, MemoryUse, Options, Schedule, Task, Tensor, graph_hash,
+from accelsim.schedule.io import save_schedule
+from accelsim.api import load_schedule
+from accelsim.schedule.plan import (Bounds, Candidate, MemoryUse, Schedule, Task, Tensor, graph_hash,
                                     hw_hash)
-from accelsim.schedule.validate import validate_schedule
+from accelsim.schedule.options import StepOptions
+from accelsim.api import validate_schedule
 
 SRAM = "chip0:sram"
 
@@ -43,7 +45,7 @@ def tiny_schedule(graph: A.Graph) -> Schedule:
              task(2, 3, "sin", 0, 10, instance=1, reads=((0, 0),)))
     tensors = (tensor(0, -1, 0, 0, 20), tensor(1, 0, 64, 0, 20), tensor(2, 1, 128, 10, 20), tensor(3, 2, 128, 0, 10))
     return Schedule(graph_name=graph.name, graph_hash=graph_hash(graph), hw_name="toy", hw_hash="toy-hash",
-                    clock_hz=1e9, options=Options(), training=False, samples_per_step=1,
+                    clock_hz=1e9, options=StepOptions(), training=False, samples_per_step=1,
                     candidates=((Candidate(resource="vpu", instances=4, cycles=10),),), tasks=tasks,
                     tensors=tensors, memories=(MemoryUse(chip=0, memory="sram", capacity_bytes=1024, peak_bytes=192),),
                     makespan_cycles=20,

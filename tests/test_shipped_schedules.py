@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 
 import accelsim as A
-from accelsim.schedule import compile
-from accelsim.schedule.io import load_schedule, save_schedule
+from accelsim.compiler import compile
+from accelsim.schedule.io import save_schedule
+from accelsim.api import load_schedule
 
 SCHEDULES = Path(__file__).resolve().parent.parent / "schedules"
 HWCONFIGS = sorted(p.stem for p in (SCHEDULES.parent / "hwconfigs").glob("*.yaml"))

@@ -144,9 +144,9 @@ def test_occupancy_and_port_bytes_are_reported():
     assert 0 < result.utilization()["mxm"] <= 1
 
 
-PLANNING = ("accelsim.models", "accelsim.schedule.expand", "accelsim.schedule.list_sched", "accelsim.schedule.memory",
-            "accelsim.schedule.compile", "accelsim.schedule.bounds", "accelsim.schedule.stages",
-            "accelsim.schedule.validate", "accelsim.schedule.agreement", "accelsim.schedule.source")
+PLANNING = ("accelsim.models", "accelsim.compiler.planning.expand", "accelsim.compiler.timing.list_sched", "accelsim.compiler.timing.memory",
+            "accelsim.compiler.compile", "accelsim.compiler.timing.bounds", "accelsim.compiler.planning.stages",
+            "accelsim.schedule.validate", "accelsim.schedule.agreement", "accelsim.source")
 
 
 def test_the_simulator_and_executor_import_nothing_of_the_planner_or_the_models():

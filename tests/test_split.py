@@ -16,7 +16,7 @@ from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.ops.registry import OPS
 from accelsim.schedule.split import Part, assemble, bounds, part_geometry, part_graph, slice_inputs, splits_of
-from accelsim.schedule.validate import validate_schedule
+from accelsim.api import validate_schedule
 
 TOY_FILE = Path(__file__).parent / "data" / "toy_hw.yaml"  # a 4x4 WS array, 2 cycles of latency
 

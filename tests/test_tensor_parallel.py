@@ -216,7 +216,8 @@ def test_replay_and_determinism():
 
 
 def test_saved_schedule_keeps_tensor_parallel(tmp_path):
-    from accelsim.schedule.io import load_schedule, save_schedule
+    from accelsim.schedule.io import save_schedule
+    from accelsim.api import load_schedule
     step = A.training_graph(A.models.build("resnet_block", batch=2, channels=4, size=6, tensor_parallel=2))
     sched = A.compile(step, X4)
     path = tmp_path / "s.json"
@@ -334,7 +335,8 @@ def test_cli_argument_errors(flag, capsys):
                                         ("zero", 4), ("zero", -1), ("zero", True)])
 def test_tampered_parallel_options_are_refused(tmp_path, key, value):
     """A schedule file whose options disagree with the graph it rebuilds: one paragraph, no traceback."""
-    from accelsim.schedule.io import load_schedule, save_schedule
+    from accelsim.schedule.io import save_schedule
+    from accelsim.api import load_schedule
     step = A.training_graph(A.models.build("resnet_block", batch=2, channels=4, size=6, tensor_parallel=2))
     path = tmp_path / "s.json"
     save_schedule(A.compile(step, X4), path)

@@ -1,4 +1,4 @@
-"""ZeRO stages 1-3 (schedule/zero.py): real numbers through sharded schedules, per-chip model-state memory
+"""ZeRO stages 1-3 (compiler/planning/zero.py): real numbers through sharded schedules, per-chip model-state memory
 against the paper's formula, communication volume against plain all-reduce, and refused options.
 
 Oracle: the unsharded step. check() runs every task on real arrays through the schedule's memory and
@@ -12,11 +12,11 @@ import pytest
 import accelsim as A
 from accelsim.errors import ScheduleError
 from accelsim.models.sizes import SMALL
-from accelsim.schedule.model_states import (ModelStateBytes, schedule_model_states, trainable_elements,
+from accelsim.model_states import (ModelStateBytes, schedule_model_states, trainable_elements,
                                             zero_bytes)
-from accelsim.schedule.validate import validate_schedule
-from accelsim.schedule.zero import sharding
-from accelsim.schedule.zero_memory import zero_memory
+from accelsim.api import validate_schedule
+from accelsim.compiler.planning.zero import sharding
+from accelsim.zero_memory import zero_memory
 
 X4 = "hwconfigs/groq_like_x4.yaml"  # four chips, fully connected
 COLLECTIVE_KINDS = ("allreduce", "reduce_scatter", "all_gather")

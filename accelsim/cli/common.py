@@ -54,7 +54,7 @@ def finite_float(text: str) -> float:
 
 def exact_seconds_arg(text: str) -> float:
     """--exact's budget: seconds above 0, finite, at most a day (exact_step.MAX_EXACT_SECONDS)."""
-    from accelsim.schedule.exact_step import MAX_EXACT_SECONDS
+    from accelsim.schedule.options import MAX_EXACT_SECONDS
 
     value = finite_float(text)
     if not 0 < value <= MAX_EXACT_SECONDS:
@@ -78,15 +78,6 @@ def remat_arg(text: str) -> Any:
         return parse_policy(text)
     except AccelsimError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def add_remat_arg(p: argparse.ArgumentParser) -> None:
-    """--remat: rematerialize the training step before it is optimized and compiled."""
-    from accelsim.remat.policy import SYNTAX
-
-    p.add_argument("--remat", type=remat_arg, metavar="POLICY",
-                   help=f"recompute forward activations in the backward pass instead of keeping them ({SYNTAX}; "
-                        "e.g. sqrt, every:2, budget:64MiB); training steps only; recorded in the schedule")
 
 
 def apply_remat(graph: Graph, args: argparse.Namespace) -> Graph:

@@ -11,8 +11,9 @@ from accelsim.cli import fmt
 from accelsim.cli.common import (STEP_RULE, add_hw_args, add_json_arg, add_limit_args, add_model_args, limits_from,
                                  load_hw_arg, out_console, step_graph, write_json)
 from accelsim.cli.progress import phase
-from accelsim.cli.sched_cmds import add_optimize_args, add_parallel_args, check_chips, compile_options, optimize_step
-from accelsim.passes.score import Score, StepEffect, step_effects
+from accelsim.cli.sched_cmds import add_optimize_args, add_parallel_args, check_chips, optimize_step
+from accelsim.cli.step_flags import step_options
+from accelsim.pass_search.score import Score, StepEffect, step_effects
 from accelsim.passes.table import AUTO
 
 
@@ -62,7 +63,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     note = check_chips(hw, args)
     training = not args.inference
     limits = limits_from(args)
-    options = compile_options(args, limits)
+    options = step_options(args)
     console = out_console()
     console.print(f"optimize the {'training step' if training else 'inference'} of {graph.name} on {hw.name} "
                   f"({fmt.plural(options.microbatches, 'micro-batch', 'micro-batches')}, "
@@ -77,7 +78,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         baseline, effects = search.baseline, search.steps
     else:
         with phase("compiling the step before and after each rewrite"):
-            baseline, effects = step_effects(graph, log.applied if log is not None else (), hw, options)
+            baseline, effects = step_effects(graph, log.applied if log is not None else (), hw, options, limits)
     seconds = time.perf_counter() - start
     after = effects[-1].after if effects else baseline
     console.print(f"  numeric check: {log.check if log is not None else 'none (no passes)'}")

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from accelsim.cli import fmt
 from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_limit_args, add_model_args,
-                                 add_remat_arg, check_file_target, exact_seconds_arg, finite_float, limits_from,
+                                 check_file_target, finite_float, limits_from,
                                  load_hw_arg, model_label, out_console, path_arg, positive_int, step_graph, step_name,
                                  write_json, write_problem)
 from accelsim.cli.progress import counter, phase
@@ -23,23 +23,15 @@ from accelsim.hw import load_hw
 from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import BACKENDS, load_backend
-from accelsim.limits import ZERO_STAGES, Limits, check_eval_size, check_step_size
-from accelsim.passes import PASSES, OptimizeLog, optimize_with_log
-from accelsim.passes.auto import DEFAULT_BUDGET, SearchOptions
-from accelsim.passes.score import CompileOptions
+from accelsim.limits import Limits, check_eval_size, check_step_size
+from accelsim.passes import PASSES, OptimizeLog
+from accelsim.pass_search import optimize_with_log
+from accelsim.pass_search.auto import DEFAULT_BUDGET, SearchOptions
+from accelsim.cli.step_flags import PARALLEL, add_step_flags, step_options
 from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
-from accelsim.schedule import compile as compile_schedule
-from accelsim.schedule.exact import MAX_EXACT_TASKS
-from accelsim.schedule.exact_step import DEFAULT_EXACT_SECONDS
+from accelsim.compiler import compile as compile_schedule
 from accelsim.schedule.plan import Schedule
-
-def compile_options(args: argparse.Namespace, limits: Limits) -> CompileOptions:
-    """How the step of --microbatches, --data-parallel, --pipeline-stages and --split is compiled."""
-    return CompileOptions(microbatches=args.microbatches, data_parallel=args.data_parallel,
-                          pipeline_stages=args.pipeline_stages, split=SPLIT_CHOICES[args.split], limits=limits,
-                          zero=args.zero)
-
 
 def check_chips(hw: HwSpec, args: argparse.Namespace) -> str | None:
     """Refuse --data-parallel x --pipeline-stages x --tensor-parallel above the chips of `hw` in one
@@ -83,7 +75,7 @@ def optimize_step(graph: Graph, hw: HwSpec, args: argparse.Namespace,
         with phase(f"optimizing: {args.optimize.strip()}"):
             return optimize_with_log(graph, args.optimize, hw=hw)
     search = SearchOptions(budget=args.budget or DEFAULT_BUDGET, time_limit_s=args.time_limit,
-                           step=compile_options(args, limits))
+                           step=step_options(args), limits=limits)
     with counter("optimizing (auto): compiling candidates", search.budget) as progress:
         return optimize_with_log(graph, AUTO, hw=hw, search=search, progress=progress)
 
@@ -117,10 +109,7 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
     exact = "" if args.exact is None else f" + CP-SAT for {fmt.number(args.exact)} s"
     start = time.perf_counter()
     with phase(f"compiling the schedule{exact}"):
-        schedule = compile_schedule(graph, hw, microbatches=args.microbatches, data_parallel=args.data_parallel,
-                                    pipeline_stages=args.pipeline_stages, limits=limits,
-                                    exact=False if args.exact is None else args.exact,
-                                    split=SPLIT_CHOICES[args.split], zero=args.zero)
+        schedule = compile_schedule(graph, hw, step_options(args), limits=limits)
     return Compiled(hw, graph, schedule, time.perf_counter() - start, note)
 
 
@@ -281,28 +270,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-SPLIT_CHOICES = {"auto": None, "on": True, "off": False}
-
-
 def add_parallel_args(p: argparse.ArgumentParser) -> None:
-    """--microbatches, --data-parallel, --pipeline-stages, --tensor-parallel, --zero and --split: how one
-    step is compiled."""
-    p.add_argument("--microbatches", type=positive_int, default=1, metavar="M",
-                   help="inputs in flight per replica (pipeline parallelism; default 1)")
-    p.add_argument("--data-parallel", type=positive_int, default=1, metavar="D",
-                   help="replicas working on other inputs, gradients all-reduced (default 1); with no stages, "
-                        "ranks or ZeRO, replicas beyond the chips share them (the output says so)")
-    p.add_argument("--pipeline-stages", type=positive_int, default=1, metavar="P",
-                   help="graph partitions, each on a chip of its own (default 1)")
-    p.add_argument("--tensor-parallel", type=positive_int, default=1, metavar="T",
-                   help="build the model Megatron-LM's way over T ranks, one chip each (gpt2, transformer_block, "
-                        "resnet_block; default 1); D x P x T must fit the hardware's chips")
-    p.add_argument("--zero", type=int, choices=ZERO_STAGES, default=0,
-                   help="ZeRO stage over the data-parallel replicas, each on its own chip: 0 none (default), "
-                        "1 optimizer state, 2 + gradients, 3 + parameters sharded")
-    p.add_argument("--split", choices=tuple(SPLIT_CHOICES), default="auto",
-                   help="cut matmuls and convolutions over the instances of their unit where the parts finish "
-                        "sooner: 'on', 'off', or 'auto' (default): schedule the step both ways and keep the shorter")
+    """How one step is compiled: the step-option flags every compiling command has (cli/step_flags.py)."""
+    add_step_flags(p, PARALLEL)
 
 
 def add_optimize_args(p: argparse.ArgumentParser, default: str = "") -> None:
@@ -334,12 +304,7 @@ def _add_step_args(p: argparse.ArgumentParser, hw_default: str = f"default {DEFA
     add_model_args(p, batch_help="micro-batch size")
     add_parallel_args(p)
     add_optimize_args(p)
-    add_remat_arg(p)
-    p.add_argument("--exact", nargs="?", const=DEFAULT_EXACT_SECONDS, type=exact_seconds_arg, metavar="SECONDS",
-                   help=f"also solve the step with OR-Tools CP-SAT (pip install accelsim[exact]) seeded with the "
-                        f"list schedule, for SECONDS of CP-SAT's deterministic time (default "
-                        f"{DEFAULT_EXACT_SECONDS:g}; reproducible, often 2-7x that in wall time); prints the "
-                        f"proved bound and gap. Steps above {MAX_EXACT_TASKS:,} tasks are refused")
+    add_step_flags(p, ("remat", "exact"))
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:

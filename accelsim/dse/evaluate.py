@@ -16,13 +16,14 @@ from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, check_eval_size
 from accelsim.passes import inference_graph
 from accelsim.pydantic_errors import describe_errors
-from accelsim.schedule import compile as compile_schedule
+from accelsim.compiler import compile as compile_schedule
 from accelsim.schedule.plan import Schedule, hw_hash
 from accelsim.dse.checks import constraints
 from accelsim.dse.load import load_spec
 from accelsim.dse.metrics import Outcome, measure, nan_metrics
 from accelsim.dse.params import PointConfig, point_config
-from accelsim.dse.spec import SPLIT_CHOICES, SweepSpec
+from accelsim.dse.spec import SweepSpec
+from accelsim.remat import rematerialize
 from accelsim.training import training_graph
 
 
@@ -52,16 +53,28 @@ def _hw(spec: SweepSpec, config: PointConfig) -> HwSpec:
 
 
 def _graph(spec: SweepSpec, config: PointConfig) -> Graph:
-    """The step of `accelsim run`: the training step (forward, backward, update) or the inference graph."""
-    forward = models.build(spec.model, **config.model_options)
+    """The step of `accelsim run`: the training step (forward, backward, update), rematerialized by
+    options.remat, or the inference graph; a model built over options.tensor_parallel ranks, as
+    --tensor-parallel builds it."""
     o = config.options
-    return training_graph(forward, optimizer=o.optimizer, lr=o.lr) if o.training else inference_graph(forward)
+    model_options = dict(config.model_options)
+    if o.tensor_parallel > 1:
+        given = model_options.setdefault("tensor_parallel", o.tensor_parallel)
+        if given != o.tensor_parallel:
+            raise SweepError(f"options.tensor_parallel {o.tensor_parallel} and model.tensor_parallel {given} "
+                             "disagree: set the ranks in one place (options.tensor_parallel)")
+    forward = models.build(spec.model, **model_options)
+    if not o.training:
+        if o.remat is not None:
+            raise SweepError(f"options.remat {o.remat} recomputes activations a training step keeps for its "
+                             "backward pass; an inference step (options.training: false) has none")
+        return inference_graph(forward)
+    graph = training_graph(forward, optimizer=o.optimizer, lr=o.lr)
+    return rematerialize(graph, o.remat) if o.remat is not None else graph
 
 
 def _compile(graph: Graph, hw: HwSpec, config: PointConfig) -> Schedule:
-    o = config.options
-    return compile_schedule(graph, hw, microbatches=o.microbatches, data_parallel=o.data_parallel,
-                            pipeline_stages=o.pipeline_stages, split=SPLIT_CHOICES[o.split])
+    return compile_schedule(graph, hw, config.options.step())
 
 
 def _plain_params(spec: SweepSpec, params: dict[str, Any]) -> dict[str, Any]:

@@ -6,10 +6,11 @@ import math
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr,
                       StrictBool, StrictStr, Tag, field_validator, model_validator)
 
 from accelsim.graph.provenance import OPTIMIZERS
+from accelsim.schedule.options import StepOptions
 
 MAX_POINTS = 100_000
 """The most points one sweep evaluates (a grid's size, or random/optuna's `points`): a point takes
@@ -18,8 +19,6 @@ MAX_VALUES = 1_000
 """The most values one parameter lists: each hardware value is validated on its own before any work."""
 MAX_TEXT_CHARS = 4096
 MAX_INT = 2**63 - 1  # results are int64 columns
-SPLIT_CHOICES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
-MAX_STEP_OPTION = 1_000_000
 
 
 class SpecModel(BaseModel):
@@ -152,22 +151,22 @@ def _split_word(value: Any) -> Any:
     return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
-Split = Annotated[Literal["auto", "on", "off"], BeforeValidator(_split_word)]
-StepCount = Annotated[int, Field(strict=True, ge=1, le=MAX_STEP_OPTION)]
 
 
-class RunOptions(SpecModel):
-    """The step every point compiles, as `accelsim run`'s flags say it (training is the default, as there)."""
+class RunOptions(StepOptions):
+    """The step every point compiles, as `accelsim run`'s flags say it: every step option (StepOptions:
+    micro-batches, replicas, stages, ranks, ZeRO, remat, split, the in-flight window, exact), the training
+    step's optimizer (training is the default, as there) and which results a point records."""
 
     training: StrictBool = True
     optimizer: Literal[OPTIMIZERS] = "sgd"  # type: ignore[valid-type]
     lr: Annotated[Number, Field(gt=0)] = 0.01
-    microbatches: StepCount = 1
-    data_parallel: StepCount = 1
-    pipeline_stages: StepCount = 1
-    split: Split = "auto"
     check: StrictBool = False
     simulate: StrictBool = True
+
+    def step(self) -> StepOptions:
+        """The step options alone, as compile takes them."""
+        return StepOptions(**{k: getattr(self, k) for k in StepOptions.model_fields})
 
 
 RESULT_OPTIONS = ("check", "simulate")

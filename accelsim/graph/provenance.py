@@ -64,7 +64,7 @@ MODEL_FILE = "model_file"
 """`ModelSource.model` of a graph read from a model file (accelsim.frontends.load_model): its options are the
 file's absolute `path`, the `sha256` of its bytes and, for a file whose loss head is chosen on import (a saved
 ExportedProgram), the `loss`; a schedule of it rebuilds the graph from the same bytes or is refused
-(schedule/source.py)."""
+(source.py)."""
 SHA256_HEX = 64
 
 

@@ -61,3 +61,12 @@ def summarize_tensor(value: np.ndarray, max_elems: int = 16) -> Any:
     if value.size <= max_elems:
         return value.tolist()
     return {"shape": list(value.shape), "l2_norm": float(np.linalg.norm(value.astype(np.float64)))}
+
+
+def samples_per_microbatch(graph: Graph) -> int:
+    """Samples in one micro-batch: the model's `batch` option, else the first input's leading axis."""
+    batch = graph.source.options_dict().get("batch") if graph.source is not None else None
+    if batch is None:
+        first = next((n for n in graph.nodes if n.op == "input" and n.shape), None)
+        batch = first.shape[0] if first is not None else 1
+    return int(batch)

@@ -1,5 +1,6 @@
 """The pass manager: run named rewrite passes in order, verifying each (Graph, pass names -> Graph);
-`optimize(graph, "auto", hw=...)` instead searches sequences of passes by compiled makespan (passes/auto.py).
+`A.optimize(graph, "auto", hw=...)` instead searches sequences of passes by compiled makespan: that search
+compiles schedules, so it lives above the compiler (accelsim/pass_search/) and calls this module's pieces.
 
 After every pass the result must satisfy the IR's invariants (`verify`), keep the original's output
 names and shapes, and, with verify=True, compute the same outputs in float64 (passes/equivalence.py:
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Protocol, Sequence
 
 from accelsim.errors import AccelsimError, GraphError
 from accelsim.graph.ir import NUMPY_BYTES, Graph
@@ -30,9 +31,6 @@ from accelsim.passes.kind import graph_kind
 from accelsim.passes.rebuild import Rewrite
 from accelsim.passes.runnable import new_unrunnable
 from accelsim.passes.table import AUTO, PASSES, PassDef
-
-if TYPE_CHECKING:  # auto.py compiles schedules, a later stage: imported only when the search is asked for
-    from accelsim.passes.auto import SearchLog, SearchOptions
 
 Step = tuple[PassDef, tuple[int, ...] | None]
 """A pass to run and where: None everywhere it matches, else the anchor ids of the places (a sited pass)."""
@@ -77,6 +75,12 @@ class PassRecord:
         return line + (f", error {self.max_error_ratio:.2g} of tolerance" if self.max_error_ratio is not None else "")
 
 
+class SearchSummary(Protocol):
+    """What the log keeps of a search over passes (pass_search.auto.SearchLog): its own summary."""
+
+    def summary(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class OptimizeLog:
     """Every pass in order, and how the numeric check ran (or why it did not); for "auto", the passes
@@ -84,7 +88,7 @@ class OptimizeLog:
 
     records: tuple[PassRecord, ...]
     check: str
-    search: SearchLog | None = None
+    search: SearchSummary | None = None
 
     @property
     def applied(self) -> tuple[AppliedPass, ...]:
@@ -238,12 +242,9 @@ def _runnable_problem(hw: HwSpec, before: Graph, after: Graph) -> str:
             f"(category {get_op(n.op).category}, attrs {dict(n.attrs)}){more}")
 
 
-def optimize_with_log(graph: Graph, passes: Any, hw: Any = None, verify: bool = True,
-                      limits: Limits | None = None, search: SearchOptions | None = None,
-                      progress: Callable[[int, int], None] | None = None, budget: int | None = None,
-                      time_limit_s: float | None = None) -> tuple[Graph, OptimizeLog]:
-    """`optimize`, also returning the log: one PassRecord per pass, and how the numeric check ran.
-    `progress(compiles, budget)` is called after each compile of the "auto" search."""
+def check_arguments(graph: Graph, passes: Any, verify: bool, limits: Limits | None) -> Limits:
+    """Refuse what no optimization accepts (the checks `optimize` and the search over passes share);
+    returns the numeric check's limits."""
     if not isinstance(graph, Graph):
         raise GraphError(f"optimize needs a Graph (from A.models.build, A.training_graph or A.Graph), got "
                          f"{type(graph).__name__}")
@@ -256,40 +257,33 @@ def optimize_with_log(graph: Graph, passes: Any, hw: Any = None, verify: bool = 
         raise GraphError(f"optimize: graph {graph.name!r} is split over {graph.tensor_parallel} tensor-parallel "
                          f"ranks and the graph passes do not place their new nodes on ranks yet; optimize the "
                          f"model without tensor parallelism, or compile it unoptimized")
-    limits = limits or equivalence.CHECK_LIMITS
-    auto = isinstance(passes, str) and passes.strip() == AUTO
-    shorthand = budget is not None or time_limit_s is not None
-    if not auto and (search is not None or progress is not None or shorthand):
-        raise GraphError(f"optimize: search=, budget=, time_limit_s= and progress= configure passes={AUTO!r}; got "
-                         f"passes={passes!r:.80}")
-    if progress is not None and not callable(progress):
-        raise GraphError(f"optimize: progress must be a function (compiles, budget) -> None, got {progress!r:.80}")
-    if search is not None and shorthand:
-        raise GraphError("optimize: give the search's budget and time limit in search= or as budget= and "
-                         "time_limit_s=, not both")
-    if auto and search is None:
-        search = _search_options(budget, time_limit_s)
-    todo, machine = ([] if auto else resolve_passes(passes)), load_machine(hw)
-    if auto and machine is None:
-        raise GraphError(f"optimize: passes={AUTO!r} scores each candidate graph by its compiled makespan, so it "
-                         "needs the hardware: give hw= (an HwSpec from A.load_hw, a bundled name or a path)")
-    verify_ir(graph)
-    ref, check = None, "off (verify=False)"
-    if verify:
-        skip = equivalence.too_large(graph, limits)
-        check = f"skipped: {skip}" if skip else equivalence.describe(graph.dtype)
-        ref = None if skip else equivalence.reference(graph, limits)
-    if auto:
-        from accelsim.passes.auto import auto_search  # compiles schedules: a later stage, loaded when asked for
+    return limits or equivalence.CHECK_LIMITS
 
-        current, records, found = auto_search(graph, machine, ref, limits, search, progress)
-        log = OptimizeLog(tuple(records), check, found)
-    else:
-        current, records = graph, []
-        for step in todo:
-            record, current = apply_pass(step, graph, current, machine, ref, limits)
-            records.append(record)
-        log = OptimizeLog(tuple(records), check)
+
+def numeric_reference(graph: Graph, verify: bool, limits: Limits) -> tuple[equivalence.Reference | None, str]:
+    """The float64 reference every rewrite is checked against (None: not checked) and how the check runs."""
+    verify_ir(graph)
+    if not verify:
+        return None, "off (verify=False)"
+    skip = equivalence.too_large(graph, limits)
+    check = f"skipped: {skip}" if skip else equivalence.describe(graph.dtype)
+    return (None if skip else equivalence.reference(graph, limits)), check
+
+
+def optimize_with_log(graph: Graph, passes: Any, hw: Any = None, verify: bool = True,
+                      limits: Limits | None = None) -> tuple[Graph, OptimizeLog]:
+    """`optimize`, also returning the log: one PassRecord per pass, and how the numeric check ran."""
+    limits = check_arguments(graph, passes, verify, limits)
+    if isinstance(passes, str) and passes.strip() == AUTO:
+        raise GraphError(f"optimize: passes={AUTO!r} searches sequences of passes by compiled makespan; call "
+                         "A.optimize (accelsim.pass_search.optimize), which compiles schedules, with hw=")
+    todo, machine = resolve_passes(passes), load_machine(hw)
+    ref, check = numeric_reference(graph, verify, limits)
+    current, records = graph, []
+    for step in todo:
+        record, current = apply_pass(step, graph, current, machine, ref, limits)
+        records.append(record)
+    log = OptimizeLog(tuple(records), check)
     return with_provenance(graph, current, log.applied), log
 
 
@@ -301,16 +295,7 @@ def with_provenance(original: Graph, result: Graph, applied: tuple[AppliedPass, 
     return out
 
 
-def _search_options(budget: int | None, time_limit_s: float | None) -> SearchOptions:
-    """SearchOptions from the shorthand arguments (None: the default), the step compiled with compile's defaults."""
-    from accelsim.passes.auto import DEFAULT_BUDGET, SearchOptions
-
-    return SearchOptions(budget=DEFAULT_BUDGET if budget is None else budget, time_limit_s=time_limit_s)
-
-
-def optimize(graph: Graph, passes: Any, hw: Any = None, verify: bool = True, limits: Limits | None = None,
-             search: SearchOptions | None = None, budget: int | None = None,
-             time_limit_s: float | None = None) -> Graph:
+def optimize(graph: Graph, passes: Any, hw: Any = None, verify: bool = True, limits: Limits | None = None) -> Graph:
     """`graph` rewritten by `passes` in order (names from passes.PASSES: a list, or one comma-separated
     string; PassDefs are accepted too), each verified as the module docstring says.
 
@@ -318,11 +303,6 @@ def optimize(graph: Graph, passes: Any, hw: Any = None, verify: bool = True, lim
     pass introduces, else the pass is skipped. limits: the numeric check's ceiling (default
     equivalence.CHECK_LIMITS); a larger graph is not checked numerically, and the log says so. The
     result keeps the graph's model `source` and records the passes that applied (`Graph.passes`), so a
-    schedule of it rebuilds its graph. `optimize_with_log` also returns what each pass did.
-
-    passes="auto" (hw required) searches sequences of passes, and where each applies, for the shortest
-    compiled makespan on `hw`: `search` (passes.auto.SearchOptions) holds its budget in compiles, an
-    optional wall-clock time limit and the step options it compiles with (micro-batches, replicas, ...);
-    `budget=` and `time_limit_s=` are shorthand for a search of one step as compile's defaults build it."""
-    return optimize_with_log(graph, passes, hw=hw, verify=verify, limits=limits, search=search, budget=budget,
-                             time_limit_s=time_limit_s)[0]
+    schedule of it rebuilds its graph. `optimize_with_log` also returns what each pass did. The search over
+    passes (passes="auto") is A.optimize's (accelsim.pass_search)."""
+    return optimize_with_log(graph, passes, hw=hw, verify=verify, limits=limits)[0]

@@ -42,7 +42,7 @@ class PassDef:
             raise GraphError(f"pass {self.name!r}: a PassDef needs a non-empty name and a callable run, "
                              f"got run={self.run!r}")
         if self.name == AUTO:
-            raise GraphError(f"pass name {AUTO!r} is reserved for the search over passes (passes/auto.py)")
+            raise GraphError(f"pass name {AUTO!r} is reserved for the search over passes (pass_search/auto.py)")
         if not isinstance(self.sited, bool):
             raise GraphError(f"pass {self.name!r}: sited must be True or False, got {self.sited!r}")
         if not self.applies_to or any(k not in GRAPH_KINDS for k in self.applies_to):

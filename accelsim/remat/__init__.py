@@ -5,7 +5,7 @@ bits.
 
 `rematerialize(graph, "sqrt")` (or "none", "every:K", "budget:64MiB"; see remat/policy.py) returns the
 rewritten graph, which records the rewrite in `Graph.passes` as AppliedPass("rematerialize", only=the
-recomputed forward ids), so a schedule compiled from it names what rebuilds it (schedule/source.py
+recomputed forward ids), so a schedule compiled from it names what rebuilds it (source.py
 replays it with `replay`, in order with the other passes). Layers: remat/layers.py; the memory
 estimate: remat/memory.py; the rewrite and its ordering barrier: remat/rewrite.py.
 """

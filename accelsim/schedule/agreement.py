@@ -2,31 +2,37 @@
 
 A schedule from disk may have been edited. With the hardware, every chip, unit, instance, memory and
 port it names must exist, with the hardware's capacities and bandwidths, and each task must last its
-candidate's cycles plus the spill its output's memory costs. With the graph too, the schedule must be
-exactly a timing of the plan the compiler expands for that graph, hardware and options: same tasks,
-dependences, leaf reads, sizes and candidates, same bounds.
+candidate's cycles plus the spill its output's memory costs. With the graph, every node task must be its
+node's and receive the values its kind needs. Whether the schedule is exactly a timing of the plan the
+compiler expands (same tasks, dependences, leaf reads, sizes, candidates and bounds) is the compiler's
+check (accelsim.compiler.verify), passed in as `plan_check`.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Callable
 
-from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import HwSpec
-from accelsim.limits import DEFAULT_LIMITS, check_step_size
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.levels import aligned, chip_list, read_cycles, write_cycles
+from accelsim.schedule.levels import chip_list, read_cycles, write_cycles
 from accelsim.schedule.plan import Schedule, Task, graph_hash, hw_hash, memory_label
 from accelsim.schedule.ports import MILLI, port_capacities, port_rate, unit_ports
 from accelsim.schedule.traffic import placed_io, task_loads
 from accelsim.schedule.split import computes_rows, cuts_of, is_rows, rows_split
-from accelsim.schedule.validate import Names
+from accelsim.schedule.names import Names
+
+
+PlanCheck = Callable[[Schedule, Graph, HwSpec, Names], list[str]]
+"""(schedule, graph, hw, names) -> problems: whether the schedule is exactly a timing of the plan the compiler
+expands for them. The compiler provides it (accelsim.compiler.verify); the contract only calls it."""
 
 
 def check_agreement(schedule: Schedule, graph: Graph | None, hw: HwSpec | None, names: Names, consistent: bool,
-                    plan=None) -> list[str]:
+                    plan_check: PlanCheck | None = None) -> list[str]:
     """Problems of `schedule` against `graph` and/or `hw`. `consistent`: its own checks passed, so
-    task ids index tasks and the plan comparison is meaningful."""
+    task ids index tasks and the plan comparison (`plan_check`, the compiler's: accelsim.compiler.verify)
+    is meaningful."""
     problems = []
     if hw is not None and (schedule.hw_hash != hw_hash(hw) or schedule.hw_name != hw.name):
         return [f"the schedule was compiled for hardware {schedule.hw_name!r} (hash {schedule.hw_hash[:12]}) but "
@@ -43,10 +49,8 @@ def check_agreement(schedule: Schedule, graph: Graph | None, hw: HwSpec | None, 
             io = placed_io(schedule, hw)  # where each task's inputs and output live: both checks read it
             problems += _check_durations(schedule, hw, names, io)
             problems += _check_ports(schedule, hw, names, io)
-    if graph is not None and hw is not None and not problems and consistent and plan is None:
-        # the compiler passes its own plan: the schedule was built from it, so comparing them only
-        # re-checks that conversion; a schedule from anywhere else is compared with a fresh expansion
-        problems += _check_plan(schedule, graph, hw, names)
+    if graph is not None and hw is not None and not problems and consistent and plan_check is not None:
+        problems += plan_check(schedule, graph, hw, names)
     return problems
 
 
@@ -118,7 +122,7 @@ def _cut_rule(graph: Graph, t: Task, deps: list[Task]) -> list[str]:
 
 
 def _same_rows(graph: Graph, node: Node, t: Task, i: int, got: list[Task]) -> bool:
-    """Whether a rows part reads input `i` as the same rows part of it (ZeRO's update, schedule/zero.py)."""
+    """Whether a rows part reads input `i` as the same rows part of it (ZeRO's update, compiler/planning/zero.py)."""
     if len(got) != 1 or not (t.is_part and got[0].is_part) or (got[0].part, got[0].parts) != (t.part, t.parts):
         return False
     src = graph.nodes[i]
@@ -271,55 +275,4 @@ def _check_ports(schedule: Schedule, hw: HwSpec, names: Names, io: tuple) -> lis
                 problems.append(f"port {memory_label(*port)} is asked for {level / MILLI:.1f} B/cycle at cycle "
                                 f"{time}, more than its {capacity[port] / MILLI:.1f}, by {len(running)} tasks: {shown}")
                 break
-    return problems
-
-
-def _check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names) -> list[str]:
-    """The schedule is a timing of exactly the plan the compiler expands for its graph, hardware and
-    options, with its bounds, sample count and leaf sizes."""
-    from accelsim.schedule.bounds import lower_bounds
-    from accelsim.schedule.compile import samples_per_microbatch
-    from accelsim.schedule.expand import expand
-
-    o = schedule.options
-    try:
-        check_step_size(graph, o.microbatches, o.data_parallel, o.pipeline_stages, DEFAULT_LIMITS)
-        plan = expand(graph, hw, o, o.max_in_flight)
-    except AccelsimError as e:
-        return [f"its options {o.model_dump()} cannot be expanded for graph {graph.name!r} on {hw.name}: {e}"]
-    problems = []
-    if len(plan.tasks) != len(schedule.tasks):
-        return [f"the schedule has {len(schedule.tasks)} tasks, but graph {graph.name!r} on {hw.name} with "
-                f"options {o.model_dump()} expands to {len(plan.tasks)}"]
-    for spec, t in zip(plan.tasks, schedule.tasks):
-        want = {"kind": spec.kind, "node": spec.node, "op": spec.op, "phase": spec.phase,
-                "microbatch": spec.microbatch, "replica": spec.replica, "stage": spec.stage, "chip": spec.chip,
-                "out_chip": spec.out_chip, "deps": tuple(spec.deps), "after": tuple(spec.after), "reads": tuple(spec.reads),
-                "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group,
-                "energy_pj": float(spec.energy_pj), "flops": spec.flops, **spec.part_fields()}
-        wrong = [f"{k} {getattr(t, k)!r} (expected {v!r})" for k, v in want.items() if getattr(t, k) != v]
-        got_options = tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates])
-        if got_options != tuple(spec.options):
-            wrong.append(f"candidates {list(got_options)} (expected {list(spec.options)})")
-        if wrong:
-            problems.append(f"{names.task(t)} is not the task the compiler plans: " + "; ".join(wrong[:4]))
-            if len(problems) > 20:
-                return problems
-    bounds = lower_bounds(plan, hw)
-    if bounds != schedule.bounds:
-        problems.append(f"bounds are {schedule.bounds.model_dump()} but the plan's are {bounds.model_dump()}")
-    samples = samples_per_microbatch(graph) * o.microbatches * o.data_parallel
-    if schedule.samples_per_step != samples:
-        problems.append(f"samples_per_step is {schedule.samples_per_step} but {o.microbatches} micro-batch(es) x "
-                        f"{o.data_parallel} replica(s) of graph {graph.name!r} process {samples}")
-    for x in schedule.tensors:
-        if x.task < 0:
-            node = graph.nodes[x.node]
-            want = aligned(plan.leaf_size(x.node, x.replica))
-            if x.size_bytes != want:
-                problems.append(f"{names.tensor(x)} has {x.size_bytes} bytes, but leaf {node.name!r} needs {want}")
-            shard = (x.replica, len(plan.shards[x.node])) if x.node in plan.shards else (0, 1)
-            if (x.part, x.parts) != shard:
-                problems.append(f"{names.tensor(x)} holds part {x.part} of {x.parts} of leaf {node.name!r}, but the plan "
-                                f"places part {shard[0]} of {shard[1]} (ZeRO: replica r holds rows part r)")
     return problems

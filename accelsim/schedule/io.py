@@ -1,5 +1,5 @@
-"""Schedule <-> JSON file: deterministic writing, and loading that refuses stale, malformed or
-edited schedules (every loaded schedule goes through validate_schedule)."""
+"""Schedule <-> JSON file: deterministic writing, and reading that refuses malformed files (types and ranges;
+A.load_schedule, in accelsim/api.py, then validates what was read against its graph, hardware and plan)."""
 from __future__ import annotations
 
 import json
@@ -8,11 +8,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from accelsim.errors import ScheduleError
-from accelsim.graph.ir import Graph
-from accelsim.hw.spec import HwSpec
 from accelsim.pydantic_errors import describe_errors
 from accelsim.schedule.plan import FORMAT_VERSION, Schedule
-from accelsim.schedule.validate import validate_schedule
 
 MAX_FILE_BYTES = 512 * 2**20
 """A schedule of GPT-2 small training with 16 micro-batches is ~60 MB; anything past this is not ours."""
@@ -76,14 +73,3 @@ def read_schedule(path: str | Path) -> Schedule:
 
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"the number {name} is not allowed in a schedule (times, sizes and energies are finite)")
-
-
-def load_schedule(path: str | Path, graph: Graph | None = None, hw: HwSpec | None = None) -> Schedule:
-    """Read a schedule written by save_schedule and validate it: its own consistency always, and with
-    `graph` and/or `hw` that it is the compiler's plan for them (an edited or stale file is refused)."""
-    schedule = read_schedule(path)
-    try:
-        validate_schedule(schedule, graph, hw)
-    except ScheduleError as e:
-        raise ScheduleError(f"{path}: {e}") from None
-    return schedule

@@ -84,7 +84,7 @@ TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
     # a tensor-parallel all-reduce (ops/parallel.py): one member per rank, reading every rank's partial
     # value (its node's inputs, in rank order) and holding their sum on its chip
     TaskKindDef("tp_allreduce", "collective", False, _graph_inputs, _apply_op, True, False),
-    # ZeRO (schedule/zero.py): one member per replica; member r holds rows part r of the sum of every
+    # ZeRO (compiler/planning/zero.py): one member per replica; member r holds rows part r of the sum of every
     # replica's gradient, or the whole value from every replica's part (all-gather)
     TaskKindDef("reduce_scatter", "collective", False, _itself, _add_all, True, True, cut="scatter"),
     TaskKindDef("all_gather", "collective", False, _itself_unless_leaf, _copy, True, False, cut="gather"),

@@ -18,6 +18,7 @@ from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import MODEL_FILE, file_source
 from accelsim.hw.spec import HwSpec
+from accelsim.schedule.options import StepOptions
 
 TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
 PER_STEP = -1
@@ -107,7 +108,7 @@ class Tensor(Data):
     """Where one tensor lives: memory `memory` of chip `chip`, an offset, and a live interval from its
     producer's start to its last reader's end. `task` is the producing task, or -1 for a leaf (an
     input per micro-batch; a parameter or constant per replica, live for the whole step). A ZeRO leaf
-    shard (schedule/zero.py) holds rows part `part` of `parts` of its leaf (split.bounds along axis 0)."""
+    shard (compiler/planning/zero.py) holds rows part `part` of `parts` of its leaf (split.bounds along axis 0)."""
 
     node: int = Field(ge=0)
     microbatch: int = Field(ge=PER_STEP)
@@ -157,29 +158,6 @@ class Bounds(Data):
     bound_cycles: int = Field(ge=0)
 
 
-class Options(Data):
-    """How one step is parallelized. `max_in_flight`: the most micro-batches of a replica active at
-    once (None: all), as compile chose it, so the plan can be expanded again exactly."""
-
-    microbatches: int = Field(default=1, ge=1)
-    data_parallel: int = Field(default=1, ge=1)
-    pipeline_stages: int = Field(default=1, ge=1)
-    max_in_flight: int | None = Field(default=None, ge=1)
-    split: bool = False  # tensor nodes cut over their unit's instances where the parts are faster (schedule/split.py)
-    tensor_parallel: int = Field(default=1, ge=1)  # ranks of a Megatron-style graph, one chip each (graph.rank)
-    zero: int = Field(default=0, ge=0, le=3)  # ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + params
-
-    @model_serializer(mode="wrap")
-    def _omit_defaults_added_later(self, handler) -> dict[str, Any]:
-        """Leave tensor_parallel and zero out at their defaults, so earlier schedules keep their bytes."""
-        data = handler(self)
-        if self.tensor_parallel == 1:
-            data.pop("tensor_parallel", None)
-        if self.zero == 0:
-            data.pop("zero", None)
-        return data
-
-
 class SourcePass(Data):
     """One rewrite pass of Source.passes (graph.provenance.AppliedPass as data): a pass name and, for a
     sited pass restricted to some places, the ids of their anchor nodes in the graph it was given,
@@ -200,7 +178,7 @@ class SourcePass(Data):
 class Source(Data):
     """How the graph was made: a zoo model with its options (or model MODEL_FILE with a model file's path and
     sha256), the training_graph settings for a training step (None: the inference graph), and the rewrite
-    passes `optimize` then applied, in order. Enough to rebuild the graph (schedule/source.py) and check its
+    passes `optimize` then applied, in order. Enough to rebuild the graph (source.py) and check its
     hash."""
 
     model: str
@@ -258,7 +236,7 @@ class Schedule(Data):
     hw_name: str
     hw_hash: str
     clock_hz: float = Field(gt=0, allow_inf_nan=False)
-    options: Options
+    options: StepOptions
     training: bool
     samples_per_step: int = Field(ge=1)
     candidates: tuple[tuple[Candidate, ...], ...]

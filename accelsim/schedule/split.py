@@ -4,13 +4,13 @@ slices of its inputs each part reads, and what each part costs.
 A node split `parts` ways along one of its op's Splits (ops/registry.Split) becomes `parts` tasks, part
 i computing output indices [lo, hi) of the split axis from the matching slices of the inputs it cuts
 and the whole of the others. Parts are exact slices of the whole node's output (no partial sums), so
-a reader concatenates them and gets the node's value bit for bit. The planner (schedule/expand.py)
+a reader concatenates them and gets the node's value bit for bit. The planner (compiler/planning/expand.py)
 splits a node over the instances of its fastest unit kind when its slowest part then finishes before
 the whole node would (Groq's compiler spreads a GEMM over the four MXM planes; a GPU, over its SMs);
 compile keeps the split plan only when the step gets shorter.
 
 Besides its op's splits, every value of rank >= 1 has one more cut, after them: its rows (axis 0). ZeRO
-(schedule/zero.py) shards along it: a collective or a transfer moves rows of any value, and an
+(compiler/planning/zero.py) shards along it: a collective or a transfer moves rows of any value, and an
 elementwise node computes its rows from its inputs' rows. The planner's speed splits never use it.
 """
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Every problem is reported at once (up to MAX_PROBLEMS shown), naming tasks and tensors by kind, op,
 node id, node name, micro-batch and replica, so a scheduler bug or an edited file can be traced to
 the decision that made it. Without `graph` and `hw` only the schedule's own consistency is checked;
-with them (schedule/agreement.py) it must be exactly a timing of the plan the compiler expands for
-that graph, hardware and options: every loaded or simulated schedule is checked that way.
+with them (schedule/agreement.py) it must fit that graph and hardware; with the compiler's plan check as
+well (accelsim.compiler.verify.verify_schedule, which every loaded or simulated schedule goes through)
+it must be exactly a timing of the plan the compiler expands for them.
 """
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import topology_of
+from accelsim.schedule.agreement import PlanCheck, check_agreement
 from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import aligned
+from accelsim.schedule.names import Names, mb_replica
 from accelsim.schedule.plan import (COLLECTIVE, COLLECTIVES, LINK, PER_STEP, Schedule, Task, Tensor, graph_hash,
                                     hw_hash, memory_label, peak_bytes)
 
@@ -45,16 +48,17 @@ def _remember(schedule: Schedule, graph: Graph, hw: HwSpec) -> None:
 
 
 def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec | None = None,
-                      plan=None) -> None:
+                      plan_check: PlanCheck | None = None) -> None:
     """Raise ScheduleError listing every violated rule. `graph` and `hw` add the checks against the
-    graph and the hardware (`plan`: the compiler's own expansion, to skip expanding again)."""
+    graph and the hardware; `plan_check` (the compiler's, accelsim.compiler.verify) the check that the
+    schedule is exactly a timing of its plan. Only a validation with all three is remembered as full."""
     if not isinstance(schedule, Schedule):
         raise ScheduleError(f"expected a Schedule (from A.compile or A.load_schedule), got {type(schedule).__name__}")
     if graph is not None and not isinstance(graph, Graph):
         raise ScheduleError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
     if hw is not None and not isinstance(hw, HwSpec):
         raise ScheduleError(f"hw must be an HwSpec (from A.load_hw), got {type(hw).__name__}")
-    full = graph is not None and hw is not None
+    full = graph is not None and hw is not None and plan_check is not None
     if full and _known_valid(schedule, graph, hw):
         return
     names = Names(schedule, graph)
@@ -68,8 +72,7 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
         problems += check_tensors(schedule, names)
     problems += check_memory(schedule, names)
     if graph is not None or hw is not None:
-        from accelsim.schedule.agreement import check_agreement
-        problems += check_agreement(schedule, graph, hw, names, ids_ok and not problems, plan)
+        problems += check_agreement(schedule, graph, hw, names, ids_ok and not problems, plan_check)
     if hw is not None and ids_ok and schedule.hw_hash == hw_hash(hw):
         problems += check_links(schedule, hw, names)
     if problems:
@@ -83,34 +86,6 @@ def raise_problems(schedule: Schedule, problems: list[str]) -> None:
     more = [f"... and {len(problems) - MAX_PROBLEMS} more"] if len(problems) > MAX_PROBLEMS else []
     raise ScheduleError(f"invalid schedule of graph {schedule.graph_name!r} on {schedule.hw_name!r}: "
                         f"{len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in shown + more))
-
-
-class Names:
-    """Readable labels for tasks and tensors: op, %id and (when the graph is known) the node's name."""
-
-    def __init__(self, schedule: Schedule, graph: Graph | None) -> None:
-        self.graph = graph
-        self.tasks = schedule.tasks
-
-    def node(self, node_id: int, op: str | None = None) -> str:
-        g = self.graph
-        if g is not None and 0 <= node_id < len(g.nodes):
-            n = g.nodes[node_id]
-            return f"{op or n.op} %{node_id} {n.name!r}"
-        return f"{op} %{node_id}" if op else f"%{node_id}"
-
-    def task(self, t: Task) -> str:
-        return f"task {t.id} ({t.kind} {self.node(t.node, t.op)}, {mb_replica(t.microbatch, t.replica)})"
-
-    def tensor(self, x: Tensor) -> str:
-        return (f"tensor of {self.node(x.node)} ({mb_replica(x.microbatch, x.replica)}, "
-                f"{'leaf' if x.task < 0 else f'task {x.task}'}) in {memory_label(x.chip, x.memory)} "
-                f"at [{x.offset}, {x.offset + x.size_bytes}) live [{x.start}, {x.end})")
-
-
-def mb_replica(microbatch: int, replica: int) -> str:
-    mb = "per step" if microbatch == PER_STEP else f"mb {microbatch}"
-    return f"{mb}, replica {replica}"
 
 
 def check_tasks(schedule: Schedule, names: Names) -> list[str]:

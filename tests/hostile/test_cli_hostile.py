@@ -161,7 +161,7 @@ def test_hw_validate_reports_the_bad_file_among_good_ones(hostile):
 
 
 def test_adam_with_two_stages_two_replicas_two_microbatches_compiles(hostile):
-    """Issue 10, bug 6: a dict rebound to an int inside a closure of schedule/expand.py."""
+    """Issue 10, bug 6: a dict rebound to an int inside a closure of compiler/planning/expand.py."""
     hostile.cli_ok(["run", "--hw", "groq_like_x4", *MLP, "--optimizer", "adam", "--microbatches", "2",
                     "--data-parallel", "2", "--pipeline-stages", "2", "--no-sim"])
 

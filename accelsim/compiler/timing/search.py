@@ -3,10 +3,10 @@ of improve.py, the same one schedule_dag runs and experiments/bench_scheduler.py
 from __future__ import annotations
 
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.expand import Plan
-from accelsim.schedule.improve import BUDGET, Budget, improve
-from accelsim.schedule.list_sched import MemoryPlanner, Timed
-from accelsim.schedule.symmetry import reduce, stamp
+from accelsim.compiler.planning.tasks import Plan
+from accelsim.compiler.timing.improve import BUDGET, Budget, improve
+from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed
+from accelsim.compiler.timing.symmetry import reduce, stamp
 
 
 def time_plan(plan: Plan, hw: HwSpec, budget: Budget = BUDGET) -> tuple[list[Timed], MemoryPlanner]:

@@ -18,19 +18,16 @@ from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import estimate_tasks
-from accelsim.schedule.bounds import lower_bounds
-from accelsim.schedule.exact import (MAX_EXACT_TASKS, Option, Placement, check_exact_size, import_cp_model,
+from accelsim.compiler.timing.bounds import lower_bounds
+from accelsim.compiler.exact import (MAX_EXACT_TASKS, Option, Placement, check_exact_size, import_cp_model,
                                      placement_choices, solve_tasks_exact)
-from accelsim.schedule.expand import Plan, expand
-from accelsim.schedule.improve import makespan_of
-from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
-from accelsim.schedule.plan import COLLECTIVE, LINK, ExactReport, Options
+from accelsim.compiler.planning.expand import expand
+from accelsim.compiler.planning.tasks import Plan
+from accelsim.compiler.timing.improve import makespan_of
+from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
+from accelsim.schedule.plan import COLLECTIVE, LINK, ExactReport
+from accelsim.schedule.options import DEFAULT_EXACT_SECONDS, MAX_EXACT_SECONDS, StepOptions
 
-DEFAULT_EXACT_SECONDS = 10.0
-"""The budget of `exact=True` and of a bare `--exact`: enough to prove the optimum of steps of a few
-dozen tasks; larger steps end with a bound and a gap."""
-MAX_EXACT_SECONDS = 86_400.0
-"""One day: a larger budget is a typo (milliseconds for seconds), not a plan."""
 REMEDY = ("compile it without the exact mode (the list schedule), or with fewer micro-batches, replicas or "
           "layers")
 
@@ -58,7 +55,7 @@ def _refuse_tasks(n_tasks: int) -> None:
                             f"schedule it was seeded with); {REMEDY}")
 
 
-def check_exact_step(graph: Graph, hw: HwSpec, options: Options) -> None:
+def check_exact_step(graph: Graph, hw: HwSpec, options: StepOptions) -> None:
     """Refuse, before the step is list-scheduled, the exact mode without OR-Tools or for a step too large:
     the task estimate is an upper bound (exact without pipeline stages), so only a step estimated above
     the limit is expanded to count its tasks (the count does not depend on the micro-batches in flight)."""

@@ -12,10 +12,10 @@ import numpy as np
 
 from accelsim.errors import MemoryFitError
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.bounds import lower_bounds
-from accelsim.schedule.expand import Plan
-from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
-from accelsim.schedule.priorities import PRIORITIES, RULES, cheapest_cycles, priority_keys, upward_ranks
+from accelsim.compiler.timing.bounds import lower_bounds
+from accelsim.compiler.planning.tasks import Plan
+from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
+from accelsim.compiler.timing.priorities import PRIORITIES, RULES, cheapest_cycles, priority_keys, upward_ranks
 
 Run = tuple[list[Timed], MemoryPlanner]
 

@@ -11,11 +11,11 @@ from typing import Any
 from accelsim.errors import ScheduleError
 from accelsim.hw.load import parse_hw
 from accelsim.limits import DEFAULT_LIMITS
-from accelsim.schedule.expand import Plan, TaskSpec
-from accelsim.schedule.improve import improve, makespan_of
-from accelsim.schedule.list_sched import list_schedule
+from accelsim.compiler.planning.tasks import Plan, TaskSpec
+from accelsim.compiler.timing.improve import improve, makespan_of
+from accelsim.compiler.timing.list_sched import list_schedule
 from accelsim.schedule.plan import PER_STEP
-from accelsim.schedule.priorities import PRIORITIES
+from accelsim.compiler.timing.priorities import PRIORITIES
 
 MAX_DURATION = 10**12
 """Largest duration or delay in cycles: an hour at a few hundred GHz, far past any step."""

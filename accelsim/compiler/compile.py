@@ -7,24 +7,28 @@ from typing import Any
 from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
 from accelsim.gc_pause import paused_gc
 from accelsim.graph.ir import Graph
+from accelsim.graph.stats import samples_per_microbatch
 from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import (DEFAULT_LIMITS, Limits, check_step_options, check_step_size, check_tensor_parallel,
                              check_zero, estimate_tasks)
-from accelsim.schedule.bounds import lower_bounds
-from accelsim.schedule.exact import MAX_EXACT_TASKS
-from accelsim.schedule.exact_step import check_exact_step, exact_seconds, solve_step
-from accelsim.schedule.expand import CostTable, Plan, expand
+from accelsim.compiler.timing.bounds import lower_bounds
+from accelsim.compiler.exact import MAX_EXACT_TASKS
+from accelsim.compiler.exact_step import check_exact_step, exact_seconds, solve_step
+from accelsim.compiler.planning.expand import CostTable, expand
+from accelsim.compiler.planning.tasks import Plan
 from accelsim.schedule.levels import chip_list
-from accelsim.schedule.improve import makespan_of
-from accelsim.schedule.list_sched import MemoryPlanner, Timed, list_schedule
-from accelsim.schedule.memory import Block
-from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Options, Schedule, Source, SourcePass, Task, Tensor,
+from accelsim.compiler.timing.improve import makespan_of
+from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
+from accelsim.compiler.timing.memory import Block
+from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Schedule, Source, SourcePass, Task, Tensor,
                                     graph_hash, hw_hash, peak_bytes)
+from accelsim.schedule.options import StepOptions
 from accelsim.schedule.ports import unit_ports
-from accelsim.schedule.search import time_plan
-from accelsim.schedule.symmetry import reduce
-from accelsim.schedule.validate import validate_schedule
+from accelsim.compiler.timing.search import time_plan
+from accelsim.compiler.timing.symmetry import reduce
+from accelsim.compiler.verify import verify_schedule
+from accelsim.remat import REMAT_PASS, rematerialize
 
 
 def _block_peak(blocks: list[Block]) -> int:
@@ -41,16 +45,7 @@ def source_of(graph: Graph) -> Source | None:
     return Source(model=graph.source.model, options=graph.source.options_dict(), optimizer=optimizer, passes=passes)
 
 
-def samples_per_microbatch(graph: Graph) -> int:
-    """Samples in one micro-batch: the model's `batch` option, else the first input's leading axis."""
-    batch = graph.source.options_dict().get("batch") if graph.source is not None else None
-    if batch is None:
-        first = next((n for n in graph.nodes if n.op == "input" and n.shape), None)
-        batch = first.shape[0] if first is not None else 1
-    return int(batch)
-
-
-def _auto_window(graph: Graph, hw: HwSpec, options: Options, costs: CostTable) -> int:
+def _auto_window(graph: Graph, hw: HwSpec, options: StepOptions, costs: CostTable) -> int:
     """How many micro-batches' working sets fit in each chip's first-choice memory at once, judged from
     a one-micro-batch schedule: the per-step leaves (parameters, optimizer state) are there once
     whatever the window, so what a micro-batch adds is the peak less them."""
@@ -68,13 +63,13 @@ def _auto_window(graph: Graph, hw: HwSpec, options: Options, costs: CostTable) -
     return max(1, min(fits, default=options.microbatches))
 
 
-Fitted = tuple[Options, Plan, list[Timed], MemoryPlanner]
+Fitted = tuple[StepOptions, Plan, list[Timed], MemoryPlanner]
 ALL_IN_FLIGHT_FACTOR = 4
 """No window is tried only up to this many times the estimated window: beyond, every micro-batch's
 forward pass starting at once cannot fit, and finding that out costs a long failed search."""
 
 
-def _fit(graph: Graph, hw: HwSpec, options: Options, window: int | None, costs: CostTable,
+def _fit(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None, costs: CostTable,
          halve: bool = True) -> Fitted:
     """Expand and time the step with `window` micro-batches in flight; when its tensors do not fit,
     halve the window (fewer micro-batches' activations alive at once) down to one before giving up:
@@ -90,7 +85,7 @@ def _fit(graph: Graph, hw: HwSpec, options: Options, window: int | None, costs: 
             window //= 2
 
 
-def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, chosen: bool,
+def _fit_best(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None, chosen: bool,
               costs: CostTable) -> Fitted:
     """With a window the caller chose, that window (halved while it does not fit). Otherwise the automatic
     window, one more, twice as many, and no window at all, the shortest step kept (the first on a tie).
@@ -115,7 +110,7 @@ def _fit_best(graph: Graph, hw: HwSpec, options: Options, window: int | None, ch
     return best
 
 
-def _split_extra_tasks(graph: Graph, hw: HwSpec, options: Options, costs: CostTable | None = None) -> int:
+def _split_extra_tasks(graph: Graph, hw: HwSpec, options: StepOptions, costs: CostTable | None = None) -> int:
     """How many tasks splitting adds to the step: parts - 1 per split node (and per moved part), per
     micro-batch and replica, counted on a one-micro-batch expansion."""
     one = options.model_copy(update={"microbatches": 1, "data_parallel": 1, "max_in_flight": None, "split": True})
@@ -123,13 +118,14 @@ def _split_extra_tasks(graph: Graph, hw: HwSpec, options: Options, costs: CostTa
     return extra * options.microbatches * options.data_parallel
 
 
-def _fit_split(graph: Graph, hw: HwSpec, options: Options, window: int | None, chosen: bool,
+def _fit_split(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None, chosen: bool,
                split: bool | None, max_tasks: int, costs: CostTable) -> Fitted:
     """The step fitted unsplit, split, or (split None) both, the shorter kept and the unsplit one on a
     tie. Splitting trades unit time (every part pays its own fill and drain) for a shorter critical
     path, so whether it pays depends on how busy the units already are: a single micro-batch's layers
     run faster on four Groq MXM planes than on one, sixty-four micro-batches in flight already fill all
     four. A split step above `max_tasks` is refused (split True) or not tried (None)."""
+    options = options.model_copy(update={"split": False})  # the unsplit step, recorded as such
     if split is False:
         return _fit_best(graph, hw, options, window, chosen, costs)
     extra = _split_extra_tasks(graph, hw, options, costs)
@@ -151,70 +147,90 @@ def _fit_split(graph: Graph, hw: HwSpec, options: Options, window: int | None, c
     return fitted if makespan_of(fitted[2]) < makespan_of(best[2]) else best
 
 
-def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], microbatches: int = 1,  # noqa: A001
-            data_parallel: int = 1, pipeline_stages: int = 1, max_in_flight: int | None = None,
-            validate: bool = True, limits: Limits | None = None, exact: bool | float = False,
-            split: bool | None = None, tensor_parallel: int | None = None, zero: int = 0) -> Schedule:
-    """List-schedule one step of `graph` (training or inference) on `hw`.
+def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: StepOptions | None = None,  # noqa: A001
+            *, validate: bool = True, limits: Limits | None = None, **step: Any) -> Schedule:
+    """List-schedule one step of `graph` (training or inference) on `hw` under `options` (StepOptions; its
+    fields may also be given as keyword arguments, which change `options`: `compile(g, hw, microbatches=4)`).
 
     `max_in_flight` micro-batches of a replica may be active at once; by default as many as fit
     the fastest memory, judged from a one-micro-batch schedule (parallelism needs memory). The
     step's size is estimated first and refused above `limits` (accelsim.limits.DEFAULT_LIMITS).
     `exact`: True (DEFAULT_EXACT_SECONDS) or a number of seconds also runs CP-SAT on the step (needs
     accelsim[exact]), seeded with the list schedule; the schedule is never longer, and `schedule.exact`
-    records the proved lower bound and gap (schedule/exact_step.py). Steps above MAX_EXACT_TASKS are
+    records the proved lower bound and gap (compiler/exact_step.py). Steps above MAX_EXACT_TASKS are
     refused. `split`: True cuts each tensor node over the instances of its unit where the parts finish
     sooner than the whole (schedule/split.py), False never; None (default) schedules the step both ways
     and keeps the shorter (the unsplit one on a tie), recorded in `schedule.options.split`.
     `tensor_parallel`: the ranks of a graph built Megatron-style (models.build(..., tensor_parallel=t)),
-    one chip each; None takes the graph's own (1 for a graph without ranks). `zero`: the ZeRO stage
+    one chip each; left out, the graph's own (1 for a graph without ranks). `zero`: the ZeRO stage
     (0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over the data-parallel replicas,
-    each on its own chip; schedule/zero.py); with data_parallel=1 it changes nothing."""
+    each on its own chip; compiler/planning/zero.py); with data_parallel=1 it changes nothing. `remat`: a
+    rematerialization policy; a training graph not rematerialized yet is rewritten by it first (the
+    schedule's source records the rewrite, so the schedule is of the rewritten graph)."""
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
     hw = load_hw(hw)  # an HwSpec as it is; a bundled name, a path or a parsed dict validated
-    check_step_options(microbatches, data_parallel, pipeline_stages, max_in_flight)
     if not isinstance(validate, bool):
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
-    if split is not None and not isinstance(split, bool):
-        raise AccelsimError(f"split must be True, False or None (try both), got {split!r}")
-    exact_s = exact_seconds(exact)
-    microbatches, data_parallel, pipeline_stages = int(microbatches), int(data_parallel), int(pipeline_stages)
-    max_in_flight = None if max_in_flight is None else int(max_in_flight)
-    check_step_size(graph, microbatches, data_parallel, pipeline_stages, limits or DEFAULT_LIMITS)
-    tensor_parallel = check_tensor_parallel(graph, tensor_parallel)
-    zero = check_zero(graph, zero, data_parallel)
-    options = Options(microbatches=microbatches, data_parallel=data_parallel, pipeline_stages=pipeline_stages,
-                      tensor_parallel=tensor_parallel, zero=zero)
-    if exact_s is not None:
+    options = _options(graph, options, step)
+    graph = _rematerialized(graph, options.remat)
+    check_step_size(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
+                    limits or DEFAULT_LIMITS)
+    if options.exact is not None:
         check_exact_step(graph, hw, options)  # before the list schedule: refusing late wastes its time
     with paused_gc():  # millions of objects that live to the end: collecting midway is wasted work
-        return _compile(graph, hw, options, max_in_flight, split, exact_s, limits or DEFAULT_LIMITS, validate)
+        return _compile(graph, hw, options, limits or DEFAULT_LIMITS, validate)
 
 
-def _compile(graph: Graph, hw: HwSpec, options: Options, max_in_flight: int | None, split: bool | None,
-             exact_s: float | None, limits: Limits, validate: bool) -> Schedule:
+def _options(graph: Graph, options: StepOptions | None, step: dict[str, Any]) -> StepOptions:
+    """`options` changed by compile's keyword arguments, checked against the graph: the messages name the
+    option as compile's argument (a Python caller's mistake is in a keyword)."""
+    if options is not None and not isinstance(options, StepOptions):
+        raise AccelsimError(f"compile: options must be an accelsim StepOptions, got {type(options).__name__}")
+    base = options or StepOptions()
+    get = lambda key: step.get(key, getattr(base, key))  # noqa: E731
+    check_step_options(get("microbatches"), get("data_parallel"), get("pipeline_stages"), get("max_in_flight"))
+    split = get("split")
+    if split is not None and not isinstance(split, bool):
+        raise AccelsimError(f"split must be True, False or None (try both), got {split!r}")
+    if "exact" in step:
+        step = {**step, "exact": exact_seconds(step["exact"])}
+    tensor_parallel = step.get("tensor_parallel", base.tensor_parallel if options is not None else None)
+    step = {**step, "tensor_parallel": check_tensor_parallel(graph, tensor_parallel),
+            "zero": check_zero(graph, get("zero"), get("data_parallel"))}
+    return StepOptions.of(options, **step)
+
+
+def _rematerialized(graph: Graph, remat: str | None) -> Graph:
+    """`graph` rewritten by the remat policy, unless there is none or the graph records one already (the CLI
+    and sweeps rematerialize the step before optimizing it, as the pass order matters)."""
+    if remat is None or any(p.name == REMAT_PASS for p in graph.passes):
+        return graph
+    return rematerialize(graph, remat)
+
+
+def _compile(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits, validate: bool) -> Schedule:
     """compile's work once its arguments are checked: the window, the fitted plan and its timing, the
     exact mode's improvement, the Schedule, and its validation."""
-    microbatches = options.microbatches
+    microbatches, max_in_flight = options.microbatches, options.max_in_flight
     costs = CostTable(graph, hw, chip_list(hw))  # every expansion below prices the same nodes on the same chips
     window = max_in_flight or (_auto_window(graph, hw, options, costs) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)
     max_tasks = limits.max_tasks
-    if exact_s is not None:
+    if options.exact is not None:
         max_tasks = min(max_tasks, MAX_EXACT_TASKS)
-    options, plan, timed, mem = _fit_split(graph, hw, options, window, max_in_flight is not None, split, max_tasks,
-                                           costs)
+    options, plan, timed, mem = _fit_split(graph, hw, options, window, max_in_flight is not None, options.split,
+                                           max_tasks, costs)
     report = None
-    if exact_s is not None:
-        timed, mem, report = solve_step(plan, hw, (timed, mem), exact_s)
+    if options.exact is not None:
+        timed, mem, report = solve_step(plan, hw, (timed, mem), options.exact)
     schedule = _schedule(graph, hw, options, plan, timed, mem)
     if report is not None:
         schedule = schedule.model_copy(update={"exact": report})
     if validate:
-        validate_schedule(schedule, graph, hw, plan=plan)
+        verify_schedule(schedule, graph, hw, plan=plan)
     return schedule
 
 
@@ -228,7 +244,7 @@ def _candidates(plan: Plan) -> tuple[list[tuple[Candidate, ...]], list[int]]:
     return lists, index
 
 
-def _schedule(graph: Graph, hw: HwSpec, options: Options, plan: Plan, timed: list[Timed],
+def _schedule(graph: Graph, hw: HwSpec, options: StepOptions, plan: Plan, timed: list[Timed],
               mem: MemoryPlanner) -> Schedule:
     candidates, index = _candidates(plan)
     ports = {(c, u): memory for (c, u), (_, memory) in unit_ports(plan.chips).items()}

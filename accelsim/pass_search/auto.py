@@ -4,7 +4,7 @@ SearchLog).
 
 A candidate is a sequence of steps, each a pass of PASSES that applies to the graph's kind, run
 everywhere it matches or, for a sited pass, at some of its places (PassDef.sited). Its score is the
-makespan of its graph compiled with the caller's step options (passes/score.py); ties go to less peak
+makespan of its graph compiled with the caller's step options (pass_search/score.py); ties go to less peak
 memory, then fewer bytes moved, then fewer steps, then the candidate found first.
 
 1. The floor, always evaluated in full: the unoptimized graph, each pass alone, and the default
@@ -43,8 +43,9 @@ from accelsim.limits import Limits
 from accelsim.passes import equivalence
 from accelsim.passes.kind import graph_kind
 from accelsim.passes.manager import PassRecord, apply_pass
-from accelsim.passes.score import CompileOptions, Score, StepEffect, change, score
+from accelsim.pass_search.score import Score, StepEffect, change, score
 from accelsim.passes.table import PASSES, PassDef
+from accelsim.schedule.options import StepOptions
 from accelsim.schedule.plan import graph_hash
 
 RELAXATION = 1.05
@@ -55,11 +56,13 @@ DEFAULT_BUDGET = 32
 @dataclass(frozen=True)
 class SearchOptions:
     """How `auto` searches: at most `budget` compiles (an int >= 1), an optional wall-clock limit in
-    seconds (None: none; a finite number > 0), and the step options every candidate is compiled with."""
+    seconds (None: none; a finite number > 0), the step options every candidate is compiled with, and the
+    ceiling on one compiled step's tasks (`limits`; None: accelsim.limits.DEFAULT_LIMITS)."""
 
     budget: int = DEFAULT_BUDGET
     time_limit_s: float | None = None
-    step: CompileOptions = field(default_factory=CompileOptions)
+    step: StepOptions = field(default_factory=StepOptions)
+    limits: Limits | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget, int) or isinstance(self.budget, bool) or self.budget < 1:
@@ -68,9 +71,11 @@ class SearchOptions:
         if t is not None and (not isinstance(t, Real) or isinstance(t, bool) or not math.isfinite(t) or t <= 0):
             raise GraphError(f"optimize auto: time_limit_s must be None or a finite number of seconds > 0, "
                              f"got {t!r}")
-        if not isinstance(self.step, CompileOptions):
-            raise GraphError(f"optimize auto: step must be a passes.score.CompileOptions, got "
-                             f"{type(self.step).__name__}")
+        if not isinstance(self.step, StepOptions):
+            raise GraphError(f"optimize auto: step must be an accelsim StepOptions, got {type(self.step).__name__}")
+        if self.limits is not None and not isinstance(self.limits, Limits):
+            raise GraphError(f"optimize auto: limits must be an accelsim.limits.Limits, got "
+                             f"{type(self.limits).__name__}")
 
 
 @dataclass(frozen=True)
@@ -204,7 +209,7 @@ class _Search:
             return self.states[h], False
         self._may_compile(floor)
         try:
-            result, problem = score(graph, self.hw, self.options.step), ""
+            result, problem = score(graph, self.hw, self.options.step, self.options.limits), ""
         except AccelsimError as e:
             if parent is None:
                 raise GraphError(f"optimize auto: the unoptimized graph {graph.name!r} does not compile on "
@@ -286,7 +291,7 @@ def auto_search(graph: Graph, hw: HwSpec, ref: equivalence.Reference | None, lim
     it, and the search's log (see the module docstring). `ref`: the numeric check's reference (None:
     not checked); `limits`: its ceiling."""
     if not isinstance(options, SearchOptions):
-        raise GraphError(f"optimize auto: search must be a passes.auto.SearchOptions, got {type(options).__name__}")
+        raise GraphError(f"optimize auto: search must be a pass_search.auto.SearchOptions, got {type(options).__name__}")
     search = _Search(graph, hw, ref, limits, options, progress)
     root, _ = search.state(graph, (), (), None, "baseline", floor=True)
     kind = graph_kind(graph)

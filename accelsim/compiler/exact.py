@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelsim.errors import ScheduleError
-from accelsim.schedule.dag import validate_dag_problem
+from accelsim.compiler.dag import validate_dag_problem
 
 MAX_EXACT_TASKS = 2_000
 """Tasks one exact solve accepts. The model grows linearly, but CP-SAT's search does not: with one worker

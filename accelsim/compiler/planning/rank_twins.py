@@ -4,7 +4,7 @@ A Megatron-style graph builds each rank's shard of a layer with the same ops on 
 matmul reads rank k's weight shard where rank 0's reads rank 0's. Matching every rank-k node to the rank-0
 node built the same way (same op, shape, dtype, phase and attributes, inputs that are twins or the same
 replicated node; a sharded leaf by its unsharded name, axis and count) lets the scheduler time one rank
-and stamp the others (schedule/symmetry.py). Where the ranks differ in any node, there is no map.
+and stamp the others (compiler/timing/symmetry.py). Where the ranks differ in any node, there is no map.
 """
 from __future__ import annotations
 

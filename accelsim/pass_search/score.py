@@ -15,32 +15,11 @@ from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.hw.spec import HwSpec
-from accelsim.limits import Limits, check_step_options
+from accelsim.limits import Limits
 from accelsim.passes.equivalence import CHECK_LIMITS
 from accelsim.passes.manager import apply_pass, moved_bytes, resolve_passes
-from accelsim.schedule.compile import compile as compile_step
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    """The step options candidates are compiled with (compile's arguments of the same names);
-    `limits`: the ceiling on one step's tasks (default accelsim.limits.DEFAULT_LIMITS)."""
-
-    microbatches: int = 1
-    data_parallel: int = 1
-    pipeline_stages: int = 1
-    max_in_flight: int | None = None
-    split: bool | None = None
-    limits: Limits | None = None
-    zero: int = 0
-
-    def __post_init__(self) -> None:
-        check_step_options(self.microbatches, self.data_parallel, self.pipeline_stages, self.max_in_flight)
-        if self.split is not None and not isinstance(self.split, bool):
-            raise GraphError(f"compile options: split must be True, False or None (try both), got {self.split!r}")
-        if self.limits is not None and not isinstance(self.limits, Limits):
-            raise GraphError(f"compile options: limits must be an accelsim.limits.Limits, got "
-                             f"{type(self.limits).__name__}")
+from accelsim.compiler.compile import compile as compile_step
+from accelsim.schedule.options import StepOptions
 
 
 @dataclass(frozen=True)
@@ -97,26 +76,25 @@ def compare_scores(before: Score | None, after: Score | None) -> str:
             f"{change(before.peak_bytes, after.peak_bytes, 'B')}")
 
 
-def score(graph: Graph, hw: HwSpec, options: CompileOptions) -> Score:
-    """Compile `graph` for `hw` with `options` and measure it; compile's errors propagate."""
-    sched = compile_step(graph, hw, microbatches=options.microbatches, data_parallel=options.data_parallel,
-                         pipeline_stages=options.pipeline_stages, max_in_flight=options.max_in_flight,
-                         validate=False, limits=options.limits, split=options.split, zero=options.zero)
+def score(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> Score:
+    """Compile `graph` for `hw` with `options` (under `limits`: the ceiling on one step's tasks, default
+    accelsim.limits.DEFAULT_LIMITS) and measure it; compile's errors propagate."""
+    sched = compile_step(graph, hw, options, validate=False, limits=limits)
     return Score(sched.makespan_cycles, moved_bytes(graph), tuple(sorted(sched.peak_memory_bytes.items())))
 
 
-def step_effects(graph: Graph, steps: Sequence[AppliedPass], hw: HwSpec,
-                 options: CompileOptions) -> tuple[Score, tuple[StepEffect, ...]]:
+def step_effects(graph: Graph, steps: Sequence[AppliedPass], hw: HwSpec, options: StepOptions,
+                 limits: Limits | None = None) -> tuple[Score, tuple[StepEffect, ...]]:
     """The score of `graph` and the effect of each of `steps` replayed on it in order (the applied passes
     of an optimize log: already verified, so not checked again); one compile per step."""
-    current, before = graph, score(graph, hw, options)
+    current, before = graph, score(graph, hw, options, limits)
     first, effects = before, []
     for step in resolve_passes(list(steps)):
         record, after_graph = apply_pass(step, graph, current, None, None, CHECK_LIMITS)
         if record.status != "applied":
             raise GraphError(f"optimize: replaying {record.label} on {graph.name!r} gives {record.status} "
                              f"{record.reason}".rstrip())
-        after = score(after_graph, hw, options)
+        after = score(after_graph, hw, options, limits)
         effects.append(StepEffect(AppliedPass(record.name, record.only), len(record.rewrites), before, after))
         current, before = after_graph, after
     return first, tuple(effects)

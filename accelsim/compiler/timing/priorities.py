@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from accelsim.schedule.expand import TaskSpec
+from accelsim.compiler.planning.tasks import TaskSpec
 from accelsim.schedule.plan import PER_STEP
 
 Key = tuple[float, float, float, int]

@@ -24,13 +24,13 @@ from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import collective_links
-from accelsim.schedule.expand import Plan, TaskSpec
+from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
-from accelsim.schedule.memory import OPEN, Arena, Block, pack
+from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
-from accelsim.schedule.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
+from accelsim.compiler.timing.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
 
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import topology_of
 from accelsim.schedule.collectives import collective_links
-from accelsim.schedule.expand import Plan, TaskSpec
+from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.list_sched import MemoryPlanner, Timed
-from accelsim.schedule.memory import Block
+from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed
+from accelsim.compiler.timing.memory import Block
 from accelsim.schedule.plan import COLLECTIVES
 
 Signature = tuple

@@ -3,7 +3,7 @@ accumulation over micro-batches, all-reduce over replicas, transfers between chi
 task's candidate resources and their costs (Graph, HwSpec, options -> Plan)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from accelsim.cost.energy import link_pj_per_byte
 from accelsim.cost.model import capable_units, node_cost
@@ -17,78 +17,15 @@ from accelsim.ops.registry import get_op
 from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import collective_cost
 from accelsim.schedule.levels import chip_list
-from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP, Options
-from accelsim.schedule.rank_twins import rank_twins
+from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
+from accelsim.schedule.options import StepOptions
+from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
-from accelsim.schedule.stages import partition_stages
-from accelsim.schedule.zero import ZeroSteps
+from accelsim.compiler.planning.stages import partition_stages
+from accelsim.compiler.planning.tasks import Option, Plan, TaskSpec
+from accelsim.compiler.planning.zero import ZeroSteps
 
-Option = tuple[str, int, int]
-"""(resource, instances, cycles): one resource a task may run on."""
-
-
-@dataclass
-class TaskSpec:
-    """A task before it has a time: `options` are the resources it may run on and their costs."""
-
-    id: int
-    kind: str
-    node: int
-    op: str
-    phase: str
-    microbatch: int
-    replica: int
-    stage: int
-    chip: int
-    out_chip: int
-    deps: list[int]  # tasks whose outputs it reads
-    options: tuple[Option, ...]
-    out_bytes: int
-    port_bytes: int = 0  # bytes streamed through a memory port or a link while it runs
-    keep: bool = False  # its output is a result of the step (a forward output, an update): never freed
-    group: int = -1  # all-reduce tasks of one gradient share a group and are scheduled together
-    reads: list[tuple[int, int]] = field(default_factory=list)  # leaf tensors on its chip: (node, mb)
-    energy_pj: float = 0.0
-    flops: int = 0  # arithmetic it does on a unit (a node's or an accumulation's FLOPs); 0 for communication
-    after: list[int] = field(default_factory=list)  # ordering only: tasks it waits for but does not read
-    lag: dict[int, int] = field(default_factory=dict)  # predecessor -> cycles between its end and this start
-    part: Part | None = None  # which part of its node's output it computes or moves (None: all of it)
-    span: tuple[int, ...] = ()  # a collective timed for one replica (symmetry.py): every member's chip
-
-    def part_fields(self) -> dict[str, int]:
-        """Its part as the schedule's Task records it (split -1, part 0, parts 1: the whole node)."""
-        if self.part is None:
-            return {"split": -1, "part": 0, "parts": 1}
-        return {"split": self.part.split, "part": self.part.index, "parts": self.part.parts}
-
-    @property
-    def preds(self) -> list[int]:
-        """Every task it waits for: the ones it reads and the ordering edges."""
-        return self.deps + self.after
-
-
-@dataclass
-class Plan:
-    """The expanded step: tasks in a topological order (ids ascending), plus placement facts."""
-
-    tasks: list[TaskSpec]
-    chips: list[Chip]
-    stage_of_node: list[int]
-    chip_of: dict[tuple[int, int, int], int]  # (replica, stage, tensor-parallel rank) -> chip
-    leaf_bytes: dict[int, int]
-    node_names: list[str]
-    has_energy: bool = False
-    # ZeRO (schedule/zero.py): leaf -> the bytes of each replica's shard; replica r holds rows part r only
-    shards: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    # tensor-parallel rank k's nodes -> their rank-0 twins (rank_twins.py); () when ranks are not copies
-    rank_twins: tuple[dict[int, int], ...] = ()
-
-    def leaf_size(self, node: int, replica: int) -> int:
-        """Bytes of leaf `node` as placed for `replica`: the whole leaf, or its ZeRO shard."""
-        return self.shards[node][replica] if node in self.shards else self.leaf_bytes[node]
-
-
-def chip_map(n_chips: int, options: Options) -> dict[tuple[int, int, int], int]:
+def chip_map(n_chips: int, options: StepOptions) -> dict[tuple[int, int, int], int]:
     """(replica, stage, rank) -> chip, as Megatron-LM orders a d x p x t job: the tensor-parallel ranks
     of a stage on consecutive chips (one node's fastest links carry the most frequent collectives), a
     replica's stages next, replicas outermost. With more replicas than chips allow (and no pipeline or
@@ -208,7 +145,7 @@ class Planner:
     """Builds a Plan task by task. State: the tasks so far, which task produces each (node, micro-batch,
     replica) value, and the transfers already made, so a value crosses a link once per destination."""
 
-    def __init__(self, graph: Graph, hw: HwSpec, options: Options, costs: CostTable | None = None) -> None:
+    def __init__(self, graph: Graph, hw: HwSpec, options: StepOptions, costs: CostTable | None = None) -> None:
         """`costs`: a CostTable of the same graph and hardware to reuse (compile expands one step for
         several windows; pricing every node again each time was a tenth of a large step's compile)."""
         self.graph, self.hw, self.options = graph, hw, options
@@ -485,7 +422,7 @@ class Planner:
                     rank_twins=self.costs.rank_twins if self.ranks > 1 else ())
 
 
-def expand(graph: Graph, hw: HwSpec, options: Options, window: int | None = None,
+def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = None,
            costs: CostTable | None = None) -> Plan:
     """`window`: the most micro-batches of a replica in flight at once (None: all of them). `costs`: the
     prices of an earlier expansion of the same graph on the same hardware, reused."""

@@ -18,7 +18,7 @@ from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.model_states import ModelStateBytes, model_state_kinds, trainable_elements, zero_bytes
+from accelsim.model_states import ModelStateBytes, model_state_kinds, trainable_elements, zero_bytes
 from accelsim.schedule.plan import Schedule, Tensor, graph_hash, peak_bytes
 
 

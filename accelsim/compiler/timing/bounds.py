@@ -6,11 +6,11 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from accelsim.hw.spec import HwSpec, Memory
-from accelsim.schedule.expand import Plan, TaskSpec
+from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.schedule.levels import aligned, is_result, memory_order, preferred_memory, spill_cycles
 from accelsim.schedule.plan import PER_STEP, Bounds, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, port_capacities, unit_ports
-from accelsim.schedule.priorities import longest_paths
+from accelsim.compiler.timing.priorities import longest_paths
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ update reading a forward value) is left unsharded: all-reduced and updated whole
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
+from accelsim.compiler.planning.tasks import PlannerView, TaskSpec
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
 from accelsim.ops.registry import numel
@@ -34,8 +33,6 @@ from accelsim.schedule.collectives import CollectiveCost, collective_cost
 from accelsim.schedule.plan import PER_STEP
 from accelsim.schedule.split import computes_rows, rows_part, rows_shape, rows_split
 
-if TYPE_CHECKING:
-    from accelsim.schedule.expand import Planner, TaskSpec
 
 PREFETCH = 1
 """Stage 3: a parameter's all-gather starts once the tasks this many steps before its reader's inputs
@@ -135,14 +132,14 @@ class ZeroSteps:
     """The ZeRO side of one expansion, called from expand.Planner's hooks: its state is the planner, what
     is sharded, and the parameter all-gathers made so far (stage 3) keyed (param, micro-batch, phase, rank)."""
 
-    planner: Planner
+    planner: PlannerView
     sharding: Sharding
     gathers: dict[tuple[int, int, str, int], list[int]] = field(default_factory=dict)
     # (replica, rank) -> the tasks holding its reduced gradient shards: its optimizer step waits for all
     reduced: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, planner: Planner) -> ZeroSteps | None:
+    def of(cls, planner: PlannerView) -> ZeroSteps | None:
         """The hooks for the planner's options; None without ZeRO or with one replica (a shard of 1 is the
         whole: zero=Z with data_parallel=1 plans exactly as zero=0)."""
         o = planner.options
@@ -344,7 +341,7 @@ class ZeroSteps:
                     p.producer[(q, PER_STEP, r, rank)] = [whole[r]]
 
 
-def _own_chips(planner: Planner) -> None:
+def _own_chips(planner: PlannerView) -> None:
     """ZeRO shards memory across replicas, so each replica of a stage and rank needs its own chip."""
     o = planner.options
     for (r, s, k), chip in sorted(planner.chip_of.items()):

@@ -1,0 +1,80 @@
+"""The CLI's flags for the step options: one flag per StepOptions field, from one table, so a flag cannot
+drift from the option it sets (tests/test_step_options.py checks that every field has its flag). The help
+texts are the fields' descriptions; a field whose values need a parser names it here."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelsim.cli.common import exact_seconds_arg, positive_int, remat_arg
+from accelsim.compiler.exact import MAX_EXACT_TASKS
+from accelsim.schedule.options import DEFAULT_EXACT_SECONDS, ZERO_STAGES, StepOptions
+
+SPLIT_CHOICES = {"auto": None, "on": True, "off": False}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one step option is spelled on the command line: argparse's arguments besides the flag's name,
+    and `help_extra`, what the flag adds to the field's description."""
+
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    help_extra: str = ""
+
+
+def _remat_syntax() -> str:
+    from accelsim.remat.policy import SYNTAX
+
+    return SYNTAX
+
+
+FLAGS: dict[str, Flag] = {
+    "microbatches": Flag({"type": positive_int, "default": 1, "metavar": "M"}, "default 1"),
+    "data_parallel": Flag({"type": positive_int, "default": 1, "metavar": "D"},
+                          "default 1; with no stages, ranks or ZeRO, replicas beyond the chips share them (the "
+                          "output says so)"),
+    "pipeline_stages": Flag({"type": positive_int, "default": 1, "metavar": "P"}, "default 1"),
+    "max_in_flight": Flag({"type": positive_int, "default": None, "metavar": "N"},
+                          "default: as many as fit the fastest memory, several widths tried"),
+    "split": Flag({"choices": tuple(SPLIT_CHOICES), "default": "auto"},
+                  "matmuls and convolutions: 'on', 'off', or 'auto' (default): schedule the step both ways and "
+                  "keep the shorter"),
+    "tensor_parallel": Flag({"type": positive_int, "default": 1, "metavar": "T"},
+                            "the model is built Megatron-LM's way over T ranks (gpt2, transformer_block, "
+                            "resnet_block; default 1); D x P x T must fit the hardware's chips"),
+    "zero": Flag({"type": int, "choices": ZERO_STAGES, "default": 0}, "default 0; each replica on its own chip"),
+    "remat": Flag({"type": remat_arg, "metavar": "POLICY"},
+                  "training steps only; e.g. sqrt, every:2, budget:64MiB; recorded in the schedule"),
+    "exact": Flag({"nargs": "?", "const": DEFAULT_EXACT_SECONDS, "type": exact_seconds_arg, "metavar": "SECONDS"},
+                  f"OR-Tools CP-SAT (pip install accelsim[exact]) seeded with the list schedule, in CP-SAT's "
+                  f"deterministic seconds (a bare --exact: {DEFAULT_EXACT_SECONDS:g}; reproducible, often 2-7x "
+                  f"that in wall time); prints the proved bound and gap; steps above {MAX_EXACT_TASKS:,} tasks are "
+                  f"refused"),
+}
+PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split")
+"""The flags of every command that compiles a step; `remat` and `exact` go with the commands that build and
+solve the whole step (run, compile, check)."""
+
+
+def flag_name(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def add_step_flags(p: argparse.ArgumentParser, options: tuple[str, ...] = PARALLEL) -> None:
+    """Add the flags of `options` (StepOptions field names) to `p`."""
+    for name in options:
+        spec = FLAGS[name]
+        extra = f"{_remat_syntax()}; {spec.help_extra}" if name == "remat" else spec.help_extra
+        p.add_argument(flag_name(name), dest=name, help=f"{StepOptions.model_fields[name].description} ({extra})",
+                       **spec.kwargs)
+
+
+def step_options(args: argparse.Namespace) -> StepOptions:
+    """The StepOptions the parsed flags say (a flag the command lacks keeps its default)."""
+    given: dict[str, Any] = {name: getattr(args, name) for name in FLAGS if hasattr(args, name)}
+    if given.get("split") in SPLIT_CHOICES:
+        given["split"] = SPLIT_CHOICES[given["split"]]
+    return StepOptions.of(**given)
+
+

@@ -1,0 +1,87 @@
+"""The planner's records: a task before it has a time (TaskSpec), the expanded step (Plan), and the view of
+the planner that its hooks (ZeRO's, zero.py) are given, so the planner and its hooks do not import each other."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from accelsim.graph.ir import Graph, Node
+from accelsim.hw.spec import Chip, HwSpec
+from accelsim.schedule.options import StepOptions
+from accelsim.schedule.split import Part
+
+Option = tuple[str, int, int]
+"""(resource, instances, cycles): one resource a task may run on."""
+
+
+@dataclass
+class TaskSpec:
+    """A task before it has a time: `options` are the resources it may run on and their costs."""
+
+    id: int
+    kind: str
+    node: int
+    op: str
+    phase: str
+    microbatch: int
+    replica: int
+    stage: int
+    chip: int
+    out_chip: int
+    deps: list[int]  # tasks whose outputs it reads
+    options: tuple[Option, ...]
+    out_bytes: int
+    port_bytes: int = 0  # bytes streamed through a memory port or a link while it runs
+    keep: bool = False  # its output is a result of the step (a forward output, an update): never freed
+    group: int = -1  # all-reduce tasks of one gradient share a group and are scheduled together
+    reads: list[tuple[int, int]] = field(default_factory=list)  # leaf tensors on its chip: (node, mb)
+    energy_pj: float = 0.0
+    flops: int = 0  # arithmetic it does on a unit (a node's or an accumulation's FLOPs); 0 for communication
+    after: list[int] = field(default_factory=list)  # ordering only: tasks it waits for but does not read
+    lag: dict[int, int] = field(default_factory=dict)  # predecessor -> cycles between its end and this start
+    part: Part | None = None  # which part of its node's output it computes or moves (None: all of it)
+    span: tuple[int, ...] = ()  # a collective timed for one replica (symmetry.py): every member's chip
+
+    def part_fields(self) -> dict[str, int]:
+        """Its part as the schedule's Task records it (split -1, part 0, parts 1: the whole node)."""
+        if self.part is None:
+            return {"split": -1, "part": 0, "parts": 1}
+        return {"split": self.part.split, "part": self.part.index, "parts": self.part.parts}
+
+    @property
+    def preds(self) -> list[int]:
+        """Every task it waits for: the ones it reads and the ordering edges."""
+        return self.deps + self.after
+
+
+@dataclass
+class Plan:
+    """The expanded step: tasks in a topological order (ids ascending), plus placement facts."""
+
+    tasks: list[TaskSpec]
+    chips: list[Chip]
+    stage_of_node: list[int]
+    chip_of: dict[tuple[int, int, int], int]  # (replica, stage, tensor-parallel rank) -> chip
+    leaf_bytes: dict[int, int]
+    node_names: list[str]
+    has_energy: bool = False
+    # ZeRO (compiler/planning/zero.py): leaf -> the bytes of each replica's shard; replica r holds rows part r only
+    shards: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # tensor-parallel rank k's nodes -> their rank-0 twins (rank_twins.py); () when ranks are not copies
+    rank_twins: tuple[dict[int, int], ...] = ()
+
+    def leaf_size(self, node: int, replica: int) -> int:
+        """Bytes of leaf `node` as placed for `replica`: the whole leaf, or its ZeRO shard."""
+        return self.shards[node][replica] if node in self.shards else self.leaf_bytes[node]
+
+
+class PlannerView(Protocol):
+    """What a planner hook reads of the planner (expand.Planner implements it)."""
+
+    graph: Graph
+    hw: HwSpec
+    options: StepOptions
+    chips: list[Chip]
+    chip_of: dict[tuple[int, int, int], int]
+
+    def ranks_of(self, n: Node) -> range: ...

@@ -1,0 +1,126 @@
+"""Step options: everything that says how one step is compiled, as one frozen, validated record.
+
+`StepOptions` is written once and used everywhere a step is described: `A.compile(graph, hw, options)` (or
+its keyword arguments, which are these fields), the schedule's record of how it was compiled
+(`Schedule.options`), the CLI's flags (cli/step_flags.py derives them from the fields below), a sweep
+spec's `options:` and its `options.<field>` parameters (dse/spec.RunOptions extends it), and the pass
+search's compiles (pass_search.auto.SearchOptions.step). Adding an option is a field here, its flag's
+parser in cli/step_flags.py if the field's type needs one, and its implementation.
+
+A schedule records the options as compile resolved them (split and the in-flight window chosen, the
+graph's tensor-parallel degree); fields added after the schedule format was fixed are left out of the
+JSON at their defaults, so schedules compiled before them keep their bytes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
+
+from accelsim.errors import ScheduleError
+from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
+from accelsim.pydantic_errors import describe_errors
+
+MAX_STEP_OPTION = 1_000_000
+"""Micro-batches, replicas, stages and ranks above this are typing mistakes (the task estimate refuses far
+smaller steps); bounding them here keeps every later product of them in machine integers."""
+DEFAULT_EXACT_SECONDS = 10.0
+"""The budget of `exact=True` and of a bare `--exact`: enough to prove the optimum of steps of a few
+dozen tasks; larger steps end with a bound and a gap."""
+MAX_EXACT_SECONDS = 86_400.0
+"""One day: a larger budget is a typo (milliseconds for seconds), not a plan."""
+
+
+def _split_word(value: Any) -> Any:
+    """`split` as a word (the CLI's and sweeps' auto/on/off) or as a bool/None."""
+    return {"auto": None, "on": True, "off": False}.get(value, value) if isinstance(value, str) else value
+
+
+class StepOptions(BaseModel):
+    """How one step is compiled. Every field has the default a plain `compile(graph, hw)` uses."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    microbatches: int = Field(default=1, ge=1, le=MAX_STEP_OPTION,
+                              description="inputs in flight per replica (pipeline parallelism)")
+    data_parallel: int = Field(default=1, ge=1, le=MAX_STEP_OPTION,
+                               description="replicas working on other inputs, gradients all-reduced")
+    pipeline_stages: int = Field(default=1, ge=1, le=MAX_STEP_OPTION,
+                                 description="graph partitions, each on a chip of its own")
+    max_in_flight: int | None = Field(default=None, ge=1, le=MAX_STEP_OPTION,
+                                      description="the most micro-batches of a replica active at once (None: as "
+                                                  "many as fit the fastest memory, judged by compile)")
+    split: bool | None = Field(default=None, description="cut tensor nodes over their unit's instances: True, "
+                                                         "False, or None to schedule both ways and keep the shorter")
+    tensor_parallel: int = Field(default=1, ge=1, le=MAX_STEP_OPTION,
+                                 description="ranks of a Megatron-style graph, one chip each (the graph's own)")
+    zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, "
+                                                        "3 + parameters sharded over the replicas")
+    remat: str | None = Field(default=None, description="rematerialization policy applied to the training step "
+                                                        "(none, sqrt, every:K, budget:BYTES)")
+    exact: float | None = Field(default=None, gt=0, le=MAX_EXACT_SECONDS,
+                                description="seconds of CP-SAT on the step after list scheduling (None: off)")
+
+    ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact")
+    """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
+
+    @field_validator("split", mode="before")
+    @classmethod
+    def _split_words(cls, value: Any) -> Any:
+        return _split_word(value)
+
+    @field_validator("remat", mode="before")
+    @classmethod
+    def _remat_label(cls, value: Any) -> Any:
+        """A policy (text or accelsim.remat.RematPolicy) as its canonical label; "none" is no policy."""
+        if value is None:
+            return None
+        from accelsim.remat.policy import parse_policy  # the policy syntax lives with the rewrite
+
+        label = parse_policy(value).label
+        return None if label == "none" else label
+
+    @field_validator("exact", mode="before")
+    @classmethod
+    def _exact_seconds(cls, value: Any) -> Any:
+        """True is DEFAULT_EXACT_SECONDS, False is off; a number must be finite."""
+        if value is True:
+            return DEFAULT_EXACT_SECONDS
+        if value is False:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"exact must be a finite number of seconds, got {value!r}")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults_added_later(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        for key in self.ADDED_LATER:
+            if getattr(self, key) == StepOptions.model_fields[key].default:
+                data.pop(key, None)
+        return data
+
+    @classmethod
+    def of(cls, base: "StepOptions | None" = None, **changes: Any) -> "StepOptions":
+        """`base` (default: all defaults) with `changes`, validated; ScheduleError naming every bad or
+        unknown option and what is expected (the one place a step's options are checked)."""
+        if base is not None and not isinstance(base, StepOptions):
+            raise ScheduleError(f"options must be an accelsim StepOptions, got {type(base).__name__}")
+        unknown = sorted(set(changes) - set(cls.model_fields))
+        if unknown:
+            raise ScheduleError(f"unknown step option(s) {', '.join(map(repr, unknown))}; the step options are "
+                                f"{', '.join(cls.model_fields)}")
+        values = {**(base.model_dump(exclude_defaults=False) if base is not None else {}), **changes}
+        try:
+            return cls(**values)
+        except ValidationError as e:
+            raise ScheduleError("step options: " + "; ".join(describe_errors(e.errors()))) from None
+
+    def label(self) -> str:
+        """The options that differ from the defaults, as `key=value` words (for logs and messages)."""
+        changed = [f"{k}={getattr(self, k)}" for k in self.model_fields
+                   if getattr(self, k) != StepOptions.model_fields[k].default]
+        return ", ".join(changed) or "defaults"
