@@ -61,21 +61,16 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
                     "precision", "energy", "area each"):
             units.add_column(col)
         for u in chip.units:
-            model = {"array": lambda a: f"{a.rows}x{a.cols} systolic, {a.dataflow}"
-                              + (f", folds overlap ({a.fold_overlap})" if a.fold_overlap != "none" else ""),
-                     "vector": lambda v: f"{v.lanes} lanes x {fmt.number(v.ops_per_lane_per_cycle)} ops",
-                     "per_element": lambda p: f"{fmt.number(p.cycles_per_element)} cycles/element",
-                     "stream": lambda s: f"{fmt.number(s.bytes_per_cycle)} B/cycle"}[u.compute_model](
-                getattr(u, u.compute_model))
             runs = ", ".join(list(u.categories) + u.ops) + (f" when {u.when}" if u.when else "")
             peak = unit_peak_ops_per_s(hw, u)
             area = unit_item(hw, chip, u)
             buffers = operand_buffers_item(chip, u)
             area_text = _mm2(area.each_mm2, area.source) + (f" + buffers {_mm2(buffers.each_mm2, buffers.source)}"
                                                              if buffers is not None else "")
-            units.add_row(u.name, fmt.count(u.count), model, runs, fmt.si(peak, "op/s") if peak else "-",
-                          f"{fmt.count(u.latency_cycles)} cyc", f"{', '.join(u.reads)} -> {', '.join(u.writes)}",
-                          "-" if u.stream is not None else (hw.precision(u) or "-"),
+            units.add_row(u.name, fmt.count(u.count), u.model.describe(fmt.number), runs,
+                          fmt.si(peak, "op/s") if peak else "-", f"{fmt.count(u.latency_cycles)} cyc",
+                          f"{', '.join(u.reads)} -> {', '.join(u.writes)}",
+                          (hw.precision(u) or "-") if u.model.has_datapath else "-",
                           _pj(unit_pj_per_op(hw, chip, u), "op"), area_text)
         console.print(units)
         mems = Table(title=f"memories of chip {chip.name!r}")

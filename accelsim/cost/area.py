@@ -3,10 +3,11 @@ buffers, memory and link, per chip and for the whole machine. An explicit `area_
 is derived from the chip's `technology_nm` through hw/tech.py's published figures; otherwise unknown (None).
 
 What is derived:
-- a unit's datapath, as MACs (one multiplier and one adder at its precision) times tech.mac_area_um2: an
-  array has rows x cols MACs; a vector unit lanes x ops_per_lane_per_cycle / 2 (a MAC is 2 ops); a
-  per-element unit one MAC per element per cycle (1 / cycles_per_element); a stream unit (a switch, a DMA
-  engine) has no arithmetic datapath and gets 0.
+- a unit's datapath, as MACs (one multiplier and one adder at its precision) times tech.mac_area_um2; its
+  compute model counts them (hw/compute.py macs): an array has rows x cols MACs; a vector unit
+  lanes x ops_per_lane_per_cycle / 2 (a MAC is 2 ops); a per-element unit one MAC per element per cycle
+  (1 / cycles_per_element); a model without an arithmetic datapath (a stream unit: a switch, a DMA
+  engine) gets 0.
 - SRAM, caches and operand buffers: capacity in bits x the node's bit cell / the array efficiency.
 - DRAM and HBM are other dies: 0 mm^2 on this one. Input/output buffers have no capacity: 0.
 - links: 0 unless the interconnect gives area_mm2 (per link, both ends), counted once per link.
@@ -41,25 +42,14 @@ class AreaItem:
         return None if self.each_mm2 is None else self.each_mm2 * self.count
 
 
-def macs(unit: Unit) -> float:
-    """Multiplier-adder pairs in one instance's datapath (0 for a stream unit)."""
-    if unit.array is not None:
-        return unit.array.rows * unit.array.cols
-    if unit.vector is not None:
-        return unit.vector.lanes * unit.vector.ops_per_lane_per_cycle / 2
-    if unit.per_element is not None:
-        return 1 / unit.per_element.cycles_per_element
-    return 0.0
-
-
 def unit_item(hw: HwSpec, chip: Chip, unit: Unit) -> AreaItem:
     if unit.area_mm2 is not None:
         return AreaItem("unit", unit.name, unit.count, unit.area_mm2, "explicit")
-    if unit.stream is not None:
+    if not unit.model.has_datapath:
         return AreaItem("unit", unit.name, unit.count, 0.0, "none")
     if chip.technology_nm is None:
         return AreaItem("unit", unit.name, unit.count, None, "none")
-    each = macs(unit) * tech.mac_area_um2(hw.precision(unit), chip.technology_nm) * 1e-6
+    each = unit.model.macs() * tech.mac_area_um2(hw.precision(unit), chip.technology_nm) * 1e-6
     return AreaItem("unit", unit.name, unit.count, each, "derived")
 
 

@@ -5,9 +5,9 @@ through the published table and scaling rule of hw/tech.py, else there is none (
 Derivations:
 - unit: one multiply and one add at the unit's precision (HwSpec.precision) per MAC, and the cost model
   counts a MAC as 2 ops (OpDef.flops), so an op costs (mult + add) / 2. Vector and per-element units are
-  charged the same per op. A stream unit has no datapath: 0 pJ per op (its bytes are charged at the
-  memories). An int8 array's wider (32-bit) accumulation adds are not in Horowitz's int8 MAC and are not
-  counted.
+  charged the same per op. A unit whose compute model has no arithmetic datapath (a stream unit) costs
+  0 pJ per op (its bytes are charged at the memories). An int8 array's wider (32-bit) accumulation adds
+  are not in Horowitz's int8 MAC and are not counted.
 - SRAM and cache: a 64-bit access of an array of the memory's capacity (tech.sram_pj_per_64b) / 8 per byte.
 - DRAM and HBM: the device's published energy per bit (not scaled with the chip's node).
 - operand buffers: an SRAM access at the three buffers' mean capacity (the traffic models count their
@@ -28,7 +28,7 @@ def unit_pj_per_op(hw: HwSpec, chip: Chip, unit: Unit) -> float | None:
         return unit.energy_pj_per_op
     if chip.technology_nm is None:
         return None
-    if unit.stream is not None:
+    if not unit.model.has_datapath:
         return 0.0
     return tech.mac_energy_pj(hw.precision(unit), chip.technology_nm) / 2
 

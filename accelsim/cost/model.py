@@ -12,13 +12,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from accelsim.cost.compute import NodeWork, compute_cycles
 from accelsim.cost.energy import node_energy_pj
 from accelsim.cost.operand_traffic import operand_traffic
-from accelsim.cost.systolic import gemm_cycles, run_cycles
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec, Unit
-from accelsim.ops.registry import OpDef, get_op, numel
+from accelsim.ops.registry import get_op, numel
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +74,12 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def can_run(unit: Unit, graph: Graph, node: Node) -> bool:
-    """A unit runs a node if it lists the op or its category, its `when:` matches, and an array
-    unit only takes ops with a GEMM view."""
+    """A unit runs a node if it lists the op or its category, its `when:` matches, and a gemm_only
+    compute model (an array) only takes ops with a GEMM view."""
     op = get_op(node.op)
     if node.op not in unit.ops and op.category not in unit.categories:
         return False
-    if unit.array is not None and op.gemm is None:
+    if unit.model.gemm_only and op.gemm is None:
         return False
     if unit.when:
         feats = node_features(graph, node)
@@ -101,30 +101,9 @@ def capable_units(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None
 
 
 def peak_ops_per_cycle(unit: Unit) -> float:
-    """Per instance: 2 per MAC for an array, lanes x ops for a vector unit, 0 for the others."""
-    if unit.array is not None:
-        return 2.0 * unit.array.rows * unit.array.cols
-    if unit.vector is not None:
-        return unit.vector.lanes * unit.vector.ops_per_lane_per_cycle
-    return 0.0
-
-
-def _compute_cycles(unit: Unit, op: OpDef, node: Node, shapes: tuple, flops: int, bytes_moved: int) -> int:
-    """On a gang unit the instances split the work: an array's folds, a vector unit's elements."""
-    ways = unit.count if unit.gang else 1
-    if unit.array is not None:
-        batch, m, k, n = op.gemm(node.shape, *shapes, **node.attrs)
-        array = unit.array
-        sc = gemm_cycles(m, k, n, array.rows, array.cols, array.dataflow, batch, array.fold_overlap,
-                         array.preload_rows_per_cycle)
-        return run_cycles(math.ceil(sc.folds / ways), array.rows, array.cols, sc.temporal, array.dataflow,
-                          array.fold_overlap, array.preload_rows_per_cycle)
-    if unit.vector is not None:  # data movement still touches every element once
-        work = max(flops, numel(node.shape))
-        return math.ceil(work / (unit.vector.lanes * unit.vector.ops_per_lane_per_cycle * ways))
-    if unit.per_element is not None:
-        return math.ceil(numel(node.shape) * unit.per_element.cycles_per_element / ways)
-    return math.ceil(bytes_moved / (unit.stream.bytes_per_cycle * ways))
+    """One instance's, from its compute model: 2 per MAC for an array, lanes x ops for a vector unit, 0 for
+    the others (hw/compute.py)."""
+    return unit.model.peak_ops_per_cycle()
 
 
 def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, bytes_read: int, bytes_written: int) -> int:
@@ -152,7 +131,10 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     flops = int(op.flops(node.shape, *shapes, **node.attrs))
     bytes_read = int(op.read_elems(node.shape, *shapes, **node.attrs)) * elem
     bytes_written = int(op.written_elems(node.shape, *shapes, **node.attrs)) * elem
-    compute = _compute_cycles(unit, op, node, shapes, flops, max(bytes_read, bytes_written))
+    model = unit.model
+    gemm = op.gemm(node.shape, *shapes, **node.attrs) if model.gemm_only else None
+    ways = unit.count if unit.gang else 1  # a gang's instances split the node's work
+    compute = compute_cycles(model, NodeWork(flops, numel(node.shape), max(bytes_read, bytes_written), gemm, ways))
     stall = buffer_bytes = 0
     channels_bound = False  # the operand buffers' channels, not the array, set the pace
     if unit.operand_buffers is not None:
@@ -162,7 +144,7 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
         channels_bound = traffic.memory_bound
     memory = _memory_cycles(hw, chip, unit, bytes_read, bytes_written)
     cycles = unit.latency_cycles + max(compute + stall, memory, 1)
-    peak = peak_ops_per_cycle(unit) * (unit.count if unit.gang else 1)
+    peak = model.peak_ops_per_cycle() * ways
     utilization = flops / (cycles * peak) if peak else compute / cycles
     energy = node_energy_pj(hw, chip, unit, flops, bytes_read, bytes_written, buffer_bytes)
     return NodeCost(node.id, node.op, unit.name, flops, bytes_read, bytes_written, compute, memory,

@@ -1,7 +1,7 @@
 """Readable quantities in hardware files: "24 MiB", "34 GB/s", "700 MHz", or plain numbers -> finite numbers.
 
 Only the syntax and finiteness are checked here; the physical range of each field is checked by the
-schema (hw/spec.py RANGES). Strings are multiplied out exactly (Decimal), so "1.1 GB" is the whole
+schema (hw/fields.py RANGES). Strings are multiplied out exactly (Decimal), so "1.1 GB" is the whole
 number 1100000000 and a capacity given that way passes the whole-bytes check.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Checks behind the hardware schema: a number inside a physical range, a plain identifier, and
 cross-field problems reported at their own key path.
 
-The ranges themselves are one table in hw/spec.py (RANGES); this module only knows how to apply one.
+The ranges themselves are one table in hw/fields.py (RANGES); this module only knows how to apply one.
 """
 from __future__ import annotations
 

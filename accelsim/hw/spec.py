@@ -2,71 +2,27 @@
 
 Quantities carry their unit in the field name (`capacity_bytes`, `clock_hz`, `bandwidth_bytes_per_cycle`)
 and accept readable strings ("24 MiB", "700 MHz", "34 GB/s") where the unit is per second. Every number
-is finite and inside the physical range of its kind (RANGES below): later stages divide by bandwidths,
-multiply by counts and round to whole cycles, so a denormal, an infinity or a 10^7 count would surface
-there as a ZeroDivisionError, an OverflowError or gigabytes of tasks instead of an error naming the key.
+is finite and inside the physical range of its kind (RANGES, hw/fields.py): later stages divide by
+bandwidths, multiply by counts and round to whole cycles, so a denormal, an infinity or a 10^7 count would
+surface there as a ZeroDivisionError, an OverflowError or gigabytes of tasks instead of an error naming the key.
 """
 from __future__ import annotations
 
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, StrictBool,
-                      StringConstraints, model_serializer, model_validator)
+from pydantic import (BeforeValidator, Field, PrivateAttr, SerializerFunctionWrapHandler, StrictBool, StringConstraints,
+                      model_serializer, model_validator)
 
 from accelsim.graph.ir import NUMPY_BYTES
-from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
-from accelsim.hw.ranges import (Problem, Range, check_in_range, check_name, check_technology_nm, in_range,
-                                raise_problems)
+from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream, SystolicArray, VectorLanes
+from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
+                                ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
+from accelsim.hw.ranges import Problem, check_in_range, check_name, check_technology_nm, raise_problems
 from accelsim.hw.tech import PRECISION_OF_BYTES, Precision
 from accelsim.hw.when import check_when
 from accelsim.ops.registry import CATEGORIES, OPS
 
-# One row per kind of quantity: inclusive bounds and why they are where they are. Bounds are generous
-# (real machines sit orders of magnitude inside them); they exist to refuse values that are not physical.
-RANGES: dict[str, Range] = {
-    "clock_hz": Range(1e3, 1e11, "Hz", why=(
-        "1 kHz (slower clocked logic is not worth simulating) to 100 GHz (beyond any CMOS chip); time is "
-        "counted in whole cycles of this clock, so a 1e-300 Hz clock makes every duration infinite")),
-    "bytes_per_cycle": Range(1e-3, 1e9, "bytes per cycle", why=(
-        "one byte per thousand cycles (a slow serial link at a fast clock) to 1 GB per cycle (10^4 x the "
-        "widest on-chip fabric: 80 TB/s at 1 GHz is 8e4); a denormal such as 1e-320 divides to inf")),
-    "bytes_per_s": Range(1e3, 1e18, "bytes/s", why=(
-        "1 kB/s to 1 EB/s; converted with the clock, the result must also lie in bytes_per_cycle's range")),
-    "capacity_bytes": Range(1, 2**60, "bytes", integer=True, why=(
-        "1 byte to 1 EiB (2^60), above any single memory; offsets are whole bytes")),
-    "latency_cycles": Range(0, 10**9, "cycles", integer=True, why=(
-        "0 to 1e9 cycles, one second at 1 GHz (a datacenter round trip is ~1e4 cycles)")),
-    "unit_count": Range(1, 4096, "instances", integer=True, why=(
-        "1 to 4096 identical instances of one unit kind (an A100 has 432 Tensor Cores); the scheduler "
-        "tracks every instance")),
-    "unit_instances_per_chip": Range(1, 16384, "unit instances per chip", integer=True, why=(
-        "all unit kinds of a chip together, 4x a count of 4096")),
-    "chip_count": Range(1, 1024, "chips", integer=True, why=(
-        "1 to 1024 copies of one chip description (a pod-scale machine)")),
-    "total_chips": Range(1, 1024, "chips", integer=True, why=(
-        "the machine as a whole; collectives and transfers are planned per chip")),
-    "chips_per_node": Range(1, 1024, "chips per node", integer=True, why=(
-        "the chips inside one node of a two-level machine (8 in a DGX A100), at most the whole machine")),
-    "array_dim": Range(1, 65536, "rows or columns", integer=True, why=(
-        "a systolic array side; TPUs use 128-256, 65536 is far beyond any die")),
-    "lanes": Range(1, 65536, "lanes", integer=True, why="a vector unit's width, as an array side"),
-    "preload_rows_per_cycle": Range(1, 65536, "rows per cycle", integer=True, why=(
-        "a stationary tile's install rate: 1 (a shift chain) up to a whole array side per cycle")),
-    "ops_per_lane_per_cycle": Range(1e-3, 1024, "ops per lane per cycle", why=(
-        "from one op per thousand cycles (a multi-cycle divider) to 1024 (a deep ALU cluster per lane; "
-        "Groq's VXM has 16)")),
-    "cycles_per_element": Range(1e-6, 1e6, "cycles per element", why=(
-        "a million elements per cycle to a million cycles per element")),
-    "bytes_per_element": Range(1, 16, "bytes", integer=True, why=(
-        "int8 (1) to a complex128 or fp128 (16) storage format")),
-    "energy_pj": Range(0, 1e6, "pJ", min_nonzero=1e-6, why=(
-        "0 to 1 uJ per byte or op, 4 orders of magnitude above an off-chip access (~100 pJ/byte); a nonzero "
-        "energy below 1e-6 pJ (300x the Landauer limit per bit) is a typo or a denormal")),
-    "area_mm2": Range(0, 1e5, "mm^2", min_nonzero=1e-9, why=(
-        "0 (nothing on the die) to 1e5 mm^2, 100x a wafer-scale engine's 46,225 mm^2; a nonzero area below "
-        "1e-9 mm^2 (1e-3 um^2, smaller than one transistor) is a typo or a denormal")),
-}
 # Lengths of lists and strings: far above any real description, small enough that nothing downstream
 # (names in messages, difflib hints, per-instance tables) can be made slow by them.
 MAX_CHIP_KINDS = 64
@@ -77,35 +33,12 @@ MAX_PORTS_PER_UNIT = 16
 MAX_DESCRIPTION_CHARS = 4000
 
 
-def _field(kind: str, parse: Any = None) -> BeforeValidator:
-    return BeforeValidator(in_range(RANGES[kind], parse))
-
-
-Hertz = Annotated[float, _field("clock_hz", parse_hz)]
-BytesPerCycle = Annotated[float, _field("bytes_per_cycle")]
-BytesPerSecond = Annotated[float, _field("bytes_per_s", parse_bandwidth)]
-CapacityBytes = Annotated[int, _field("capacity_bytes", parse_bytes)]
-LatencyCycles = Annotated[int, _field("latency_cycles")]
-UnitCount = Annotated[int, _field("unit_count")]
-ChipCount = Annotated[int, _field("chip_count")]
-ChipsPerNode = Annotated[int, _field("chips_per_node")]
-ArrayDim = Annotated[int, _field("array_dim")]
-Lanes = Annotated[int, _field("lanes")]
-PreloadRate = Annotated[int, _field("preload_rows_per_cycle")]
-OpsPerLane = Annotated[float, _field("ops_per_lane_per_cycle")]
-CyclesPerElement = Annotated[float, _field("cycles_per_element")]
-BytesPerElement = Annotated[int, _field("bytes_per_element")]
-Energy = Annotated[float, _field("energy_pj")]
-AreaMm2 = Annotated[float, _field("area_mm2")]
 Name = Annotated[str, BeforeValidator(check_name)]
 OpName = Annotated[str, StringConstraints(max_length=64)]
 UNIT_CATEGORIES = tuple(c for c in CATEGORIES if c != "leaf")
 
 TechnologyNm = Annotated[int, BeforeValidator(check_technology_nm)]
-
-
-class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_MODEL_KEYS = tuple(c.key for c in COMPUTE_MODELS)  # a unit's compute-model keys, in the order messages name them
 
 
 class Bandwidth(Spec):
@@ -163,60 +96,10 @@ class Memory(Bandwidth):
     area_mm2: AreaMm2 | None = None  # None: derived (cost/area.py); DRAM and HBM are off the die
 
 
-class SystolicArray(Spec):
-    """A rows x cols systolic array. `fold_overlap: stationary` says the PEs double-buffer the stationary
-    operand (TPU v1's MXU, Groq's MXM), so consecutive folds of a node overlap (cost/systolic.run_cycles);
-    the default `none` is SCALE-Sim's back-to-back folds. `preload_rows_per_cycle`: how many rows of a
-    ws/is array's stationary tile are installed per cycle (default 1, a shift chain, as SCALE-Sim)."""
-
-    rows: ArrayDim
-    cols: ArrayDim
-    dataflow: Literal["os", "ws", "is"]
-    fold_overlap: Literal["none", "stationary"] = "none"
-    preload_rows_per_cycle: PreloadRate = 1
-
-    @model_serializer(mode="wrap")
-    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A dump without the default keys is the dump from before the keys existed, so hardware hashes
-        recorded in schedules compiled then (schedule/plan.hw_hash) still match."""
-        data = handler(self)
-        if self.fold_overlap == "none":
-            data.pop("fold_overlap", None)
-        if self.preload_rows_per_cycle == 1:
-            data.pop("preload_rows_per_cycle", None)
-        return data
-
-    @model_validator(mode="after")
-    def _stationary_options_need_a_stationary_operand(self) -> "SystolicArray":
-        if self.fold_overlap == "stationary" and self.dataflow == "os":
-            raise_problems("SystolicArray", [(("fold_overlap",), "fold_overlap 'stationary' (a double-buffered "
-                                              "stationary operand) needs dataflow 'ws' or 'is'; an 'os' array "
-                                              "keeps its outputs in the PEs: use fold_overlap 'none'", "stationary")])
-        if self.preload_rows_per_cycle != 1 and self.dataflow == "os":
-            raise_problems("SystolicArray", [(("preload_rows_per_cycle",), "preload_rows_per_cycle sets the install "
-                                              "rate of a ws or is array's stationary tile; an 'os' array installs "
-                                              "none: leave it out", self.preload_rows_per_cycle)])
-        return self
-
-
-class VectorLanes(Spec):
-    lanes: Lanes
-    ops_per_lane_per_cycle: OpsPerLane = 1.0
-
-
-class PerElement(Spec):
-    cycles_per_element: CyclesPerElement
-
-
-class Stream(Spec):
-    """Data movement at a fixed rate (a switch, DMA engine or shifter)."""
-
-    bytes_per_cycle: BytesPerCycle
-
-
 class Unit(Spec):
     """A functional unit kind: what it runs (ops and/or categories, optionally only when node attributes
-    match `when`), how fast (exactly one compute model), with `count` identical instances."""
+    match `when`), how fast (exactly one compute model, one key per class of hw/compute.py; `model` returns
+    it), with `count` identical instances."""
 
     name: Name
     ops: list[OpName] = Field([], max_length=MAX_OPS_PER_UNIT)
@@ -241,10 +124,10 @@ class Unit(Spec):
     @model_validator(mode="after")
     def _check(self) -> "Unit":
         problems: list[Problem] = []
-        models = [k for k in ("array", "vector", "per_element", "stream") if getattr(self, k) is not None]
+        models = [k for k in _MODEL_KEYS if getattr(self, k) is not None]
         if len(models) != 1:
-            problems.append(((), f"unit {self.name!r}: give exactly one compute model of array, vector, "
-                                 f"per_element, stream (got {' and '.join(models) or 'none'})", None))
+            problems.append(((), f"unit {self.name!r}: give exactly one compute model of {', '.join(_MODEL_KEYS)} "
+                                 f"(got {' and '.join(models) or 'none'})", None))
         if not self.ops and not self.categories:
             problems.append(((), f"unit {self.name!r}: give the ops and/or op categories it executes", None))
         runnable = sorted(o for o in OPS if OPS[o].category != "leaf")
@@ -253,8 +136,8 @@ class Unit(Spec):
                 close = difflib.get_close_matches(op, runnable, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 problems.append((("ops", i), f"unit {self.name!r}: unknown op {op!r}{hint}", op))
-        if self.precision is not None and self.stream is not None:
-            problems.append((("precision",), f"unit {self.name!r}: a stream unit moves bytes and has no "
+        if self.precision is not None and len(models) == 1 and not self.model.has_datapath:
+            problems.append((("precision",), f"unit {self.name!r}: a {models[0]} unit moves bytes and has no "
                              f"arithmetic datapath, so no precision: drop it", self.precision))
         if self.operand_buffers is not None and self.array is None:
             problems.append((("operand_buffers",), f"unit {self.name!r}: operand_buffers describe a systolic "
@@ -276,8 +159,18 @@ class Unit(Spec):
         return data
 
     @property
+    def model(self) -> ComputeModel:
+        """The unit's compute model: the one of its keys that is set (validation leaves exactly one)."""
+        for key in _MODEL_KEYS:  # a plain loop: read for every (node, unit) pair costed, 7x faster than next()
+            model = getattr(self, key)
+            if model is not None:
+                return model
+        raise AssertionError(f"unit {self.name!r} has no compute model; Unit's validator requires one")
+
+    @property
     def compute_model(self) -> str:
-        return next(k for k in ("array", "vector", "per_element", "stream") if getattr(self, k) is not None)
+        """The YAML key of the unit's compute model ("array", "vector", ...)."""
+        return self.model.key
 
 
 class Chip(Spec):
@@ -434,7 +327,7 @@ class HwSpec(Spec):
                 continue
             for i, u in enumerate(chip.units):
                 derived = u.energy_pj_per_op is None or u.area_mm2 is None
-                if u.stream is None and derived and self.precision(u) is None:
+                if u.model.has_datapath and derived and self.precision(u) is None:
                     problems.append((("chips", c, "units", i, "precision"), f"unit {u.name!r} on chip {chip.name!r} "
                                      f"(technology_nm {chip.technology_nm}) needs a precision: float32 is stored in "
                                      f"{self.elem_bytes('float32')} bytes, which names none (1: int8, 2: fp16, 4: "
