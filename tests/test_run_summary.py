@@ -14,6 +14,7 @@ import yaml
 import accelsim as A
 from accelsim import metrics, report
 from accelsim.cli import main
+from accelsim.dse import load_spec
 from accelsim.dse.metrics import METRICS, MetricDef, Outcome, measure
 from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.summary import UnknownSummaryKey
@@ -240,3 +241,35 @@ def test_a_summary_without_energy_figures_gives_nan_not_an_error(mlp_step):
     s = dataclasses.replace(A.run_summary(*mlp_step), energy_j=None, power_w=None)
     row = measure(Outcome(s))
     assert math.isnan(row["energy_j"]) and math.isnan(row["power_w"]) and math.isfinite(row["makespan_s"])
+
+
+# ---- sweep specs: unknown metrics refused with the valid names, known ones accepted ---------------------------
+
+SPEC = {"hw": "groq_like", "model": "mlp", "model_options": {"batch": 4, "sizes": [32, 16, 4]},
+        "parameters": {"options.microbatches": [1, 2]}}
+
+
+@pytest.mark.parametrize("changes, where, close", [
+    ({"metrics": ["makespan_cycles", "thruput"]}, "metrics[1]: unknown metric 'thruput'",
+     "'throughput_samples_per_s', 'throughput_per_mm2'"),
+    ({"search": {"method": "optuna", "points": 4, "objectives": {"energy": "min"}}},
+     "search.objectives.energy: unknown metric 'energy'", "'energy_j', 'energy_per_sample_j'"),
+    ({"constraints": ["area < 300"]}, "constraints[0]: 'area < 300': unknown metric 'area'", "'area_mm2'"),
+])
+def test_a_spec_naming_an_unknown_metric_is_refused_with_close_and_valid_names(changes, where, close, tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**SPEC, **changes}, sort_keys=False))
+    with pytest.raises(A.SweepError) as err:
+        load_spec(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: {where} (did you mean {close}?); known metrics: makespan_cycles, ")
+    assert all(name in message for name in METRICS) and "\n" not in message  # one paragraph
+
+
+def test_every_metric_the_shipped_sweep_specs_name_is_still_known():
+    specs = sorted((REPO / "experiments" / "sweeps").glob("*.yaml"))
+    assert specs
+    for path in specs:
+        spec = load_spec(path)  # refused if a metric, objective or constraint names an unknown metric
+        named = [*(spec.metrics or []), *(spec.search.objectives or {})]
+        assert named and all(name in METRICS for name in named), path

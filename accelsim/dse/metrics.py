@@ -111,6 +111,25 @@ DEFAULT_OBJECTIVES: dict[str, str] = {"throughput_samples_per_s": "max", "energy
 """Objectives of the Pareto plots of a grid or random sweep that names none: those among its metrics."""
 
 
+def _close_metrics(name: str) -> list[str]:
+    """The metrics a misspelled or shortened `name` may mean, in the table's order: close in spelling as a
+    whole or by first word ('thruput' -> throughput_*), or containing it ('energy' -> energy_j, ...)."""
+    text = name.lower()
+    head = text.split("_")[0]
+    close = set(difflib.get_close_matches(text, METRICS, n=3))
+    close |= {m for m in METRICS if difflib.SequenceMatcher(None, head, m.split("_")[0]).ratio() >= 0.75}
+    close |= {m for m in METRICS if len(text) >= 3 and text in m}
+    return [m for m in METRICS if m in close]
+
+
+def unknown_metric(name: object, shown: str | None = None) -> str:
+    """Why `name` is refused as a metric, for a spec's problem line: the names it may mean, then every valid
+    one (`shown`: how to quote the name, default its repr)."""
+    close = _close_metrics(name) if isinstance(name, str) else []
+    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    return f"unknown metric {shown or repr(name)}{hint}; known metrics: {', '.join(METRICS)}"
+
+
 def as_float(value: Any) -> float:
     """A metric value as a float (ints exact up to 2**53); NaN for None or anything that is not a number."""
     if isinstance(value, (bool, int, float)):
