@@ -17,6 +17,7 @@ from accelsim.graph import Graph, Node, Var
 from accelsim.hw import HwSpec, load_hw
 from accelsim.pass_search import optimize
 from accelsim.report import run_summary
+from accelsim.summary import RunSummary
 from accelsim.schedule import Schedule
 from accelsim.compiler import compile
 from accelsim.schedule.io import save_schedule
@@ -26,4 +27,4 @@ from accelsim.training import training_graph
 
 __all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",
            "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
-           "models", "ops", "optimize", "rematerialize", "run_summary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]
+           "models", "ops", "optimize", "rematerialize", "run_summary", "RunSummary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]

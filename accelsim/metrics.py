@@ -3,7 +3,8 @@ compiled summary and the simulated one cannot drift apart."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Protocol
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Protocol
 
 from accelsim.cost.model import peak_ops_per_cycle
 from accelsim.hw.spec import HwSpec
@@ -155,25 +156,47 @@ def unit_peak_ops_per_cycle(hw: HwSpec, chips_used: Iterable[int]) -> dict[tuple
     return out
 
 
-def _rates(ops: float, peak_ops_per_cycle: float, makespan_cycles: int, clock_hz: float) -> dict[str, float]:
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """MAC utilization, achieved and peak TOPS of some units over the makespan (TOPS_DEFINITION)."""
+
+    mac_utilization: float
+    achieved_tops: float
+    peak_tops: float
+
+    def to_dict(self) -> dict[str, float]:
+        """{"mac_utilization", "achieved_tops", "peak_tops"}: the JSON of one per_unit or per_chip entry."""
+        return {"mac_utilization": self.mac_utilization, "achieved_tops": self.achieved_tops,
+                "peak_tops": self.peak_tops}
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeRates:
+    """Rates overall, per unit kind (by name, sorted) and per chip (by number, sorted), over the unit kinds
+    with an arithmetic peak on the chips in use."""
+
+    overall: Rates
+    per_unit: Mapping[str, Rates]
+    per_chip: Mapping[int, Rates]
+
+
+def _rates(ops: float, peak_ops_per_cycle: float, makespan_cycles: int, clock_hz: float) -> Rates:
     seconds = makespan_cycles / clock_hz
     peak_window = peak_ops_per_cycle * makespan_cycles
-    return {"mac_utilization": ops / peak_window if peak_window else 0.0,
-            "achieved_tops": ops / seconds / 1e12 if seconds else 0.0,
-            "peak_tops": peak_ops_per_cycle * clock_hz / 1e12}
+    return Rates(mac_utilization=ops / peak_window if peak_window else 0.0,
+                 achieved_tops=ops / seconds / 1e12 if seconds else 0.0,
+                 peak_tops=peak_ops_per_cycle * clock_hz / 1e12)
 
 
 def compute_rates(records: Iterable[Work], hw: HwSpec, makespan_cycles: int,
-                  chips_used: Iterable[int] | None = None) -> dict[str, Any]:
+                  chips_used: Iterable[int] | None = None) -> ComputeRates:
     """MAC utilization, achieved and peak TOPS (TOPS_DEFINITION) overall, per unit kind and per chip.
 
-    Returns {"mac_utilization", "achieved_tops", "peak_tops", "per_unit": {kind: {the three}},
-    "per_chip": {"chip<c>": {the three}}}. Useful ops are the `flops` of the records that occupy a unit
-    (BUSY_KINDS: node and accumulate tasks; communication does no arithmetic) on a unit kind with a peak;
-    the peak is over every instance of those unit kinds on the chips in use (`chips_used`, default the
-    records' chips, as utilization counts them) for the whole makespan. mac_utilization = achieved / peak
-    (0.0 when there is no peak or no time), so "% of peak" is 100 x mac_utilization. Per unit kind sums
-    over the chips, per chip over its unit kinds; keys sorted (chips by number)."""
+    Useful ops are the `flops` of the records that occupy a unit (BUSY_KINDS: node and accumulate tasks;
+    communication does no arithmetic) on a unit kind with a peak; the peak is over every instance of those
+    unit kinds on the chips in use (`chips_used`, default the records' chips, as utilization counts them)
+    for the whole makespan. mac_utilization = achieved / peak (0.0 when there is no peak or no time), so
+    "% of peak" is 100 x mac_utilization. Per unit kind sums over the chips, per chip over its unit kinds."""
     records = list(records)
     chips = {r.chip for r in records} if chips_used is None else set(chips_used)
     peaks = unit_peak_ops_per_cycle(hw, chips)
@@ -183,11 +206,11 @@ def compute_rates(records: Iterable[Work], hw: HwSpec, makespan_cycles: int,
             ops[(r.chip, r.resource)] += r.flops
     clock = hw.clock_hz
 
-    def rates(keys: list[tuple[int, str]]) -> dict[str, float]:
+    def rates(keys: list[tuple[int, str]]) -> Rates:
         return _rates(sum(ops[k] for k in keys), sum(peaks[k] for k in keys), makespan_cycles, clock)
 
     units = sorted({u for _, u in peaks})
     chip_ids = sorted({c for c, _ in peaks})
-    return {**rates(list(peaks)),
-            "per_unit": {u: rates([k for k in peaks if k[1] == u]) for u in units},
-            "per_chip": {f"chip{c}": rates([k for k in peaks if k[0] == c]) for c in chip_ids}}
+    return ComputeRates(overall=rates(list(peaks)),
+                        per_unit={u: rates([k for k in peaks if k[1] == u]) for u in units},
+                        per_chip={c: rates([k for k in peaks if k[0] == c]) for c in chip_ids})

@@ -1,15 +1,20 @@
-"""Summaries of schedules as plain dicts: what `accelsim run` prints and writes as JSON."""
+"""Schedule (+ its hardware) -> RunSummary (accelsim/summary.py): what `accelsim run` prints and writes as
+JSON, and what sweeps record."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
 
 from accelsim import metrics
+from accelsim.api import HwLike
 from accelsim.cost.area import chip_area_mm2, machine_area_mm2
-from accelsim.errors import AccelsimError
+from accelsim.errors import AccelsimError, ScheduleError
+from accelsim.hw import load_hw
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.plan import Schedule
+from accelsim.schedule.plan import Schedule, hw_hash, memory_label
+from accelsim.summary import ChipArea, ChipSummary, MemorySummary, RunSummary, UnitSummary
 
 
 def utilization(schedule: Schedule, hw: HwSpec) -> dict[str, float]:
@@ -24,7 +29,7 @@ def latency_cycles(schedule: Schedule) -> float:
     return metrics.mean_latency_cycles(schedule.tasks, schedule.makespan_cycles)
 
 
-def compute_rates(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
+def compute_rates(schedule: Schedule, hw: HwSpec) -> metrics.ComputeRates:
     """MAC utilization, achieved and peak TOPS overall, per unit kind and per chip (metrics.compute_rates,
     metrics.TOPS_DEFINITION), over the chips the step uses, as utilization counts them."""
     return metrics.compute_rates(schedule.tasks, hw, schedule.makespan_cycles, (t.chip for t in schedule.tasks))
@@ -82,54 +87,89 @@ def efficiency(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
     }
 
 
-def run_summary(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
-    """What `accelsim run` prints and writes as JSON: times, throughput, bounds, utilization, memory,
-    energy, power and area (efficiency), MAC utilization and TOPS.
+def _resolved_hw(schedule: Schedule, hw: HwLike) -> HwSpec:
+    """The hardware `hw` names (an HwSpec as it is; a bundled name, a path or a parsed dict loaded; None: the
+    hardware the schedule names, with its overrides), refused unless it is the hardware the schedule was
+    compiled for: a summary against other hardware would divide by other units' peaks."""
+    spec = load_hw(hw) if hw is not None else load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
+    if schedule.hw_hash != hw_hash(spec) or schedule.hw_name != spec.name:
+        raise ScheduleError(f"run_summary: the schedule of {schedule.graph_name!r} was compiled for hardware "
+                            f"{schedule.hw_name!r} (hash {schedule.hw_hash[:12]}) but is summarized with hardware "
+                            f"{spec.name!r} (hash {hw_hash(spec)[:12]}): pass the hardware it was compiled for "
+                            "(with its overrides), or leave hw out")
+    return spec
+
+
+def _units(schedule: Schedule, hw: HwSpec, per_unit: Mapping[str, metrics.Rates]) -> tuple[UnitSummary, ...]:
+    """Each unit kind of the chips in use, by name, with its busy fraction and (where it has a peak) rates."""
+    busy = utilization(schedule, hw)
+    assert set(per_unit) <= set(busy), "every unit kind with a peak is a unit kind of the chips in use"
+    return tuple(UnitSummary(name, fraction, per_unit.get(name)) for name, fraction in busy.items())
+
+
+def run_summary(schedule: Schedule, hw: HwLike = None) -> RunSummary:
+    """What `accelsim run` prints and writes as JSON (RunSummary.to_dict): times, throughput, bounds,
+    utilization, memory, energy, power and area (efficiency), MAC utilization and TOPS. `hw`: the hardware
+    the schedule was compiled for, as an HwSpec, a bundled name, a path or a parsed dict (as A.compile takes
+    it); None: the one the schedule names, with its overrides. Other hardware is refused.
 
     - makespan_s: the step, first task's start to last task's end (all inputs, the update, collectives).
     - latency_s: `latency_definition` (metrics.LATENCY_DEFINITION): the mean over inputs, each (micro-batch,
       replica), of the time from its first task's start to its last task's end; per-step work (optimizer
       update, per-step all-reduce) is left out, so with one input it is at most the makespan.
-    - utilization: per unit kind, the busy fraction of its instances over the makespan (occupancy, whatever
+    - units[].busy: per unit kind, the busy fraction of its instances over the makespan (occupancy, whatever
       the unit does while busy).
-    - mac_utilization, achieved_tops, peak_tops, and the same three per unit kind (`per_unit`) and per chip
-      (`per_chip`, "chip<c>"): `tops_definition` (metrics.TOPS_DEFINITION): useful MACs / peak MACs over the
+    - mac_utilization, achieved_tops, peak_tops, and the same three per unit kind (`units[].rates`) and per
+      chip (`chips`): `tops_definition` (metrics.TOPS_DEFINITION): useful MACs / peak MACs over the
       makespan, ops per second in TOPS with 2 ops per MAC, and the units' peak; "% of peak" is
       100 x mac_utilization.
-    - peak_memory_bytes: `peak_memory_definition` (metrics.peak_memory_bytes): per memory instance
+    - memories[].peak_bytes: `peak_memory_definition` (metrics.peak_memory_bytes): per memory instance
       ("chip<c>:<memory>"), the most bytes the compiled placement holds in it at once."""
-    if not isinstance(schedule, Schedule) or not isinstance(hw, HwSpec):
-        raise AccelsimError(f"run_summary(schedule, hw) needs a Schedule and an HwSpec, got "
+    if not isinstance(schedule, Schedule) or not (hw is None or isinstance(hw, (HwSpec, str, Path, dict))):
+        raise AccelsimError(f"run_summary(schedule, hw) needs a Schedule and the hardware (an HwSpec, a bundled "
+                            f"name, a path or a dict; or None for the one the schedule names), got "
                             f"{type(schedule).__name__} and {type(hw).__name__}")
+    hw = _resolved_hw(schedule, hw)
     clock = schedule.clock_hz
     makespan_s = schedule.makespan_cycles / clock
     comm = communication_cycles(schedule)
-    return {
-        "graph": schedule.graph_name,
-        "hw": schedule.hw_name,
-        "hw_overrides": schedule.hw_overrides or {},
-        "training": schedule.training,
-        "options": schedule.options.model_dump(),
-        "samples_per_step": schedule.samples_per_step,
-        "tasks": len(schedule.tasks),
-        "makespan_cycles": schedule.makespan_cycles,
-        "makespan_s": makespan_s,
-        "throughput_samples_per_s": schedule.samples_per_step / makespan_s if makespan_s else 0.0,
-        "latency_s": latency_cycles(schedule) / clock,
-        "latency_definition": metrics.LATENCY_DEFINITION,
-        "utilization": utilization(schedule, hw),
-        **compute_rates(schedule, hw),
-        "tops_definition": metrics.TOPS_DEFINITION,
-        "peak_memory_bytes": peak_memory_bytes(schedule),
-        "peak_memory_definition": metrics.PEAK_MEMORY_DEFINITION,
-        "memory_capacity_bytes": dict(schedule.memory_capacity_bytes),
-        "allreduce_cycles": comm.get("collective", 0),
-        "transfer_cycles": comm.get("link", 0),
-        "energy_pj": schedule.energy_pj,
-        **efficiency(schedule, hw),
-        "critical_path_cycles": schedule.bounds.critical_path_cycles,
-        "resource_bound_cycles": schedule.bounds.resource_cycles,
-        "resource_bound_unit": schedule.bounds.resource,
-        "bound_cycles": schedule.bounds.bound_cycles,
-        "bound_ratio": schedule.bound_ratio,
-    }
+    rates = compute_rates(schedule, hw)
+    eff = efficiency(schedule, hw)
+    peaks = peak_memory_bytes(schedule)
+    return RunSummary(
+        graph=schedule.graph_name,
+        hw=schedule.hw_name,
+        hw_overrides=schedule.hw_overrides or {},
+        training=schedule.training,
+        options=schedule.options,
+        samples_per_step=schedule.samples_per_step,
+        tasks=len(schedule.tasks),
+        makespan_cycles=schedule.makespan_cycles,
+        makespan_s=makespan_s,
+        throughput_samples_per_s=schedule.samples_per_step / makespan_s if makespan_s else 0.0,
+        latency_s=latency_cycles(schedule) / clock,
+        units=_units(schedule, hw, rates.per_unit),
+        mac_utilization=rates.overall.mac_utilization,
+        achieved_tops=rates.overall.achieved_tops,
+        peak_tops=rates.overall.peak_tops,
+        chips=tuple(ChipSummary(c, r) for c, r in rates.per_chip.items()),
+        memories=tuple(MemorySummary(m.chip, m.memory, peaks[memory_label(m.chip, m.memory)], m.capacity_bytes)
+                       for m in schedule.memories),
+        allreduce_cycles=comm.get("collective", 0),
+        transfer_cycles=comm.get("link", 0),
+        energy_pj=schedule.energy_pj,
+        energy_j=eff["energy_j"],
+        energy_per_sample_j=eff["energy_per_sample_j"],
+        power_w=eff["power_w"],
+        ops_per_step=eff["ops_per_step"],
+        tops_per_w=eff["tops_per_w"],
+        area_mm2=eff["area_mm2"],
+        chip_areas=None if eff["chip_area_mm2"] is None else tuple(ChipArea(name, area)
+                                                                     for name, area in eff["chip_area_mm2"].items()),
+        throughput_per_mm2=eff["throughput_per_mm2"],
+        critical_path_cycles=schedule.bounds.critical_path_cycles,
+        resource_bound_cycles=schedule.bounds.resource_cycles,
+        resource_bound_unit=schedule.bounds.resource,
+        bound_cycles=schedule.bounds.bound_cycles,
+        bound_ratio=schedule.bound_ratio,
+    )

@@ -1,10 +1,11 @@
 """CLI consistency: one default for training vs inference and for --hw on every command, compile's default
 path, chips refused or shared in one paragraph, one number formatter (no Python float repr in any printed
 line), help for every flag, progress only on a terminal, check's summary line, and the run summary's metrics
-printed whatever keys run_summary has."""
+printed whatever figures the RunSummary has."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import math
@@ -16,6 +17,8 @@ from rich.console import Console
 
 from accelsim.cli import fmt, main, make_parser, progress
 from accelsim.cli.common import DEFAULT_HW, load_hw_arg
+from accelsim.metrics import Rates
+from accelsim.summary import ChipSummary, RunSummary
 
 REPO = Path(__file__).resolve().parents[1]
 MLP = ["--model", "mlp", "--set", "batch=2", "--set", "sizes=16,8,4"]
@@ -324,43 +327,57 @@ def test_check_out_of_tolerance_shows_the_bad_rows_and_exits_1(saved_schedule, m
     assert "check: tensors out of tolerance" in out and "failed: logits" in out
 
 
-# ---- the run summary's metrics, whatever keys run_summary has --------------------------------------------------
+# ---- the run summary's metrics, whatever figures the RunSummary has ------------------------------------------
 
-NEW_KEYS = ("mac_utilization", "achieved_tops", "peak_tops", "per_unit", "per_chip")
+SCALAR_HW = """name: scalar_only
+clock_hz: 1 GHz
+chips:
+  - units:
+      - {name: alu, categories: [elementwise, tensor, reduction, data_movement], per_element: {cycles_per_element: 1},
+         reads: [sram], writes: [sram]}
+    memories:
+      - {name: sram, kind: sram, capacity_bytes: 4194304, bandwidth_bytes_per_cycle: 64}
+"""
+"""A machine without an arithmetic peak: no array, no vector unit."""
 
 
 @pytest.mark.parametrize("command", ["run", "simulate"])
-def test_run_and_simulate_print_the_summary_without_the_newer_metrics(command, saved_schedule, tmp_path,
-                                                                      monkeypatch, capsys):
-    import accelsim.cli.sched_cmds as sched_cmds
-
-    real = sched_cmds.run_summary
-
-    def older(schedule, hw):
-        return {k: v for k, v in real(schedule, hw).items() if k not in NEW_KEYS and not k.endswith("_definition")}
-
-    monkeypatch.setattr(sched_cmds, "run_summary", older)
-    argv = (["run", *MLP, "--no-sim", "--split", "off"] if command == "run"
-            else ["simulate", saved_schedule, "--out", tmp_path])
+def test_run_and_simulate_print_the_summary_of_a_machine_without_arithmetic_peak(command, tmp_path, capsys):
+    hw = tmp_path / "scalar.yaml"
+    hw.write_text(SCALAR_HW)
+    if command == "run":
+        argv = ["run", "--hw", hw, *MLP, "--no-sim", "--split", "off"]
+    else:
+        assert main(["compile", "--hw", str(hw), *MLP, "--split", "off", "-o", str(tmp_path / "s.json")]) == 0
+        capsys.readouterr()
+        argv = ["simulate", tmp_path / "s.json", "--hw", hw, "--out", tmp_path]
     code, out, _ = _run(argv, capsys)
     assert code == 0 and "makespan " in out and "compute " not in out and "MACs used" not in out
     assert "latency" in out and "per input (mean over inputs of an input's first task's start" in out
 
 
-def test_run_prints_every_metric_run_summary_has_formatted_and_peak_memory_from_it(monkeypatch, capsys):
+def test_run_prints_every_figure_run_summary_has_formatted_and_peak_memory_from_it(monkeypatch, capsys):
     import accelsim.cli.sched_cmds as sched_cmds
+
+    class Newer(RunSummary):
+        """A RunSummary that gained figures cli/summary.py has no words for."""
+
+        __slots__ = ()
+
+        def to_dict(self):
+            return {**RunSummary.to_dict(self), "link_utilization": 0.30000000000000004, "spill_bytes": 1536,
+                    "per_link": {"link0": {"busy_fraction": 0.5, "moved_bytes": 2048}},
+                    "novel_definition": "a long definition the terminal leaves to the JSON"}
 
     real = sched_cmds.run_summary
 
     def newer(schedule, hw):
         s = real(schedule, hw)
-        return {**s, "mac_utilization": 0.0404, "achieved_tops": 29.4712345, "peak_tops": 741.9,
-                "per_unit": {"mxm": {"mac_utilization": 0.25, "achieved_tops": 1.5, "peak_tops": 6.0}},
-                "per_chip": {"chip0": {"mac_utilization": 0.5}, "chip1": {"mac_utilization": 0.125}},
-                "peak_memory_bytes": {label: 3 * 2**20 for label in s["peak_memory_bytes"]},
-                "link_utilization": 0.30000000000000004, "spill_bytes": 1536,
-                "per_link": {"link0": {"busy_fraction": 0.5, "moved_bytes": 2048}},
-                "novel_definition": "a long definition the terminal leaves to the JSON"}
+        units = tuple(dataclasses.replace(u, rates=Rates(0.25, 1.5, 6.0)) if u.name == "mxm" else u for u in s.units)
+        changed = {"mac_utilization": 0.0404, "achieved_tops": 29.4712345, "peak_tops": 741.9, "units": units,
+                   "chips": (ChipSummary(0, Rates(0.5, 1.0, 2.0)), ChipSummary(1, Rates(0.125, 1.0, 2.0))),
+                   "memories": tuple(dataclasses.replace(m, peak_bytes=3 * 2**20) for m in s.memories)}
+        return Newer(**{f.name: changed.get(f.name, getattr(s, f.name)) for f in dataclasses.fields(s)})
 
     monkeypatch.setattr(sched_cmds, "run_summary", newer)
     code, out, _ = _run(["run", *MLP, "--no-sim", "--split", "off"], capsys)

@@ -32,6 +32,7 @@ from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
 from accelsim.compiler import compile as compile_schedule
 from accelsim.schedule.plan import Schedule
+from accelsim.summary import RunSummary
 
 def check_chips(hw: HwSpec, args: argparse.Namespace) -> str | None:
     """Refuse --data-parallel x --pipeline-stages x --tensor-parallel above the chips of `hw` in one
@@ -113,16 +114,16 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
     return Compiled(hw, graph, schedule, time.perf_counter() - start, note)
 
 
-def _step_header(s: dict, c: Compiled) -> str:
+def _step_header(s: RunSummary, c: Compiled) -> str:
     o = c.schedule.options
-    parts = [fmt.plural(s["samples_per_step"], "sample") + " per step",
+    parts = [fmt.plural(s.samples_per_step, "sample") + " per step",
              fmt.plural(o.microbatches, "micro-batch", "micro-batches"), fmt.plural(o.data_parallel, "replica"),
              fmt.plural(o.pipeline_stages, "stage")]
     parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
     parts += [f"ZeRO stage {o.zero}"] * bool(o.zero)
     parts += ["tensor nodes split over unit instances"] * bool(o.split)
-    return (f"{'training step' if s['training'] else 'inference'} of {c.graph.name} on {c.hw.name}: "
-            f"{', '.join(parts)}; {fmt.count(s['tasks'])} tasks compiled in {fmt.wall(c.seconds)}")
+    return (f"{'training step' if s.training else 'inference'} of {c.graph.name} on {c.hw.name}: "
+            f"{', '.join(parts)}; {fmt.count(s.tasks)} tasks compiled in {fmt.wall(c.seconds)}")
 
 
 def default_schedule_path(args: argparse.Namespace, hw: HwSpec) -> Path:
@@ -192,14 +193,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if c.note:
         console.print(f"  note: {c.note}")
     print_summary(console, s, c.schedule)
+    payload = s.to_dict()  # the JSON: the summary's figures, then what running the step added
     if c.schedule.exact is not None:
-        s["exact"] = c.schedule.exact.model_dump(mode="json")
+        payload["exact"] = c.schedule.exact.model_dump(mode="json")
     if not args.no_sim:
-        s["simulation"] = _simulate_and_plot(c.schedule, c.hw, args, console)
+        payload["simulation"] = _simulate_and_plot(c.schedule, c.hw, args, console)
     if args.check:
-        s["check"] = _check(c.schedule, c.graph, c.hw, args.backend, console, args.verbose)
-    write_json(args.json, s)
-    return 0 if not args.check or s["check"]["passed"] else 1
+        payload["check"] = _check(c.schedule, c.graph, c.hw, args.backend, console, args.verbose)
+    write_json(args.json, payload)
+    return 0 if not args.check or payload["check"]["passed"] else 1
 
 
 def _check(schedule, graph: Graph, hw, backend: str, console: Console, verbose: bool = False) -> dict:
@@ -260,9 +262,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     s = run_summary(schedule, hw)
     console = out_console()
     o = schedule.options
-    console.print(f"{args.schedule}: {'training step' if s['training'] else 'inference'} of {schedule.graph_name} "
+    console.print(f"{args.schedule}: {'training step' if s.training else 'inference'} of {schedule.graph_name} "
                   f"on {hw.name}, {fmt.count(len(schedule.tasks))} tasks "
-                  f"({fmt.plural(s['samples_per_step'], 'sample')} "
+                  f"({fmt.plural(s.samples_per_step, 'sample')} "
                   f"per step, {fmt.plural(o.microbatches, 'micro-batch', 'micro-batches')}, "
                   f"{fmt.plural(o.data_parallel, 'replica')}, {fmt.plural(o.pipeline_stages, 'stage')}); as compiled:")
     print_summary(console, s, schedule)

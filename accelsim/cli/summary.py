@@ -1,6 +1,7 @@
-"""How `run` and `simulate` print a run summary (accelsim.report.run_summary) and how `check` prints a check
-report: lines and tables of formatted numbers (cli/fmt.py). A key the summary lacks is left out, and a key
-this module does not know is still printed, by its name, formatted by its unit suffix."""
+"""How `run` and `simulate` print a run summary (accelsim.report.run_summary, a RunSummary read by its
+attributes) and how `check` prints a check report: lines and tables of formatted numbers (cli/fmt.py). A
+figure of the summary's JSON this module does not print in its own words is still printed, by its name,
+formatted by its unit suffix."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from accelsim.cli import fmt
+from accelsim.metrics import Rates
 from accelsim.schedule.plan import Schedule
+from accelsim.summary import RunSummary
 
 LATENCY_MEANS = "mean over inputs of an input's first task's start to its last task's end"
 """What "latency" is, in one phrase (run_summary's latency_definition says it in full)."""
@@ -21,9 +24,9 @@ SHOWN = frozenset((
     "peak_tops", "per_unit", "per_chip", "peak_memory_bytes", "memory_capacity_bytes", "allreduce_cycles",
     "transfer_cycles", "energy_pj", "energy_j", "energy_per_sample_j", "power_w", "ops_per_step", "tops_per_w",
     "area_mm2", "chip_area_mm2", "throughput_per_mm2", "critical_path_cycles", "resource_bound_cycles",
-    "resource_bound_unit", "bound_cycles", "bound_ratio", "exact", "simulation", "check"))
-"""Keys of run_summary printed in their own words below (or plumbing). Keys ending in _definition are the
-metrics' definitions, kept for the JSON; the terminal says each in a phrase."""
+    "resource_bound_unit", "bound_cycles", "bound_ratio"))
+"""Keys of RunSummary.to_dict() printed in their own words below (or plumbing). Keys ending in _definition
+are the metrics' definitions, kept for the JSON; the terminal says each in a phrase."""
 
 
 def exact_line(schedule: Schedule) -> str | None:
@@ -36,31 +39,26 @@ def exact_line(schedule: Schedule) -> str | None:
             f"list schedule {fmt.count(e.list_makespan_cycles)}; CP-SAT budget {fmt.number(e.time_limit_s)} s)")
 
 
-def _compute(rates: dict[str, Any]) -> str | None:
-    """"29.47 TOPS achieved of 741.9 TOPS peak (4.0% of peak MACs)" from achieved_tops, peak_tops and
-    mac_utilization, whichever of them there are."""
-    parts = []
-    if rates.get("achieved_tops") is not None:
-        parts.append(f"{fmt.metric('achieved_tops', rates['achieved_tops'])} achieved")
-    if rates.get("peak_tops") is not None:
-        parts.append(f"{'of ' if parts else 'peak '}{fmt.metric('peak_tops', rates['peak_tops'])}"
-                     f"{' peak' if parts else ''}")
-    if rates.get("mac_utilization") is not None:
-        parts.append(f"({fmt.percent(rates['mac_utilization'])} of peak MACs)")
-    return " ".join(parts) or None
+def _compute(rates: Rates) -> str | None:
+    """"29.47 TOPS achieved of 741.9 TOPS peak (4.0% of peak MACs)"; None without an arithmetic peak (no unit
+    kind in use is an array or a vector unit: there is nothing to be a fraction of)."""
+    if not rates.peak_tops:
+        return None
+    return (f"{fmt.metric('achieved_tops', rates.achieved_tops)} achieved of "
+            f"{fmt.metric('peak_tops', rates.peak_tops)} peak ({fmt.percent(rates.mac_utilization)} of peak MACs)")
 
 
-def efficiency_lines(s: dict[str, Any]) -> list[str]:
+def efficiency_lines(s: RunSummary) -> list[str]:
     """Energy, power and area of a run summary (report.efficiency), where the hardware has the figures."""
     lines = []
-    if s.get("energy_j") is not None:
-        lines.append(f"energy      {fmt.si(s['energy_j'], 'J')} per step, {fmt.si(s['energy_per_sample_j'], 'J')} "
-                     f"per sample; power {fmt.si(s['power_w'], 'W')} (dynamic only); "
-                     f"{fmt.si(s['tops_per_w'] * 1e12, 'OPS/W')} over {fmt.si(s['ops_per_step'], 'op')} per step")
-    if s.get("area_mm2") is not None:
-        chips = ", ".join(f"{name} {fmt.number(area)} mm^2" for name, area in (s.get("chip_area_mm2") or {}).items())
-        lines.append(f"area        {fmt.number(s['area_mm2'])} mm^2 modelled for the machine (per chip: {chips}; "
-                     f"datapaths and SRAM only); {fmt.rate(s['throughput_per_mm2'])} per mm^2")
+    if s.energy_j is not None:
+        lines.append(f"energy      {fmt.si(s.energy_j, 'J')} per step, {fmt.si(s.energy_per_sample_j, 'J')} "
+                     f"per sample; power {fmt.si(s.power_w, 'W')} (dynamic only); "
+                     f"{fmt.si(s.tops_per_w * 1e12, 'OPS/W')} over {fmt.si(s.ops_per_step, 'op')} per step")
+    if s.area_mm2 is not None:
+        chips = ", ".join(f"{a.name} {fmt.number(a.area_mm2)} mm^2" for a in s.chip_areas or ())
+        lines.append(f"area        {fmt.number(s.area_mm2)} mm^2 modelled for the machine (per chip: {chips}; "
+                     f"datapaths and SRAM only); {fmt.rate(s.throughput_per_mm2)} per mm^2")
     return lines
 
 
@@ -74,89 +72,82 @@ def _other_lines(key: str, value: Any) -> list[str]:
     return [f"{label:<11} {fmt.metric(key, value)}"]
 
 
-def summary_lines(s: dict[str, Any], schedule: Schedule) -> list[str]:
+def summary_lines(s: RunSummary, schedule: Schedule) -> list[str]:
     """A compiled step's run_summary in lines (indented): times, rates, compute, efficiency, bounds,
-    communication, then any metric the summary has beyond those."""
-    lines = [f"makespan    {fmt.cycles(s['makespan_cycles'])} = {fmt.seconds(s['makespan_s'])} per step",
-             f"throughput  {fmt.rate(s['throughput_samples_per_s'])}",
-             f"latency     {fmt.seconds(s['latency_s'])} per input ({LATENCY_MEANS})"]
-    compute = _compute(s)
+    communication, then any figure of its JSON beyond those."""
+    lines = [f"makespan    {fmt.cycles(s.makespan_cycles)} = {fmt.seconds(s.makespan_s)} per step",
+             f"throughput  {fmt.rate(s.throughput_samples_per_s)}",
+             f"latency     {fmt.seconds(s.latency_s)} per input ({LATENCY_MEANS})"]
+    compute = _compute(s.rates)
     if compute is not None:
         lines.append(f"compute     {compute}")
     lines += efficiency_lines(s)
-    lines.append(f"bound       {fmt.cycles(s['bound_cycles'])} (critical path {fmt.count(s['critical_path_cycles'])}, "
-                 f"busiest resource {s['resource_bound_unit']} {fmt.count(s['resource_bound_cycles'])}); "
-                 f"makespan/bound {fmt.ratio(s['bound_ratio'])}")
+    lines.append(f"bound       {fmt.cycles(s.bound_cycles)} (critical path {fmt.count(s.critical_path_cycles)}, "
+                 f"busiest resource {s.resource_bound_unit} {fmt.count(s.resource_bound_cycles)}); "
+                 f"makespan/bound {fmt.ratio(s.bound_ratio)}")
     if schedule.exact is not None:
         lines.append(exact_line(schedule))
-    if s.get("allreduce_cycles") or s.get("transfer_cycles"):
-        lines.append(f"communication: all-reduce and other collectives {fmt.cycles(s.get('allreduce_cycles', 0))} "
-                     f"(each once), transfers {fmt.cycles(s.get('transfer_cycles', 0))} (summed over tasks)")
-    for key, value in s.items():
+    if s.allreduce_cycles or s.transfer_cycles:
+        lines.append(f"communication: all-reduce and other collectives {fmt.cycles(s.allreduce_cycles)} "
+                     f"(each once), transfers {fmt.cycles(s.transfer_cycles)} (summed over tasks)")
+    for key, value in s.to_dict().items():
         if key not in SHOWN and not key.endswith("_definition"):
             lines += _other_lines(key, value)
     return [f"  {line}" for line in lines]
 
 
-def _rate_cells(rates: dict[str, Any] | None) -> list[str]:
-    """MACs used (% of peak), achieved and peak TOPS of one per_unit/per_chip entry ("-" where absent)."""
-    rates = rates or {}
-    return [fmt.percent(rates["mac_utilization"]) if rates.get("mac_utilization") is not None else "-",
-            fmt.metric("achieved_tops", rates["achieved_tops"]) if rates.get("achieved_tops") is not None else "-",
-            fmt.metric("peak_tops", rates["peak_tops"]) if rates.get("peak_tops") is not None else "-"]
+def _rate_cells(rates: Rates | None) -> list[str]:
+    """MACs used (% of peak), achieved and peak TOPS of one unit kind or chip ("-" for a unit kind without)."""
+    if rates is None:
+        return ["-"] * 3
+    return [fmt.percent(rates.mac_utilization), fmt.metric("achieved_tops", rates.achieved_tops),
+            fmt.metric("peak_tops", rates.peak_tops)]
 
 
-def unit_table(s: dict[str, Any]) -> Table:
-    """Per unit kind: busy fraction, and where run_summary has them, MACs used, achieved and peak TOPS."""
-    per_unit = s.get("per_unit") or {}
-    table = Table(title="units (busy: occupied" + ("; MACs used: useful MACs of the peak" if per_unit else "")
+def unit_table(s: RunSummary) -> Table:
+    """Per unit kind: busy fraction, and for the kinds with an arithmetic peak, MACs used, achieved and peak
+    TOPS."""
+    with_rates = any(u.rates is not None for u in s.units)
+    table = Table(title="units (busy: occupied" + ("; MACs used: useful MACs of the peak" if with_rates else "")
                   + ", over the makespan)")
     table.add_column("unit")
     table.add_column("busy", justify="right")
-    if per_unit:
+    if with_rates:
         for col in ("MACs used", "achieved", "peak"):
             table.add_column(col, justify="right")
-    busy = s.get("utilization") or {}
-    for unit in list(busy) + [u for u in per_unit if u not in busy]:
-        cells = [fmt.percent(busy[unit]) if unit in busy else "-"]
-        table.add_row(unit, *cells, *(_rate_cells(per_unit.get(unit)) if per_unit else ()))
+    for u in s.units:
+        table.add_row(u.name, fmt.percent(u.busy), *(_rate_cells(u.rates) if with_rates else ()))
     return table
 
 
-def chip_table(s: dict[str, Any]) -> Table | None:
+def chip_table(s: RunSummary) -> Table | None:
     """Per chip MACs used, achieved and peak TOPS; None for one chip (the compute line says it) or none."""
-    per_chip = s.get("per_chip") or {}
-    if len(per_chip) < 2:
+    if len(s.chips) < 2:
         return None
     table = Table(title="chips")
     for col in ("chip", "MACs used", "achieved", "peak"):
         table.add_column(col, justify="left" if col == "chip" else "right")
-    for chip, rates in per_chip.items():
-        table.add_row(chip, *_rate_cells(rates))
+    for c in s.chips:
+        table.add_row(c.label, *_rate_cells(c.rates))
     return table
 
 
-def memory_table(s: dict[str, Any]) -> Table | None:
-    """Peak bytes per memory (run_summary's peak_memory_bytes, the one definition) against its capacity."""
-    peak = s.get("peak_memory_bytes")
-    if peak is None:
-        return None
-    caps = s.get("memory_capacity_bytes") or {}
+def memory_table(s: RunSummary) -> Table:
+    """Peak bytes per memory (run_summary's memories: metrics.peak_memory_bytes, the one definition) against
+    its capacity."""
     table = Table(title="memory (peak: most bytes placed at once)")
     for col in ("memory", "peak", "capacity", "used"):
         table.add_column(col, justify="left" if col == "memory" else "right")
-    for mem, used in (peak.items() if isinstance(peak, dict) else [("all", peak)]):
-        cap = caps.get(mem) if isinstance(caps, dict) else None
-        table.add_row(mem, fmt.nbytes(used), "-" if cap is None else fmt.nbytes(cap),
-                      fmt.percent(used / cap) if cap else "-")
+    for m in s.memories:
+        table.add_row(m.label, fmt.nbytes(m.peak_bytes), fmt.nbytes(m.capacity_bytes), fmt.percent(m.fraction))
     return table
 
 
-def print_summary(console: Console, s: dict[str, Any], schedule: Schedule) -> None:
+def print_summary(console: Console, s: RunSummary, schedule: Schedule) -> None:
     """summary_lines, then the unit, chip and memory tables."""
     for line in summary_lines(s, schedule):
         console.print(line)
-    for table in (unit_table(s), chip_table(s), memory_table(s)):
+    for table in (unit_table(s), chip_table(s), memory_table(s)):  # chip_table: None for one chip
         if table is not None:
             console.print(table)
 

@@ -16,7 +16,7 @@ from accelsim.hw.overrides import apply_overrides
 from accelsim.hw.spec import HwSpec
 from accelsim.pydantic_errors import describe_errors
 from accelsim.dse.constraints import Constraint, parse_constraint
-from accelsim.dse.metrics import DEFAULT_OBJECTIVES, METRICS
+from accelsim.dse.metrics import DEFAULT_OBJECTIVES, METRICS, unknown_metric
 from accelsim.dse.params import TIE, Parameter, parameters
 from accelsim.dse.spec import MAX_POINTS, RESULT_OPTIONS, RunOptions, SweepSpec
 
@@ -55,15 +55,14 @@ def constraints(spec: SweepSpec) -> list[Constraint]:
 
 def _metric_problems(spec: SweepSpec) -> list[str]:
     problems = []
-    known = f"known metrics: {', '.join(METRICS)}"
     for i, name in enumerate(spec.metrics or []):
         if name not in METRICS:
-            problems.append(f"metrics[{i}]: unknown metric {_shown(name)}; {known}")
+            problems.append(f"metrics[{i}]: {unknown_metric(name, _shown(name))}")
         elif name in spec.metrics[:i]:
             problems.append(f"metrics[{i}]: lists {name!r} twice")
     for name in spec.search.objectives or {}:
         if name not in METRICS:
-            problems.append(f"search.objectives.{name}: unknown metric {_shown(name)}; {known}")
+            problems.append(f"search.objectives.{name}: {unknown_metric(name, _shown(name))}")
     for i, text in enumerate(spec.constraints):
         parsed = parse_constraint(text)
         if isinstance(parsed, str):

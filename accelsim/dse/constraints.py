@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from accelsim.dse.metrics import METRICS
+from accelsim.dse.metrics import METRICS, unknown_metric
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
@@ -59,7 +59,7 @@ def parse_constraint(text: object) -> Constraint | str:
         return f"cannot read {text!r}; expected {known}"
     metric, op, number = m.groups()
     if metric not in METRICS:
-        return f"{text!r}: unknown metric {metric!r}; known metrics: {', '.join(METRICS)}"
+        return f"{text!r}: {unknown_metric(metric)}"
     bound = float(number)
     if not math.isfinite(bound):
         return f"{text!r}: the bound {number} is not a finite number"

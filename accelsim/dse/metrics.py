@@ -1,10 +1,33 @@
-"""The metrics a sweep records per point, as a typed table: name -> unit, meaning, and how to read it
-from what one point produced (run summary, simulation, check). Missing values are NaN."""
+"""The metrics a sweep records per point, as a typed table: name -> unit, meaning, and what it reads from
+what one point produced (a RunSummary field by name, checked against RunSummary when the table is built,
+or the simulation and check outcomes). Missing values are NaN."""
 from __future__ import annotations
 
+import difflib
 import math
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, fields
 from typing import Any, Callable
+
+from accelsim.errors import AccelsimError
+from accelsim.summary import RunSummary
+
+NUMERIC_TYPES = frozenset({int, float, bool, int | None, float | None, bool | None})
+"""What a summary field must hold to be a metric: a number (None where the hardware lacks the figures)."""
+
+
+def _summary_numbers() -> dict[str, Any]:
+    """RunSummary's fields and properties -> their types (a property's by its return annotation)."""
+    hints = typing.get_type_hints(RunSummary)
+    out: dict[str, Any] = {f.name: hints[f.name] for f in fields(RunSummary)}
+    for name, member in vars(RunSummary).items():
+        if isinstance(member, property) and member.fget is not None:
+            out[name] = typing.get_type_hints(member.fget).get("return")
+    return out
+
+
+SUMMARY_TYPES: dict[str, Any] = _summary_numbers()
+"""What a metric may read from a RunSummary, with its type."""
 
 
 @dataclass(frozen=True)
@@ -12,38 +35,45 @@ class Outcome:
     """What evaluating one point produced: `accelsim run`'s summary, the simulated makespan (None when
     the options did not simulate) and whether the check passed (None when they did not check)."""
 
-    summary: dict[str, Any]
+    summary: RunSummary
     simulated_makespan_cycles: int | None = None
     check_passed: bool | None = None
 
 
 @dataclass(frozen=True)
 class MetricDef:
-    """One column of the results table. `needs`: the option (`simulate`, `check`) without which the
-    metric is always NaN, so a spec that asks for it without the option is refused."""
+    """One column of the results table. `field`: the numeric RunSummary field (or property) it reads, by
+    default its own name; `read` instead, for what the summary does not hold. `needs`: the option
+    (`simulate`, `check`) without which the metric is always NaN, so a spec that asks for it without the
+    option is refused. A field RunSummary lacks, or one that is not a number, is refused when the table is
+    built (at import), so a misspelled metric cannot become a column of NaN."""
 
     name: str
     unit: str
     description: str
-    read: Callable[[Outcome], Any]
+    read: Callable[[Outcome], Any] | None = None
     needs: str | None = None
+    field: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.read is not None:
+            if self.field is not None:
+                raise AccelsimError(f"metric {self.name!r}: give a RunSummary field or a read function, not both")
+            return
+        name = self.field or self.name
+        if name not in SUMMARY_TYPES:
+            close = difflib.get_close_matches(name, SUMMARY_TYPES, n=3)
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            raise AccelsimError(f"metric {self.name!r} reads RunSummary.{name}, which RunSummary does not have"
+                                f"{hint}; its fields: {', '.join(SUMMARY_TYPES)}")
+        if SUMMARY_TYPES[name] not in NUMERIC_TYPES:
+            raise AccelsimError(f"metric {self.name!r} reads RunSummary.{name}, of type {SUMMARY_TYPES[name]}; a "
+                                f"metric is a number (int, float or bool, or None where absent)")
+        object.__setattr__(self, "field", name)
 
-def _summary(key: str) -> Callable[[Outcome], Any]:
-    # .get: the area/energy figures are absent from older summaries and None without energy data
-    return lambda o: o.summary.get(key)
-
-
-def _peak_memory_bytes(o: Outcome) -> float | None:
-    peaks = o.summary.get("peak_memory_bytes") or {}
-    return max(peaks.values(), default=None)
-
-
-def _peak_memory_fraction(o: Outcome) -> float | None:
-    peaks = o.summary.get("peak_memory_bytes") or {}
-    caps = o.summary.get("memory_capacity_bytes") or {}
-    fractions = [peak / caps[m] for m, peak in peaks.items() if caps.get(m)]
-    return max(fractions, default=None)
+    def value(self, outcome: Outcome) -> Any:
+        """The metric's value for one point (None where the point does not have it)."""
+        return self.read(outcome) if self.read is not None else getattr(outcome.summary, self.field)
 
 
 def _check_passed(o: Outcome) -> float | None:
@@ -51,34 +81,53 @@ def _check_passed(o: Outcome) -> float | None:
 
 
 _DEFS = (
-    MetricDef("makespan_cycles", "cycles", "compiled length of one step", _summary("makespan_cycles")),
-    MetricDef("makespan_s", "s", "compiled length of one step", _summary("makespan_s")),
-    MetricDef("throughput_samples_per_s", "samples/s", "samples of a step over its makespan",
-              _summary("throughput_samples_per_s")),
-    MetricDef("latency_s", "s", "mean time from an input's first task to its last", _summary("latency_s")),
-    MetricDef("bound_ratio", "ratio", "makespan over the best time any schedule could reach", _summary("bound_ratio")),
-    MetricDef("tasks", "tasks", "tasks in the compiled step", _summary("tasks")),
-    MetricDef("peak_memory_bytes", "bytes", "the largest peak occupancy over the memories", _peak_memory_bytes),
+    MetricDef("makespan_cycles", "cycles", "compiled length of one step"),
+    MetricDef("makespan_s", "s", "compiled length of one step"),
+    MetricDef("throughput_samples_per_s", "samples/s", "samples of a step over its makespan"),
+    MetricDef("latency_s", "s", "mean time from an input's first task to its last"),
+    MetricDef("bound_ratio", "ratio", "makespan over the best time any schedule could reach"),
+    MetricDef("tasks", "tasks", "tasks in the compiled step"),
+    MetricDef("peak_memory_bytes", "bytes", "the largest peak occupancy over the memories",
+              field="largest_peak_memory_bytes"),
     MetricDef("peak_memory_fraction", "ratio", "the largest peak occupancy over capacity over the memories",
-              _peak_memory_fraction),
-    MetricDef("allreduce_cycles", "cycles", "cycles of collectives (each once)", _summary("allreduce_cycles")),
-    MetricDef("transfer_cycles", "cycles", "cycles of chip-to-chip transfers (summed)", _summary("transfer_cycles")),
+              field="largest_peak_memory_fraction"),
+    MetricDef("allreduce_cycles", "cycles", "cycles of collectives (each once)"),
+    MetricDef("transfer_cycles", "cycles", "cycles of chip-to-chip transfers (summed)"),
     MetricDef("simulated_makespan_cycles", "cycles", "makespan of the SimPy replay of the schedule",
               lambda o: o.simulated_makespan_cycles, needs="simulate"),
     MetricDef("check_passed", "1/0", "1.0 when the numba kernels matched the float64 reference", _check_passed,
               needs="check"),
-    MetricDef("energy_j", "J", "energy of one step", _summary("energy_j")),
-    MetricDef("energy_per_sample_j", "J/sample", "energy of one step over its samples", _summary("energy_per_sample_j")),
-    MetricDef("power_w", "W", "energy of one step over its makespan", _summary("power_w")),
-    MetricDef("tops_per_w", "TOPS/W", "operations per second per watt", _summary("tops_per_w")),
-    MetricDef("area_mm2", "mm^2", "silicon area of the chips in use", _summary("area_mm2")),
-    MetricDef("throughput_per_mm2", "samples/s/mm^2", "throughput over area", _summary("throughput_per_mm2")),
+    MetricDef("energy_j", "J", "energy of one step"),
+    MetricDef("energy_per_sample_j", "J/sample", "energy of one step over its samples"),
+    MetricDef("power_w", "W", "energy of one step over its makespan"),
+    MetricDef("tops_per_w", "TOPS/W", "operations per second per watt"),
+    MetricDef("area_mm2", "mm^2", "silicon area of the chips in use"),
+    MetricDef("throughput_per_mm2", "samples/s/mm^2", "throughput over area"),
 )
 METRICS: dict[str, MetricDef] = {m.name: m for m in _DEFS}
 
 DEFAULT_OBJECTIVES: dict[str, str] = {"throughput_samples_per_s": "max", "energy_per_sample_j": "min",
                                       "area_mm2": "min"}
 """Objectives of the Pareto plots of a grid or random sweep that names none: those among its metrics."""
+
+
+def _close_metrics(name: str) -> list[str]:
+    """The metrics a misspelled or shortened `name` may mean, in the table's order: close in spelling as a
+    whole or by first word ('thruput' -> throughput_*), or containing it ('energy' -> energy_j, ...)."""
+    text = name.lower()
+    head = text.split("_")[0]
+    close = set(difflib.get_close_matches(text, METRICS, n=3))
+    close |= {m for m in METRICS if difflib.SequenceMatcher(None, head, m.split("_")[0]).ratio() >= 0.75}
+    close |= {m for m in METRICS if len(text) >= 3 and text in m}
+    return [m for m in METRICS if m in close]
+
+
+def unknown_metric(name: object, shown: str | None = None) -> str:
+    """Why `name` is refused as a metric, for a spec's problem line: the names it may mean, then every valid
+    one (`shown`: how to quote the name, default its repr)."""
+    close = _close_metrics(name) if isinstance(name, str) else []
+    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    return f"unknown metric {shown or repr(name)}{hint}; known metrics: {', '.join(METRICS)}"
 
 
 def as_float(value: Any) -> float:
@@ -91,7 +140,7 @@ def as_float(value: Any) -> float:
 
 def measure(outcome: Outcome) -> dict[str, float]:
     """Every metric of the table for one point, NaN where the outcome does not have it."""
-    return {name: as_float(m.read(outcome)) for name, m in METRICS.items()}
+    return {name: as_float(m.value(outcome)) for name, m in METRICS.items()}
 
 
 def nan_metrics() -> dict[str, float]:
