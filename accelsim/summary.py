@@ -12,7 +12,8 @@ from typing import Any, Mapping
 from accelsim import metrics
 from accelsim.errors import AccelsimError
 from accelsim.metrics import Rates
-from accelsim.schedule.plan import Options, memory_label
+from accelsim.schedule.options import StepOptions
+from accelsim.schedule.plan import memory_label
 
 
 class UnknownSummaryKey(AccelsimError, KeyError):
@@ -86,7 +87,7 @@ class RunSummary:
     hw: str
     hw_overrides: Mapping[str, Any]
     training: bool
-    options: Options
+    options: StepOptions
     samples_per_step: int
     tasks: int
     makespan_cycles: int
