@@ -1,8 +1,9 @@
-"""The ATen op table: one `AtenOp` per ATen overload the torch importer understands (ATen name -> converter).
+"""The ATen op registry: what a converter module needs to register entries of the ATen op table (`aten`, the
+`AtenOp` record, the `Ctx` it is handed). The converter modules import this; `aten_table.py` imports them.
 
 Like the OpDef registry, nothing else in the importer special-cases an ATen op by name: `torch_export.py`
-looks each FX node's target up here, asks `refuse` whether this use is one accelsim can express, and calls
-`convert` with the node's arguments (FX nodes replaced by graph Vars).
+looks each FX node's target up in the table, asks `refuse` whether this use is one accelsim can express, and
+calls `convert` with the node's arguments (FX nodes replaced by graph Vars).
 """
 from __future__ import annotations
 
@@ -57,9 +58,3 @@ def aten(name: str, convert: Callable[..., Converted], doc: str,
     ATEN_OPS[name] = AtenOp(name, convert, refuse, doc)
     return ATEN_OPS[name]
 
-
-def aten_ops() -> dict[str, AtenOp]:
-    """The full table, with every converter module imported (they register on import)."""
-    from accelsim.frontends import aten_math, aten_nn, aten_shape  # noqa: F401
-
-    return ATEN_OPS
