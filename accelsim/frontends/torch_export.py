@@ -10,7 +10,8 @@ from collections import Counter
 from typing import Any, Sequence
 
 from accelsim.errors import AccelsimError, FrontendError
-from accelsim.frontends.aten_table import AtenOp, Ctx, aten_ops
+from accelsim.frontends.aten_registry import AtenOp, Ctx
+from accelsim.frontends.aten_table import aten_ops
 from accelsim.frontends.losses import loss_head
 from accelsim.frontends.torch_leaves import add_constant, add_input, add_param, graph_dtype
 from accelsim.graph.ir import Graph
