@@ -56,5 +56,5 @@ def read_external_data(model: Any, label: str, base: Path | None, limits: ReadLi
 
 
 def _over_limit(limits: ReadLimits) -> str:
-    return (f"above the {limits.max_file_bytes}-byte limit on the bytes read for one model (the .onnx file and its "
+    return (f"above the {limits.max_file_bytes:,}-byte limit on the bytes read for one model (the .onnx file and its "
             f"external data together); {ReadLimits.how_to_raise('max_file_bytes')}")

@@ -100,6 +100,8 @@ def output_shapes(node: Any, inputs: Sequence[np.ndarray | None], opset: int,
     import onnx
     from onnx import helper, numpy_helper
 
+    if node.op_type == "Constant":
+        return [_constant_shape(node)]
     initializers, declared, seen = [], [], set()
     for name, value in zip(node.input, inputs):
         if not name or value is None or name in seen:
@@ -127,6 +129,20 @@ def output_shapes(node: Any, inputs: Sequence[np.ndarray | None], opset: int,
                           f"{one_line(e, 200)})") from None
     types = {vi.name: vi.type for vi in inferred.graph.value_info}
     return [_static_shape(types.get(name)) for name in node.output]
+
+
+def _constant_shape(node: Any) -> tuple[int, ...] | None:
+    """A Constant's shape from its attribute, without copying the tensor it may hold (weights, at times)."""
+    for a in node.attribute:
+        if a.name == "value":
+            return tuple(int(d) for d in a.t.dims)
+        if a.name == "sparse_value":
+            return tuple(int(d) for d in a.sparse_tensor.dims)
+        if a.name in ("value_floats", "value_ints", "value_strings"):
+            return (len(a.floats) or len(a.ints) or len(a.strings),)
+        if a.name in ("value_float", "value_int", "value_string"):
+            return ()
+    return None
 
 
 def _static_shape(t: Any) -> tuple[int, ...] | None:

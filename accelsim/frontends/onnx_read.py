@@ -18,7 +18,7 @@ from accelsim.frontends.onnx_errors import INSTALL_HINT, OnnxImportError, fail, 
 from accelsim.frontends.onnx_external import read_external_data
 from accelsim.frontends.onnx_functions import inline_functions
 from accelsim.frontends.onnx_structure import check_structure
-from accelsim.limits import DEFAULT_READ_LIMITS, ReadLimits, bytes_str
+from accelsim.limits import DEFAULT_READ_LIMITS, ReadLimits
 from accelsim.safe_file import FileRules, read_regular
 
 MIN_OPSET = 13
@@ -103,8 +103,8 @@ def _parse(onnx: ModuleType, source: Any, limits: ReadLimits) -> tuple[Any, str]
 
 
 def _too_large(size: int, limits: ReadLimits) -> str:
-    return (f"is {size:,} bytes, above the {limits.max_file_bytes}-byte limit ({bytes_str(limits.max_file_bytes)}) "
-            f"on the bytes read for one model; {ReadLimits.how_to_raise('max_file_bytes')}")
+    return (f"is {size:,} bytes, above the {limits.max_file_bytes:,}-byte limit on the bytes read for one model; "
+            f"{ReadLimits.how_to_raise('max_file_bytes')}")
 
 
 def _opset(model: Any, label: str) -> int:
