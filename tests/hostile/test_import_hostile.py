@@ -50,6 +50,12 @@ def _filled(name: str, shape, out: str) -> list:
             helper.make_node("ConstantOfShape", [name], [out], value=numpy_helper.from_array(np.ones(1, np.float32)))]
 
 
+def _sparse(dims: list[int]) -> object:
+    """A sparse tensor of `dims` holding one value: 30 bytes of file for any size once densified."""
+    return helper.make_sparse_tensor(numpy_helper.from_array(np.ones(1, np.float32), "v"),
+                                     numpy_helper.from_array(np.array([5]), "i"), dims)
+
+
 def _nested_functions(levels: int, recursive: bool = False) -> object:
     """Function f_k calls f_{k-1} twice: 2**levels Relu nodes once inlined, from a file of ~70 bytes a level."""
     functions = []
@@ -68,12 +74,13 @@ def _loop_forever() -> object:
     """A Loop of 2**62 trips on constants: folding it would never end."""
     body = helper.make_graph(
         [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Identity", ["v_in"], ["v_out"])], "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
          helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
          helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1])])
-    return _model([_const("m", np.array(2**62, np.int64)), _const("c", np.array(True)), _const("v", np.ones(1, np.float32)),
-                   helper.make_node("Loop", ["m", "c", "v"], ["y"], body=body)])
+    return _model([_const("m", np.array(2**62, np.int64)), _const("c", np.array(True)),
+                   _const("v", np.ones(1, np.float32)), helper.make_node("Loop", ["m", "c", "v"], ["y"], body=body)])
 
 
 def _external_data_fifo(d: Path) -> Path:
@@ -106,7 +113,8 @@ ONNX_BOMBS = {  # name -> (model, words the refusal names besides the file)
                                             _const("b", np.ones((1, 65536), np.float32)),
                                             helper.make_node("Mul", ["a", "b"], ["y"])], rank=2),
                             ("Mul", "[65536, 65536]", FOLD)),
-    "where_broadcast_65536": (lambda: _model([_const("c", np.array([True])), _const("a", np.ones((65536, 1), np.float32)),
+    "where_broadcast_65536": (lambda: _model([_const("c", np.array([True])),
+                                              _const("a", np.ones((65536, 1), np.float32)),
                                               _const("b", np.ones((1, 65536), np.float32)),
                                               helper.make_node("Where", ["c", "a", "b"], ["y"])], rank=2),
                               ("Where", FOLD)),
@@ -118,23 +126,26 @@ ONNX_BOMBS = {  # name -> (model, words the refusal names besides the file)
     "range_of_1e12": (lambda: _model([_const("a", np.array(0.0, np.float32)), _const("b", np.array(1e12, np.float32)),
                                       _const("d", np.array(1.0, np.float32)),
                                       helper.make_node("Range", ["a", "b", "d"], ["y"])]), ("Range", FOLD)),
-    "sparse_constant_2e40": (lambda: _model([helper.make_node("Constant", [], ["y"], sparse_value=helper.make_sparse_tensor(
-        numpy_helper.from_array(np.ones(1, np.float32), "v"), numpy_helper.from_array(np.array([5]), "i"), [2**40]))]),
-        ("Constant", "1,099,511,627,776", FOLD)),
+    "sparse_constant_2e40": (lambda: _model([helper.make_node("Constant", [], ["y"], sparse_value=_sparse([2**40]))]),
+                             ("Constant", "1,099,511,627,776", FOLD)),
     "resize_to_1e10": (lambda: _model([_const("a", np.ones((1, 1, 2, 2), np.float32)),
                                        _const("s", np.array([1, 1, 10**5, 10**5])),
-                                       helper.make_node("Resize", ["a", "", "", "s"], ["y"])], rank=4), ("Resize", FOLD)),
+                                       helper.make_node("Resize", ["a", "", "", "s"], ["y"])], rank=4),
+                       ("Resize", FOLD)),
     "one_hot_depth_1e9": (lambda: _model([_const("i", np.array([1, 2])), _const("d", np.array(10**9)),
                                           _const("v", np.array([0, 1], np.float32)),
-                                          helper.make_node("OneHot", ["i", "d", "v"], ["y"])], rank=2), ("OneHot", FOLD)),
+                                          helper.make_node("OneHot", ["i", "d", "v"], ["y"])], rank=2),
+                          ("OneHot", FOLD)),
     "conv_im2col_workspace": (lambda: _model(_filled("s", [1, 1, 1024, 1024], "x") + _filled("k", [1, 1, 64, 64], "w")
                                              + [helper.make_node("Conv", ["x", "w"], ["y"])], rank=4),
                               ("Conv", "workspace", FOLD)),
-    "matmul_2048_cubed": (lambda: _model(_filled("s", [2048, 2048], "a") + [helper.make_node("MatMul", ["a", "a"], ["y"])],
-                                         rank=2), ("MatMul", "8,589,934,592 multiply-adds", FOLD)),
+    "matmul_2048_cubed": (lambda: _model(_filled("s", [2048, 2048], "a")
+                                         + [helper.make_node("MatMul", ["a", "a"], ["y"])], rank=2),
+                          ("MatMul", "8,589,934,592 multiply-adds", FOLD)),
     "einsum_three_way": (lambda: _model([_const("a", np.ones(4096, np.float32)), _const("b", np.ones(4096, np.float32)),
                                          _const("c", np.ones(4096, np.float32)),
-                                         helper.make_node("Einsum", ["a", "b", "c"], ["y"], equation="i,j,k->")], rank=0),
+                                         helper.make_node("Einsum", ["a", "b", "c"], ["y"], equation="i,j,k->")],
+                                        rank=0),
                          ("Einsum", "multiply-adds", FOLD)),
     "nested_functions_2e30": (lambda: _nested_functions(31), ("local::f", "inlined", ("max-model-nodes", "max_nodes"))),
     "recursive_function": (lambda: _nested_functions(3, recursive=True), ("local::f2", "recursive")),
@@ -181,13 +192,15 @@ def _bomb_member(name: str, chunks: int, declared: int | None = None) -> tuple[s
 
 
 PT2_BOMBS = {  # name -> (archive bytes, words)
-    "pt2_member_of_3_gib": (lambda: _zip([_stored("m/archive_format", b"pt2"), _bomb_member("m/models/model.json", 192)]),
+    "pt2_member_of_3_gib": (lambda: _zip([_stored("m/archive_format", b"pt2"),
+                                          _bomb_member("m/models/model.json", 192)]),
                             ("m/models/model.json", "3,221,225,472", BYTES)),
     "pt2_members_total_3_gib": (lambda: _zip([_bomb_member(f"m/data/weights/w{k}", 64) for k in range(3)]),
                                 ("m/data/weights/w2", BYTES)),
     "pt2_member_declares_less_than_it_holds": (lambda: _zip([_bomb_member("m/models/model.json", 8, declared=1000)]),
                                                ("m/models/model.json", "declares 1,000 bytes", "lies")),
-    "pt2_member_declares_more_than_it_holds": (lambda: _zip([("m/models/model.json", b"{}", 0, zlib.crc32(b"{}"), 10**6)]),
+    "pt2_member_declares_more_than_it_holds": (lambda: _zip([("m/models/model.json", b"{}", 0, zlib.crc32(b"{}"),
+                                                               10**6)]),
                                                ("m/models/model.json", "lies")),
     "pt2_member_with_a_wrong_crc": (lambda: _zip([("m/models/model.json", b"{}", 0, 12345, 2)]),
                                     ("m/models/model.json", "CRC")),
@@ -316,10 +329,12 @@ def _job_keys() -> list[str]:
     keys = [f"onnx_{k}" for k in ONNX_BOMBS] + list(PT2_BOMBS)
     keys += ["onnx_lowered_fold_limit", "onnx_lowered_node_limit", "onnx_lowered_byte_limit",
              "run_model_onnx_bomb_respects_the_limit_flag", "onnx_external_data_is_a_fifo"]
-    keys += [f"import_{kind}_{suffix}" for kind in ("dev_zero", "dev_urandom", "fifo") for suffix in ("onnx", "pt2", "json")]
+    keys += [f"import_{kind}_{suffix}" for kind in ("dev_zero", "dev_urandom", "fifo")
+             for suffix in ("onnx", "pt2", "json")]
     keys += ["run_model_fifo_onnx", "run_model_dev_zero_json", "import_socket_onnx", "import_symlink_loop_onnx",
-             "hw_validate_fifo", "run_hw_dev_urandom", "sweep_spec_fifo", "sweep_spec_dev_zero", "simulate_schedule_fifo",
-             "simulate_schedule_dev_zero", "api_load_graph_fifo", "graph_file_records_an_unknown_pass",
+             "hw_validate_fifo", "run_hw_dev_urandom", "sweep_spec_fifo", "sweep_spec_dev_zero",
+             "simulate_schedule_fifo", "simulate_schedule_dev_zero", "api_load_graph_fifo",
+             "graph_file_records_an_unknown_pass",
              "api_graph_file_unknown_pass_after_a_known_one"]
     return keys
 
