@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.errors import AccelsimError, GraphError, ScheduleError
+from accelsim.errors import AccelsimError, FrontendError, GraphError, ScheduleError
 from accelsim.graph.ir import NUMPY_BYTES, Graph
 
 
@@ -46,6 +46,50 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Ceilings on reading one model file (.onnx, .pt2), checked from sizes the file declares before anything
+    is decoded, unpacked or computed; raise them knowingly.
+
+    max_file_bytes: the bytes read for one model: an .onnx file with its external data files, or a .pt2
+    archive, and the bytes its members unpack to (torch.export.save stores them uncompressed, so they are
+    about the file's size). ResNet-50 in float32 is ~100 MB, GPT-2 small ~0.5 GB; 2 GiB keeps a read (bytes
+    plus decoded weights) within a few GiB.
+    max_tensor_elements / max_total_elements: the model zoo's ModelLimits (8 GiB / 64 GiB as float32).
+    max_folded_elements: the largest value the ONNX importer computes from constants at import (shape
+    arithmetic: exporters' are tens of elements), 256 MiB as float32; a product (MatMul, Gemm, Conv, Einsum)
+    counts its multiply-adds, which bound both its time and its workspace.
+    max_nodes: the nodes of one ONNX graph once its local functions are inlined (a transformer exports a
+    few thousand); a file of nested functions can otherwise ask for 2**40 of them in a few hundred bytes.
+    """
+
+    max_file_bytes: int = 2 * 2**30
+    max_tensor_elements: int = 2**31
+    max_total_elements: int = 2**34
+    max_folded_elements: int = 2**26
+    max_nodes: int = 2**20
+
+    def __post_init__(self) -> None:
+        for key in ("max_file_bytes", "max_tensor_elements", "max_total_elements", "max_folded_elements",
+                    "max_nodes"):
+            value = getattr(self, key)
+            if not _is_int(value) or value < 1:
+                raise FrontendError(f"ReadLimits.{key} must be a positive integer, got {value!r}")
+
+    @staticmethod
+    def how_to_raise(key: str) -> str:
+        """How a user raises limit `key`: its command-line flag (where it has one) and the Python option."""
+        flag = READ_LIMIT_FLAGS.get(key)
+        cli = f"`{flag} N` on the command line or " if flag else ""
+        return f"raise the limit with {cli}`limits=ReadLimits({key}=N)` from Python"
+
+
+READ_LIMIT_FLAGS = {"max_file_bytes": "--max-model-bytes", "max_folded_elements": "--max-folded-elements",
+                    "max_nodes": "--max-model-nodes"}
+"""The command-line flags of the ReadLimits a user may meet (`accelsim import`, and every --model)."""
+DEFAULT_READ_LIMITS = ReadLimits()
 
 
 def check_step_options(microbatches: object, data_parallel: object, pipeline_stages: object,
@@ -153,8 +197,8 @@ def check_eval_size(graph: Graph, samples: int = 1, limits: Limits = DEFAULT_LIM
     if nbytes > limits.max_tensor_bytes:
         per = f" ({samples:,} samples)" if samples != 1 else ""
         raise GraphError(
-            f"{what} {graph.name}{per} would allocate about {_bytes_str(nbytes)} of numpy arrays (an upper estimate), "
-            f"above the limit of {_bytes_str(limits.max_tensor_bytes)}; use a smaller batch or model, or raise the "
+            f"{what} {graph.name}{per} would allocate about {bytes_str(nbytes)} of numpy arrays (an upper estimate), "
+            f"above the limit of {bytes_str(limits.max_tensor_bytes)}; use a smaller batch or model, or raise the "
             f"limit with `--max-bytes N` on the command line or `limits=Limits(max_tensor_bytes=N)` from Python")
     return nbytes
 
@@ -164,7 +208,8 @@ def _check_limits(limits: object) -> None:
         raise AccelsimError(f"limits must be an accelsim.limits.Limits, got {limits!r}")
 
 
-def _bytes_str(nbytes: int) -> str:
+def bytes_str(nbytes: int) -> str:
+    """A byte count as people read it: "1.5 GiB (1,610,612,736 bytes)"."""
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= scale:
             return f"{nbytes / scale:,.1f} {unit} ({nbytes:,} bytes)"

@@ -17,7 +17,7 @@ from accelsim.cli.progress import phase
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
-from accelsim.limits import DEFAULT_LIMITS, Limits
+from accelsim.limits import DEFAULT_LIMITS, DEFAULT_READ_LIMITS, Limits, ReadLimits
 from accelsim.training import OPTIMIZERS, training_graph
 
 DEFAULT_HW = "groq_like"
@@ -105,6 +105,7 @@ def add_model_args(p: argparse.ArgumentParser, step: bool = True, batch_help: st
     p.add_argument("--batch", type=positive_int, help=f"{batch_help} (the model's `batch` option)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any model option, e.g. --set layers=2 --set seq=128 --set sizes=64,32,10; repeatable")
+    add_read_limit_args(p)
     if step:
         add_step_kind_args(p)
         add_optimizer_args(p)
@@ -203,7 +204,7 @@ def _model_file(args: argparse.Namespace, forced: dict[str, Any]) -> Graph:
     if given:
         raise AccelsimError(f"--model {args.model} is a model file, whose shapes and options were fixed when it was "
                             f"exported; only zoo models take {', '.join(given)} (re-export the model instead)")
-    return load_model(args.model)
+    return load_model(args.model, limits=read_limits_from(args))
 
 
 def forward_model(args: argparse.Namespace, **forced: Any) -> Graph:
@@ -291,6 +292,26 @@ def add_limit_args(p: argparse.ArgumentParser, tasks: bool = True, flops: bool =
         p.add_argument("--max-flops", type=positive_int, default=DEFAULT_LIMITS.max_flops, metavar="N",
                        help=f"refuse finite differences estimated above N FLOPs (default "
                             f"{int(DEFAULT_LIMITS.max_flops):,})")
+
+
+def add_read_limit_args(p: argparse.ArgumentParser) -> None:
+    """--max-model-bytes, --max-folded-elements, --max-model-nodes: accelsim.limits.ReadLimits for model files."""
+    d = DEFAULT_READ_LIMITS
+    p.add_argument("--max-model-bytes", type=positive_int, default=d.max_file_bytes, metavar="N",
+                   help=f"refuse a model file (.onnx with its external data, or .pt2 unpacked) above N bytes "
+                        f"(default {d.max_file_bytes:,} = {d.max_file_bytes / 2**30:g} GiB)")
+    p.add_argument("--max-folded-elements", type=positive_int, default=d.max_folded_elements, metavar="N",
+                   help=f"refuse an ONNX model whose constant folding would compute a value above N elements "
+                        f"(default {d.max_folded_elements:,})")
+    p.add_argument("--max-model-nodes", type=positive_int, default=d.max_nodes, metavar="N",
+                   help=f"refuse an ONNX graph above N nodes once its functions are inlined (default {d.max_nodes:,})")
+
+
+def read_limits_from(args: argparse.Namespace) -> ReadLimits:
+    d = DEFAULT_READ_LIMITS
+    return ReadLimits(max_file_bytes=getattr(args, "max_model_bytes", d.max_file_bytes),
+                      max_folded_elements=getattr(args, "max_folded_elements", d.max_folded_elements),
+                      max_nodes=getattr(args, "max_model_nodes", d.max_nodes))
 
 
 def limits_from(args: argparse.Namespace) -> Limits:

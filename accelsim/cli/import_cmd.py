@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from accelsim.cli import fmt
-from accelsim.cli.common import check_file_target, path_arg
+from accelsim.cli.common import add_read_limit_args, check_file_target, path_arg, read_limits_from
 from accelsim.errors import AccelsimError
 
 
@@ -19,7 +19,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if Path(args.output).suffix.lower() != ".json":
         raise AccelsimError(f"-o {args.output}: a graph file is JSON; name it with a .json suffix")
     check_file_target(args.output, "-o")
-    graph = load_model(args.model, loss=args.loss)
+    graph = load_model(args.model, loss=args.loss, limits=read_limits_from(args))
     save_graph(graph, args.output)
     params = sum(1 for n in graph.params)
     loss = graph.nodes[graph.loss].op if graph.loss is not None else "none"
@@ -38,4 +38,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the accelsim graph file to write")
     p.add_argument("--loss", default="mse", choices=list(LOSSES),
                    help="the loss head a .pt2 program ends in (default mse against an input 'target')")
+    add_read_limit_args(p)
     p.set_defaults(fn=cmd_import)

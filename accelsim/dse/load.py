@@ -18,6 +18,7 @@ from accelsim.hw.yaml_loader import load_yaml
 from accelsim.pydantic_errors import describe_errors
 from accelsim.dse.checks import check_spec
 from accelsim.dse.spec import PARAM_TAGS, SweepSpec
+from accelsim.safe_file import FileRules, read_regular
 
 MAX_FILE_BYTES = 1 << 20
 TOP_LEVEL_KEYS = "name, hw, hw_set, model, model_options, options, parameters, search, constraints, metrics"
@@ -31,19 +32,13 @@ def _problems(source: str, lines: list[str]) -> SweepError:
     return SweepError(f"{source}: {len(lines)} problem(s)\n" + "\n".join(f"  {line}" for line in lines))
 
 
+SPEC_FILE = FileRules("a sweep spec file (YAML)", MAX_FILE_BYTES, SweepError,
+                      lambda n: f"larger than {MAX_FILE_BYTES} bytes; a sweep spec is a few dozen lines")
+
+
 def _read_file(path: Path) -> tuple[Any, str]:
     """The parsed YAML of a spec file and its text: at most MAX_FILE_BYTES of UTF-8, one document."""
-    try:
-        if path.is_dir():
-            raise SweepError(f"{path}: is a directory; expected a sweep spec file (YAML)")
-        with path.open("rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise SweepError(f"{path}: no such file; expected a sweep spec file (YAML)") from None
-    except (OSError, ValueError) as e:  # a NUL byte or an over-long name is a ValueError
-        raise SweepError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise SweepError(f"{path}: larger than {MAX_FILE_BYTES} bytes; a sweep spec is a few dozen lines")
+    raw = read_regular(path, SPEC_FILE)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from accelsim import ops as F
-from accelsim.frontends.aten_table import Args, Ctx, Kwargs, aten
+from accelsim.frontends.aten_registry import Args, Ctx, Kwargs, aten
 
 
 SQRT_HALF = 1.0 / math.sqrt(2.0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from accelsim import ops as F
-from accelsim.frontends.aten_table import Args, Ctx, Kwargs, aten
+from accelsim.frontends.aten_registry import Args, Ctx, Kwargs, aten
 
 
 def _axis(dim: int, ndim: int) -> int:

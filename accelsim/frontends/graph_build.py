@@ -20,6 +20,8 @@ from accelsim.graph.provenance import AppliedPass, OptimizerSettings
 from accelsim.graph.verify import verify
 from accelsim.limits import DEFAULT_LIMITS
 from accelsim.ops.registry import OPS
+from accelsim.passes.table import PASSES
+from accelsim.remat.rewrite import REMAT_PASS
 
 MAX_NODES = 200_000
 """GPT-2 small's training step has ~30,000 nodes; a file with more than this is refused before it is built."""
@@ -202,10 +204,21 @@ def _provenance(path: Path, g: Graph, data: dict[str, Any]) -> None:
         if data["optimizer"] is not None:
             g.optimizer = OptimizerSettings(**data["optimizer"])
         g.passes = tuple(AppliedPass(**p) if isinstance(p, dict) else AppliedPass(p) for p in data["passes"])
+        _check_pass_names(path, g.passes)
     except FrontendError:
         raise
     except (AccelsimError, TypeError) as e:
         raise FrontendError(f"{path}: loss, optimizer or passes: {e}") from None
+
+
+def _check_pass_names(path: Path, passes: tuple[AppliedPass, ...]) -> None:
+    """Every recorded pass is one this accelsim knows, as a schedule's recorded passes must be (schedule/source.py):
+    a graph is only what its source and passes rebuild."""
+    for k, p in enumerate(passes):
+        if p.name not in PASSES and p.name != REMAT_PASS:
+            raise FrontendError(f"{path}: the graph file records pass {p.name!r} (step {k + 1} of {len(passes)}), "
+                                f"which this accelsim does not know (known: {', '.join(PASSES)}, {REMAT_PASS}); "
+                                "write the graph again with `accelsim import` or save_graph")
 
 
 def build_graph(path: Path, data: Any) -> Graph:

@@ -20,7 +20,10 @@ from typing import Any
 
 from accelsim.errors import FrontendError
 from accelsim.frontends.graph_attrs import AttrProblem, encode
+from accelsim.frontends.graph_build import build_graph
+from accelsim.frontends.model_source import file_source
 from accelsim.graph.ir import Graph
+from accelsim.safe_file import FileRules, read_regular
 
 FORMAT = "accelsim.graph"
 VERSION = 1
@@ -73,19 +76,11 @@ def save_graph(graph: Graph, path: str | Path) -> None:
 
 
 def read_bytes(path: str | Path, what: str, limit: int) -> tuple[Path, bytes]:
-    """The bytes of model file `path` (at most `limit`), or a FrontendError naming it."""
+    """The bytes of a `what` file at `path` (a regular file of at most `limit` bytes), or a FrontendError."""
     path = _path(path, what)
-    try:
-        if path.is_dir():
-            raise FrontendError(f"{path}: is a directory, not a model file")
-        size = path.stat().st_size
-        if size > limit:
-            raise FrontendError(f"{path}: {size:,} bytes is larger than the {limit:,} bytes a {what} file may have")
-        return path, path.read_bytes()
-    except FileNotFoundError:
-        raise FrontendError(f"{path}: no such file") from None
-    except OSError as e:
-        raise FrontendError(f"{path}: cannot read it: {e.strerror or e}") from None
+    rules = FileRules(f"a {what} file", limit, FrontendError,
+                      lambda n: f"{n:,} bytes is larger than the {limit:,} bytes a {what} file may have")
+    return path, read_regular(path, rules)
 
 
 def _refuse_constant(name: str) -> None:
@@ -119,9 +114,6 @@ def parse_graph_json(path: Path, data: bytes) -> Any:
 def load_graph(path: str | Path) -> Graph:
     """The Graph of a graph file, rebuilt through the builder (every node's op, attributes, shape and dtype
     checked); its `source` records the file (path and sha256), so a schedule compiled from it rebuilds it."""
-    from accelsim.frontends.graph_build import build_graph
-    from accelsim.frontends.model_file import file_source
-
     path, data = read_bytes(path, "graph", MAX_GRAPH_FILE_BYTES)
     graph = build_graph(path, parse_graph_json(path, data))
     graph.source = file_source(path, hashlib.sha256(data).hexdigest())

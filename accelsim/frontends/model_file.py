@@ -7,69 +7,59 @@ torch extra); .onnx: the ONNX importer (accelsim.frontends.onnx_import, needs on
 from __future__ import annotations
 
 import hashlib
+import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from accelsim.errors import FrontendError
+from accelsim.frontends.graph_file import load_graph
+from accelsim.frontends.model_source import file_sha256, file_source, model_file_rules
 from accelsim.graph.ir import Graph
-from accelsim.graph.provenance import ModelSource, file_source as _file_source
+from accelsim.limits import DEFAULT_READ_LIMITS, ReadLimits
+from accelsim.safe_file import read_regular, sha256_regular
 
-MAX_PT2_BYTES = 2 * 2**30
-"""A saved ExportedProgram holds the weights: ResNet-50 in float32 is ~100 MB, GPT-2 small ~0.5 GB."""
+__all__ = ["DEFAULT_LOSS", "FORMATS", "ModelFormat", "file_sha256", "file_source", "load_model"]
+
 DEFAULT_LOSS = "mse"
 
 
-def file_source(path: Path, sha256: str, loss: str | None = None) -> ModelSource:
-    """The graph source naming model file `path` (made absolute) and the sha256 of its bytes."""
-    return _file_source(str(Path(path).resolve()), sha256, loss)
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of the file's bytes, read in blocks; FrontendError when it cannot be read."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(2**20), b""):
-                h.update(block)
-    except FileNotFoundError:
-        raise FrontendError(f"{path}: no such file") from None
-    except OSError as e:
-        raise FrontendError(f"{path}: cannot read it: {e.strerror or e}") from None
-    return h.hexdigest()
-
-
-def _load_json(path: Path, loss: str) -> Graph:
-    from accelsim.frontends.graph_file import load_graph
-
+def _load_json(path: Path, loss: str, limits: ReadLimits) -> Graph:
     if loss != DEFAULT_LOSS:
         raise FrontendError(f"{path}: a graph file already ends in its loss; loss={loss!r} applies to .pt2 and .onnx files")
     return load_graph(path)
 
 
-def _load_pt2(path: Path, loss: str) -> Graph:
+def _load_pt2(path: Path, loss: str, limits: ReadLimits) -> Graph:
+    """The archive is read once: its bytes are hashed, checked member by member (pt2_archive) and handed to
+    torch, so what torch reads is what was checked and recorded."""
+    from accelsim.frontends.pt2_archive import check_archive
+    from accelsim.frontends.quiet import quiet_libraries
     from accelsim.frontends.torch_export import from_exported, require_torch
 
+    data = read_regular(path, model_file_rules(limits, "a .pt2 file (torch.export.save)"))
+    check_archive(data, str(path), limits)
     torch = require_torch()
-    if path.is_file() and path.stat().st_size > MAX_PT2_BYTES:
-        raise FrontendError(f"{path}: {path.stat().st_size:,} bytes is above the {MAX_PT2_BYTES:,} a .pt2 file may "
-                            "have")
-    sha = file_sha256(path)
-    try:
-        ep = torch.export.load(str(path))
-    except Exception as e:  # a corrupt archive raises zipfile, pickle or torch errors
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise FrontendError(f"{path}: not a saved torch.export program (torch.export.load: {first})") from None
+    with quiet_libraries() as heard:
+        try:
+            ep = torch.export.load(io.BytesIO(data))
+        except Exception as e:  # a corrupt archive raises zipfile, pickle, json or torch errors
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            said = heard.first()
+            also = f"; torch reported: {said}" if said and said not in first else ""
+            raise FrontendError(f"{path}: not a saved torch.export program (torch.export.load: {first}{also})") \
+                from None
     graph = from_exported(ep, name=path.stem, loss=loss)
-    graph.source = file_source(path, sha, loss if loss != DEFAULT_LOSS else None)
+    graph.source = file_source(path, hashlib.sha256(data).hexdigest(), loss if loss != DEFAULT_LOSS else None)
     return graph
 
 
-def _load_onnx(path: Path, loss: str) -> Graph:
+def _load_onnx(path: Path, loss: str, limits: ReadLimits) -> Graph:
     from accelsim.frontends.onnx_import import load_onnx
 
-    sha = file_sha256(path)
-    graph = load_onnx(path, loss=loss)
+    sha = sha256_regular(path, model_file_rules(limits, "an .onnx file (ONNX model)"))
+    graph = load_onnx(path, loss=loss, limits=limits)
     graph.source = file_source(path, sha, loss if loss != DEFAULT_LOSS else None)
     return graph
 
@@ -77,7 +67,7 @@ def _load_onnx(path: Path, loss: str) -> Graph:
 @dataclass(frozen=True)
 class ModelFormat:
     suffix: str
-    load: Callable[[Path, str], Graph]
+    load: Callable[[Path, str, ReadLimits], Graph]
     doc: str
 
 
@@ -88,9 +78,10 @@ FORMATS: dict[str, ModelFormat] = {f.suffix: f for f in (
 )}
 
 
-def load_model(path: str | Path, *, loss: str = DEFAULT_LOSS) -> Graph:
+def load_model(path: str | Path, *, loss: str = DEFAULT_LOSS, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Graph:
     """The forward Graph in model file `path`, read by its suffix (.json, .pt2, .onnx). `loss` picks the loss
-    head of a .pt2 program or an ONNX model (frontends.losses); a graph file keeps its own."""
+    head of a .pt2 program or an ONNX model (frontends.losses); a graph file keeps its own. `limits` bounds
+    what reading a .pt2 or .onnx file may unpack and compute (accelsim.limits.ReadLimits)."""
     if not isinstance(path, (str, Path)) or not str(path):
         raise FrontendError(f"load_model needs a file path (str or pathlib.Path), got {path!r}")
     path = Path(path)
@@ -98,6 +89,8 @@ def load_model(path: str | Path, *, loss: str = DEFAULT_LOSS) -> Graph:
     if fmt is None:
         known = ", ".join(f"{f.suffix} ({f.doc})" for f in FORMATS.values())
         raise FrontendError(f"{path}: unknown model file suffix {path.suffix!r}; expected one of {known}")
-    if not path.exists():
+    if not os.path.lexists(path):  # a broken or looping link is named by the reader, not called missing
         raise FrontendError(f"{path}: no such model file")
-    return fmt.load(path, loss)
+    if not isinstance(limits, ReadLimits):
+        raise FrontendError(f"limits must be an accelsim.limits.ReadLimits, got {limits!r}")
+    return fmt.load(path, loss, limits)

@@ -9,6 +9,7 @@ import numpy as np
 
 from accelsim.frontends.onnx_errors import fail
 from accelsim.graph.ir import Graph, Var
+from accelsim.limits import ReadLimits
 
 Value = Var | np.ndarray
 """A tensor during import: a Var (a node of the graph) or an ndarray known at import time (a static
@@ -31,6 +32,7 @@ class ImportContext:
     frozen: frozenset[str]  # float initializers that become non-trainable parameters
     inits: Mapping[str, Mapping[str, Any]]  # each float initializer's param init attrs (onnx_leaves.py)
     batch_norm: str  # "inference" (running statistics) or "training" (batch statistics)
+    limits: ReadLimits  # max_folded_elements bounds every value computed at import
     values: dict[str, Value] = field(default_factory=dict)
     node: Any = None  # the onnx.NodeProto being converted
     _consts: dict[str, Var] = field(default_factory=dict)
@@ -145,7 +147,10 @@ class ImportContext:
                 nodes[i] = replace(nodes[i], name=out_names.get(i, f"{base}/{nodes[i].op}"))
 
     def check_value(self, name: str, value: Value) -> None:
-        """A static value computed at import may not be huge (a ConstantOfShape of a bad shape)."""
-        if isinstance(value, np.ndarray) and value.size > 2**26:
-            raise fail(self.where, f"computes a constant {name!r} of shape {value.shape} ({value.size} elements) "
-                                   "at import; constants above 2**26 elements are refused")
+        """A static value computed at import stays within the limit (converters that compute on constants
+        are checked here, after the fact; the folder checks its outputs' shapes before computing them)."""
+        limit = self.limits.max_folded_elements
+        if isinstance(value, np.ndarray) and value.size > limit:
+            raise fail(self.where, f"computes a constant {name!r} of shape {value.shape} ({value.size:,} elements) "
+                                   f"at import, above the limit of {limit:,} elements; "
+                                   f"{ReadLimits.how_to_raise('max_folded_elements')}")

@@ -13,11 +13,12 @@ import numpy as np
 from accelsim.errors import AccelsimError
 from accelsim.frontends.onnx_context import ImportContext, Unsupported, Value
 from accelsim.frontends.onnx_errors import fail
-from accelsim.frontends.onnx_fold import fold
+from accelsim.frontends.onnx_fold import fold, foldable
 from accelsim.frontends.onnx_leaves import frozen_initializers, param_inits
 from accelsim.frontends.onnx_ops import ONNX_OPS
 from accelsim.frontends.onnx_read import DEFAULT_DOMAINS, CheckedModel
 from accelsim.graph.ir import Graph, Var
+from accelsim.limits import DEFAULT_READ_LIMITS, ReadLimits
 
 
 def _op_key(node: Any) -> str:
@@ -54,12 +55,17 @@ def _all_static(ctx: ImportContext) -> bool:
     return all(ctx.is_static(i) for i in range(len(ctx.node.input)) if ctx.has(i))
 
 
+def _folds(ctx: ImportContext) -> bool:
+    """The node is computed at import: a default-domain op the folder may run, on known inputs only."""
+    return ctx.node.domain in DEFAULT_DOMAINS and foldable(ctx.node) and _all_static(ctx)
+
+
 def _convert_node(ctx: ImportContext) -> list[Value]:
     """The node's outputs: folded when every input is known at import, else through its converter."""
     node = ctx.node
-    if _all_static(ctx) and node.domain in DEFAULT_DOMAINS:
+    if _folds(ctx):
         inputs = [ctx.static(i, "") if ctx.has(i) else None for i in range(len(node.input))]
-        return fold(node, inputs, ctx.opset, ctx.where)
+        return fold(node, inputs, ctx.opset, ctx.where, ctx.limits)
     first = len(ctx.graph.nodes)
     try:
         outs = ONNX_OPS[node.op_type].convert(ctx)
@@ -83,16 +89,18 @@ def _report(missing: dict[str, list[str]], unsupported: list[str]) -> str:
                      + "; ".join(unsupported))
     known = ", ".join(sorted(ONNX_OPS))
     return (". ".join(parts) + f". Supported ONNX ops: {known} (plus any op on constants "
-            "only, folded at import). Re-export the model without them, or add the op to accelsim's registry "
-            "and to accelsim/frontends/onnx_ops.py.")
+            "only, folded at import, except control flow (Loop, If, Scan), random draws and the ops the ONNX "
+            "reference computes element by element in Python). Re-export the model without them, or add the op "
+            "to accelsim's registry and to accelsim/frontends/onnx_ops.py.")
 
 
-def convert(checked: CheckedModel, name: str, batch_norm: str) -> Graph:
+def convert(checked: CheckedModel, name: str, batch_norm: str, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Graph:
     """The forward graph of `checked`: its inputs, its float initializers as parameters named as in the
-    file (drawn by onnx_leaves' rule), one output per ONNX graph output; no loss."""
+    file (drawn by onnx_leaves' rule), one output per ONNX graph output; no loss. Values folded from
+    constants stay within limits.max_folded_elements."""
     g = Graph(name, dtype=checked.dtype)
     ctx = ImportContext(g, checked.label, checked.opset, checked.initializers, frozen_initializers(checked),
-                        param_inits(checked), batch_norm, values=_add_inputs(g, checked))
+                        param_inits(checked), batch_norm, limits, values=_add_inputs(g, checked))
     missing: dict[str, list[str]] = defaultdict(list)
     unsupported: list[str] = []
     unknown: set[str] = set()  # tensors whose producer failed: their readers are skipped
@@ -100,7 +108,7 @@ def convert(checked: CheckedModel, name: str, batch_norm: str) -> Graph:
         ctx.node = node
         key = _op_key(node)
         after_failure = any(i in unknown for i in node.input if i)
-        convertible = key in ONNX_OPS or (node.domain in DEFAULT_DOMAINS and not after_failure and _all_static(ctx))
+        convertible = key in ONNX_OPS or (not after_failure and _folds(ctx))
         if after_failure or not convertible:
             if key not in ONNX_OPS:
                 missing[key].append(_node_label(node))

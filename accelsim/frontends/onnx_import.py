@@ -20,9 +20,11 @@ from accelsim.errors import AccelsimError
 from accelsim.frontends.losses import loss_head
 from accelsim.frontends.onnx_convert import convert
 from accelsim.frontends.onnx_errors import OnnxImportError, fail
-from accelsim.frontends.onnx_read import DEFAULT_READ_LIMITS, ReadLimits, read_model
+from accelsim.frontends.onnx_read import read_model
+from accelsim.frontends.quiet import quiet_libraries
 from accelsim.graph.ir import Graph
 from accelsim.graph.verify import verify
+from accelsim.limits import DEFAULT_READ_LIMITS, ReadLimits
 
 __all__ = ["BATCH_NORM_MODES", "ReadLimits", "from_onnx", "initializer_feeds", "load_onnx"]
 
@@ -41,9 +43,12 @@ def from_onnx(model_or_path: Any, *, name: str | None = None, loss: str = "mse",
         raise OnnxImportError(f"batch_norm must be one of {', '.join(map(repr, BATCH_NORM_MODES))}, got {batch_norm!r}")
     if name is not None and (not isinstance(name, str) or not name):
         raise OnnxImportError(f"name must be a non-empty string or None, got {name!r}")
-    checked = read_model(model_or_path, limits)
-    default = Path(model_or_path).stem if isinstance(model_or_path, (str, Path)) else checked.model.graph.name
-    g = convert(checked, name or default or "onnx_model", batch_norm)
+    if not isinstance(limits, ReadLimits):
+        raise OnnxImportError(f"limits must be an accelsim.limits.ReadLimits, got {limits!r}")
+    with quiet_libraries():  # onnx's reference ops warn through numpy (overflow, division by zero) as they fold
+        checked = read_model(model_or_path, limits)
+        default = Path(model_or_path).stem if isinstance(model_or_path, (str, Path)) else checked.model.graph.name
+        g = convert(checked, name or default or "onnx_model", batch_norm, limits)
     outputs = [g.var(i) for i in g.outputs.values()]
     try:
         loss_var = head.build(g, outputs)
@@ -68,7 +73,8 @@ def initializer_feeds(model_or_path: Any, graph: Graph,
     A.evaluate (forward or training graph) compute with the file's weights instead of drawn ones."""
     if not isinstance(graph, Graph):
         raise OnnxImportError(f"initializer_feeds needs the Graph imported from the model, got {type(graph).__name__}")
-    checked = read_model(model_or_path, limits)
+    with quiet_libraries():
+        checked = read_model(model_or_path, limits)
     feeds: dict[str, np.ndarray] = {}
     for node in graph.params:
         value = checked.initializers.get(node.name)

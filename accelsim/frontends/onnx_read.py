@@ -16,7 +16,10 @@ import numpy as np
 
 from accelsim.frontends.onnx_errors import INSTALL_HINT, OnnxImportError, fail, one_line
 from accelsim.frontends.onnx_external import read_external_data
+from accelsim.frontends.onnx_functions import inline_functions
 from accelsim.frontends.onnx_structure import check_structure
+from accelsim.limits import DEFAULT_READ_LIMITS, ReadLimits
+from accelsim.safe_file import FileRules, read_regular
 
 MIN_OPSET = 13
 """Oldest default-domain opset whose operator signatures the converters implement (axes as inputs of
@@ -26,30 +29,6 @@ FLOAT_TYPES = {1: "float32", 11: "float64"}  # TensorProto.FLOAT, DOUBLE
 STATIC_TYPES = {6: "int32", 7: "int64", 9: "bool"}  # integer initializers are shapes, axes, indices
 INPUT_TYPES = {**FLOAT_TYPES, 7: "int64"}
 SKELETON_KEEPS_ELEMENTS = 1024  # initializers up to this size stay in the model the checker sees
-
-
-@dataclass(frozen=True)
-class ReadLimits:
-    """Ceilings checked before anything is decoded; raise them knowingly.
-
-    max_file_bytes: the bytes read for one model, the .onnx file and its external data files together
-    (ResNet-50 in float32 is ~100 MB, GPT-2 small ~0.5 GB); 2 GiB keeps a read (bytes plus decoded
-    weights) within a few GiB.
-    max_tensor_elements / max_total_elements: the model zoo's ModelLimits (8 GiB / 64 GiB as float32).
-    """
-
-    max_file_bytes: int = 2 * 2**30
-    max_tensor_elements: int = 2**31
-    max_total_elements: int = 2**34
-
-    def __post_init__(self) -> None:
-        for key in ("max_file_bytes", "max_tensor_elements", "max_total_elements"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise OnnxImportError(f"ReadLimits.{key} must be a positive integer, got {value!r}")
-
-
-DEFAULT_READ_LIMITS = ReadLimits()
 
 
 @dataclass(frozen=True)
@@ -83,9 +62,7 @@ def read_model(source: Any, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Checked
     opset = _opset(model, label)
     read_external_data(model, label, Path(source).parent if isinstance(source, (str, Path)) else None, limits)
     _check_declared_sizes(model, label, limits)
-    if len(model.functions):
-        import onnx.inliner
-        model = onnx.inliner.inline_local_functions(model)
+    model = inline_functions(model, label, limits)
     nodes = check_structure(model.graph, label)
     del model.graph.node[:]
     model.graph.node.extend(nodes)  # the checker wants a topological order; a file may list another
@@ -101,8 +78,7 @@ def _parse(onnx: ModuleType, source: Any, limits: ReadLimits) -> tuple[Any, str]
         label = f"ONNX model {source.graph.name or '(unnamed graph)'!r}"
         size = source.ByteSize()
         if size > limits.max_file_bytes:
-            raise fail(label, f"is {size} bytes, above the {limits.max_file_bytes}-byte limit "
-                              "(ReadLimits.max_file_bytes)")
+            raise fail(label, _too_large(size, limits))
         copy = onnx.ModelProto()
         copy.CopyFrom(source)  # the importer reorders nodes and inlines functions on its own copy
         return copy, label
@@ -111,17 +87,8 @@ def _parse(onnx: ModuleType, source: Any, limits: ReadLimits) -> tuple[Any, str]
                               f"{type(source).__name__}")
     path = Path(source)
     label = str(path)
-    if not path.exists():
-        raise fail(label, "no such file")
-    if path.is_dir():
-        raise fail(label, "is a directory; expected an .onnx file")
-    size = path.stat().st_size
-    if size > limits.max_file_bytes:
-        raise fail(label, f"is {size} bytes, above the {limits.max_file_bytes}-byte limit (ReadLimits.max_file_bytes)")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise fail(label, f"cannot be read: {e.strerror or e}") from None
+    rules = FileRules("an .onnx file", limits.max_file_bytes, OnnxImportError, lambda n: _too_large(n, limits))
+    data = read_regular(path, rules, label)
     if not data:
         raise fail(label, "is empty; expected an ONNX model (protobuf)")
     try:
@@ -133,6 +100,11 @@ def _parse(onnx: ModuleType, source: Any, limits: ReadLimits) -> tuple[Any, str]
         raise fail(label, "is not an ONNX model: it parses as protobuf but holds no graph (truncated or another "
                           "format)")
     return model, label
+
+
+def _too_large(size: int, limits: ReadLimits) -> str:
+    return (f"is {size:,} bytes, above the {limits.max_file_bytes:,}-byte limit on the bytes read for one model; "
+            f"{ReadLimits.how_to_raise('max_file_bytes')}")
 
 
 def _opset(model: Any, label: str) -> int:
@@ -167,11 +139,11 @@ def _check_declared_sizes(model: Any, label: str, limits: ReadLimits) -> None:
         n = _numel(t.dims)
         if n > limits.max_tensor_elements:
             raise fail(where, f"declares {n} elements (dims {list(t.dims)}), above the limit of "
-                              f"{limits.max_tensor_elements} (ReadLimits.max_tensor_elements)")
+                              f"{limits.max_tensor_elements}; {ReadLimits.how_to_raise('max_tensor_elements')}")
         total += n
         if total > limits.max_total_elements:
             raise fail(where, f"brings the initializers to {total} elements, above the limit of "
-                              f"{limits.max_total_elements} (ReadLimits.max_total_elements)")
+                              f"{limits.max_total_elements}; {ReadLimits.how_to_raise('max_total_elements')}")
         if t.data_type not in FLOAT_TYPES and t.data_type not in STATIC_TYPES:
             name = onnx.helper.tensor_dtype_to_string(t.data_type) if t.data_type else "UNDEFINED"
             raise fail(where, f"has element type {name}; the importer reads float32 and float64 weights and "
@@ -256,7 +228,7 @@ def _static_inputs(model: Any, label: str, initializers: set[str],
             shape.append(int(d.dim_value))
         if _numel(shape) > limits.max_tensor_elements:
             raise fail(where, f"shape {tuple(shape)} has {_numel(shape)} elements, above the limit of "
-                              f"{limits.max_tensor_elements} (ReadLimits.max_tensor_elements)")
+                              f"{limits.max_tensor_elements}; {ReadLimits.how_to_raise('max_tensor_elements')}")
         out[vi.name] = (tuple(shape), INPUT_TYPES[tt.elem_type])
     return out
 

@@ -10,8 +10,10 @@ from collections import Counter
 from typing import Any, Sequence
 
 from accelsim.errors import AccelsimError, FrontendError
-from accelsim.frontends.aten_table import AtenOp, Ctx, aten_ops
+from accelsim.frontends.aten_registry import AtenOp, Ctx
+from accelsim.frontends.aten_table import aten_ops
 from accelsim.frontends.losses import loss_head
+from accelsim.frontends.quiet import quiet_libraries
 from accelsim.frontends.torch_leaves import add_constant, add_input, add_param, graph_dtype
 from accelsim.graph.ir import Graph
 from accelsim.passes.dce import prune_to_outputs
@@ -46,12 +48,13 @@ def from_torch(module: Any, example_inputs: Sequence[Any], *, name: str | None =
         raise FrontendError("from_torch: example_inputs must be a tuple of tensors (one per forward argument), got "
                             f"{type(example_inputs).__name__}")
     model = name or type(module).__name__
-    try:
-        ep = torch.export.export(module, tuple(example_inputs))
-    except Exception as e:  # torch raises many kinds; the user needs the first line, not the trace
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise FrontendError(f"model {model!r}: torch.export could not trace the module on inputs of shapes "
-                            f"{[tuple(t.shape) for t in example_inputs]}: {first}") from None
+    with quiet_libraries():  # torch prints the traced FX graph and logs warnings when tracing fails
+        try:
+            ep = torch.export.export(module, tuple(example_inputs))
+        except Exception as e:  # torch raises many kinds; the user needs the first line, not the trace
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise FrontendError(f"model {model!r}: torch.export could not trace the module on inputs of shapes "
+                                f"{[tuple(t.shape) for t in example_inputs]}: {first}") from None
     return from_exported(ep, name=model, loss=loss, example_inputs=tuple(example_inputs))
 
 
@@ -59,10 +62,8 @@ def from_exported(ep: Any, *, name: str, loss: str = "mse", example_inputs: tupl
     """The forward Graph of an ExportedProgram (from torch.export.export or torch.export.load)."""
     torch = require_torch()
     head = loss_head(loss)
-    table = torch.export.default_decompositions()
-    for key in [k for k in table if any(w in str(k) for w in KEEP_WHOLE)]:
-        del table[key]
-    ep = ep.run_decompositions(table)
+    with quiet_libraries():  # decomposition warns (deprecations) and logs as it retraces
+        ep = _decompose(torch, ep, name)
     fx = ep.graph
     kinds = _placeholder_kinds(ep)
     outputs = _user_outputs(ep, name)
@@ -86,6 +87,19 @@ def from_exported(ep: Any, *, name: str, loss: str = "mse", example_inputs: tupl
     if loss_var is not None:
         g.set_loss(loss_var)
     return prune_to_outputs(g, list(g.outputs))
+
+
+def _decompose(torch: Any, ep: Any, model: str) -> Any:
+    """`ep` decomposed to core ATen, keeping KEEP_WHOLE ops whole."""
+    table = torch.export.default_decompositions()
+    for key in [k for k in table if any(w in str(k) for w in KEEP_WHOLE)]:
+        del table[key]
+    try:
+        return ep.run_decompositions(table)
+    except Exception as e:  # a program torch.export.load accepted but cannot retrace
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FrontendError(f"model {model!r}: torch could not decompose the exported program to core ATen "
+                            f"ops: {first}") from None
 
 
 def _placeholder_kinds(ep: Any) -> dict[str, tuple[str, str | None]]:

@@ -17,6 +17,7 @@ from accelsim.hw.overrides import apply_overrides, describe
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.yaml_loader import MAX_DEPTH, MAX_NODES, load_yaml, reader_error_line
 from accelsim.pydantic_errors import describe_errors
+from accelsim.safe_file import FileRules, read_regular
 
 MAX_FILE_BYTES = 1 << 20
 BUNDLED_PACKAGE = "accelsim.hwconfigs"
@@ -116,20 +117,14 @@ def parse_hw(data: Any, source: str = "<hw>") -> HwSpec:
         raise HwConfigError(f"{source}: nested too deeply to validate") from None
 
 
+HW_FILE = FileRules("a hardware description file (YAML)", MAX_FILE_BYTES, HwConfigError,
+                    lambda n: f"more than {MAX_FILE_BYTES} bytes is too large for a hardware description "
+                              f"(limit {MAX_FILE_BYTES} bytes)")
+
+
 def _read_text(path: Path) -> str:
-    """The file's text: at most MAX_FILE_BYTES, UTF-8, no NUL bytes."""
-    try:
-        if path.is_dir():
-            raise HwConfigError(f"{path}: is a directory; expected a hardware description file (YAML)")
-        if not path.is_file():
-            raise HwConfigError(f"{path}: not a regular file; expected a hardware description file (YAML)")
-        with path.open("rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)  # read, not stat: /proc files and pipes report no size
-    except OSError as e:
-        raise HwConfigError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise HwConfigError(f"{path}: more than {MAX_FILE_BYTES} bytes is too large for a hardware description "
-                            f"(limit {MAX_FILE_BYTES} bytes)")
+    """The file's text: a regular file of at most MAX_FILE_BYTES, UTF-8, no NUL bytes."""
+    raw = read_regular(path, HW_FILE)
     if b"\0" in raw:
         raise HwConfigError(f"{path}: a binary file (it contains NUL bytes), not a UTF-8 text file; "
                             f"expected a hardware description in YAML")

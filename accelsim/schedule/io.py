@@ -9,10 +9,17 @@ from pydantic import ValidationError
 
 from accelsim.errors import ScheduleError
 from accelsim.pydantic_errors import describe_errors
+from accelsim.safe_file import FileRules, read_regular
 from accelsim.schedule.plan import FORMAT_VERSION, Schedule
 
 MAX_FILE_BYTES = 512 * 2**20
 """A schedule of GPT-2 small training with 16 micro-batches is ~60 MB; anything past this is not ours."""
+
+
+SCHEDULE_FILE = FileRules("a schedule file (JSON, from `accelsim compile`)", MAX_FILE_BYTES, ScheduleError,
+                          lambda n: f"{n} bytes is larger than any schedule accelsim writes (limit {MAX_FILE_BYTES} "
+                                    "bytes)",
+                          missing="no such schedule file (write one with `accelsim compile`)")
 
 
 def _path(path: object, what: str) -> Path:
@@ -37,20 +44,11 @@ def save_schedule(schedule: Schedule, path: str | Path) -> None:
 def read_schedule(path: str | Path) -> Schedule:
     """Parse a schedule file into a Schedule (types and ranges only: see load_schedule)."""
     path = _path(path, "load_schedule")
+    raw = read_regular(path, SCHEDULE_FILE)
     try:
-        if path.is_dir():
-            raise ScheduleError(f"{path}: is a directory, not a schedule file")
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ScheduleError(f"{path}: {size} bytes is larger than any schedule accelsim writes "
-                                f"(limit {MAX_FILE_BYTES} bytes)")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScheduleError(f"{path}: no such schedule file (write one with `accelsim compile`)") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ScheduleError(f"{path}: not a UTF-8 text file, so not a schedule") from None
-    except OSError as e:
-        raise ScheduleError(f"{path}: cannot read the schedule: {e.strerror or e}") from None
     try:
         data = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as e:
