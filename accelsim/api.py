@@ -12,13 +12,13 @@ from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.gc_pause import paused_gc
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
+from accelsim.hw.load import HwLike
 from accelsim.hw.spec import HwSpec
 from accelsim.compiler.verify import verify_schedule
 from accelsim.schedule.io import read_schedule
 from accelsim.schedule.plan import Schedule
 from accelsim.schedule.validate import validate_schedule as validate_contract
 
-HwLike = HwSpec | str | Path | dict[str, Any] | None
 
 
 def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None) -> tuple[HwSpec, Graph]:

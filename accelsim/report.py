@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from accelsim import metrics
-from accelsim.api import HwLike
 from accelsim.cost.area import chip_area_mm2, machine_area_mm2
 from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.hw import load_hw
+from accelsim.hw.load import HwLike
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, hw_hash, memory_label

@@ -170,6 +170,11 @@ def _read_data(source: str | Path | dict[str, Any] | HwSpec) -> tuple[Any, str]:
         raise HwConfigError(f"{path}: nested too deeply to read") from None
 
 
+HwLike = HwSpec | str | Path | dict[str, Any] | None
+"""What every entry point accepts as hardware: an HwSpec, a bundled name, a path, a parsed dict (or None where the
+schedule's own hardware is meant)."""
+
+
 def load_hw(source: str | Path | dict[str, Any] | HwSpec, overrides: Mapping[str, Any] | None = None) -> HwSpec:
     """Load and validate a hardware description: a path, a bundled name, a dict or an HwSpec (as is).
 
