@@ -4,10 +4,8 @@ the note on idle chips, and --help free of internal references."""
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
