@@ -1,4 +1,4 @@
-"""CLI commands on hardware: hw validate/show, cost, roofline."""
+"""CLI commands on hardware: hw validate/show/schema/template, cost, roofline."""
 from __future__ import annotations
 
 import argparse
@@ -9,8 +9,9 @@ from pathlib import Path
 from rich.table import Table
 
 from accelsim.cli import fmt
-from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_model_args, load_hw_arg,
-                                 model_label, out_console, path_arg, step_graph, step_name, write_json, write_problem)
+from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_model_args, check_file_target,
+                                 load_hw_arg, model_label, out_console, path_arg, positive_int, step_graph, step_name,
+                                 write_json, write_problem)
 from accelsim.cli.progress import phase
 from accelsim.cost.area import chip_area_mm2, link_count, memory_item, operand_buffers_item, unit_item
 from accelsim.cost.energy import link_pj_per_byte, memory_pj_per_byte, unit_pj_per_op
@@ -19,7 +20,9 @@ from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roof
 from accelsim.errors import AccelsimError, MappingError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
+from accelsim.hw.schema import schema_text
 from accelsim.hw.spec import HwSpec
+from accelsim.hw.template import SCHEMA_FILE, hw_template
 from accelsim.ops import conv2d, matmul
 
 
@@ -86,7 +89,7 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
         total = chip_area_mm2(hw, chip)
         console.print(f"chip peak {fmt.si(chip_peak_ops_per_s(hw, chip), 'op/s')}, on-chip storage "
                       f"{fmt.nbytes(sum(m.capacity_bytes for m in chip.memories if m.kind in ('sram', 'cache')))}, "
-                      f"modelled area {_mm2(total)} per chip (datapaths and SRAM only: cost/area.py)")
+                      f"modelled area {_mm2(total)} per chip (datapaths and SRAM only)")
     if hw.interconnect:
         ic = hw.interconnect
         console.print(f"interconnect: {ic.topology}, {fmt.plural(link_count(hw), 'link')}, "
@@ -94,6 +97,38 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
                       f"{fmt.cycles(ic.link_latency_cycles)} latency, {_pj(link_pj_per_byte(hw), 'byte')}, "
                       f"area per link "
                       f"{_mm2(ic.area_mm2 or 0.0, 'explicit' if ic.area_mm2 is not None else '')}")
+    return 0
+
+
+def _write_text(path: str, text: str, what: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise AccelsimError(f"cannot write {what} to {path!r}: {write_problem(path, e)}") from None
+
+
+def cmd_hw_schema(args: argparse.Namespace) -> int:
+    if args.output is None:
+        print(schema_text(), end="")
+        return 0
+    check_file_target(args.output, "-o")
+    _write_text(args.output, schema_text(), "the schema")
+    print(f"wrote {args.output}: the JSON Schema of a hardware file (a first line "
+          f"`# yaml-language-server: $schema={args.output}` in a YAML file lets an editor check it)")
+    return 0
+
+
+def cmd_hw_template(args: argparse.Namespace) -> int:
+    text = hw_template(args.chips)
+    if args.output is None:
+        print(text, end="")
+        return 0
+    check_file_target(args.output, "-o")
+    if Path(args.output).exists():
+        raise AccelsimError(f"-o {args.output}: the file exists; the template does not overwrite a description "
+                            f"(remove it first, or choose another name)")
+    _write_text(args.output, text, "the template")
+    print(f"wrote {args.output}: edit it, then check it with `accelsim hw validate {args.output}`")
     return 0
 
 
@@ -225,10 +260,12 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    text = "validate or show hardware descriptions"
+    text = "check, show and write hardware descriptions"
     hw = sub.add_parser("hw", help=text, description=f"{text[0].upper()}{text[1:]}.")
-    hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="{validate,show}",
-                               help="validate: check files against the schema; show: a machine's units and memories")
+    hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="{validate,show,schema,template}",
+                               help="validate: check files against the schema; show: a machine's units and memories; "
+                                    "schema: the JSON Schema of a hardware file; template: a commented file to start "
+                                    "from")
     text = "check YAML files against the schema"
     p = hw_sub.add_parser("validate", help=text, description=f"{text[0].upper()}{text[1:]}: every problem is named "
                                                                "by file and key path; exits 1 if any file has one.")
@@ -239,6 +276,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", nargs="?", type=path_arg, metavar="HW",
                    help=f"hardware YAML file or bundled name (default {DEFAULT_HW})")
     p.set_defaults(fn=cmd_hw_show)
+    text = "the JSON Schema of a hardware file, for editors"
+    p = hw_sub.add_parser("schema", help=text, description=(
+        "Print (or write) the JSON Schema a hardware YAML file satisfies, every key described, quantities "
+        "accepted as numbers or strings with units ('24 MiB', '34 GB/s'). A YAML language server (e.g. the "
+        f"editor extension) checks and completes a file whose first line is "
+        f"`# yaml-language-server: $schema={SCHEMA_FILE}`."))
+    p.add_argument("-o", "--output", type=path_arg, metavar="FILE", help="write the schema here (default: print it)")
+    p.set_defaults(fn=cmd_hw_schema)
+    text = "a commented hardware file to start from"
+    p = hw_sub.add_parser("template", help=text, description=(
+        "Print (or write) a hardware description to edit into your own: a systolic array, a vector unit, SRAM "
+        "and HBM, every number commented with what it is and a typical value. It loads as is, and `accelsim run "
+        "--hw FILE --model mlp` trains a small model on it."))
+    p.add_argument("-o", "--output", type=path_arg, metavar="FILE",
+                   help="write the template here (default: print it); an existing file is not overwritten")
+    p.add_argument("--chips", type=positive_int, default=1, metavar="N",
+                   help="chips in the machine (default 1); more than one adds a ring interconnect")
+    p.set_defaults(fn=cmd_hw_template)
 
     text = "per-node cost of a model, or of one GEMM / conv layer"
     p = sub.add_parser("cost", help=text, description=f"Cost of each node of a model on its best unit, or of one "

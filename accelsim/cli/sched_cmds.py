@@ -38,7 +38,8 @@ def check_chips(hw: HwSpec, args: argparse.Namespace) -> str | None:
     """Refuse --data-parallel x --pipeline-stages x --tensor-parallel above the chips of `hw` in one
     paragraph saying what fits. Plain data parallelism (no stages, ranks or ZeRO) may put several replicas
     on one chip, where they share its units (seed 001's data-parallel timeline on one chip): that is
-    allowed, and the returned note says so (None when every replica has chips of its own)."""
+    allowed, and the returned note says so. A step on fewer chips than `hw` has gets a note naming the
+    idle chips and the flags that spread it. None when every chip is used by one replica, stage or rank."""
     d, p, t, zero = args.data_parallel, args.pipeline_stages, args.tensor_parallel, args.zero
     n = hw.n_chips
     has = f"{hw.name} has {fmt.plural(n, 'chip')}"
@@ -59,6 +60,12 @@ def check_chips(hw: HwSpec, args: argparse.Namespace) -> str | None:
         most = math.ceil(d / n)
         return (f"{d} replicas on {fmt.plural(n, 'chip')}: replicas share chips (up to {most} on one) and take "
                 f"turns on its units; --data-parallel {n} or less gives each replica a chip of its own")
+    if d * p * t < n:
+        used = d * p * t
+        example = f", e.g. --data-parallel {n // (p * t)}" if n // (p * t) > d else ""
+        return (f"{n - used} of the {n} chips of {hw.name} {'sits' if n - used == 1 else 'sit'} idle: the step uses {fmt.plural(used, 'chip')} (one "
+                f"per replica x stage x rank); --data-parallel, --pipeline-stages and --tensor-parallel spread it "
+                f"over more{example}")
     return None
 
 
@@ -86,7 +93,7 @@ class Compiled(NamedTuple):
     graph: Graph
     schedule: Schedule
     seconds: float  # wall time of the compile
-    note: str | None  # check_chips's note on replicas sharing chips
+    note: str | None  # check_chips's note on replicas sharing chips or chips left idle
 
 
 def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
@@ -310,7 +317,9 @@ def _add_step_args(p: argparse.ArgumentParser, hw_default: str = f"default {DEFA
 
 
 def _add_sim_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dynamic", action="store_true", help="also run seed 001's dynamic work-queue runtime")
+    p.add_argument("--dynamic", action="store_true",
+                   help="also simulate a dynamic runtime, for comparison with the static schedule: ready tasks "
+                        "wait in a work queue and any free unit that can run one takes it, with no compiled order")
     p.add_argument("--out", metavar="DIR", type=path_arg,
                    help="directory the plots and the trace go to (created; default plots/<model>_<hw>/)")
 

@@ -96,8 +96,23 @@ def capable_units(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None
                           + (f" when {u.when}" if u.when else "") for u in chip.units)
         raise MappingError(f"no unit of {hw.name} (chip {chip.name!r}) can execute {node.op} node %{node.id} "
                            f"{node.name!r} (category {get_op(node.op).category}, {node_features(graph, node)}); "
-                           f"units: {names}")
+                           f"units: {names}{_category_hint(chip, node)}")
     return units
+
+
+def _category_hint(chip: Chip, node: Node) -> str:
+    """How to cover a node whose op units list others of its category by name but not it: typically a
+    training step's gradient op on a unit given `ops: [matmul, conv2d]`, which `categories:` would cover."""
+    category = get_op(node.op).category
+    listing = [u for u in chip.units if category not in u.categories and node.op not in u.ops
+               and any(get_op(o).category == category for o in u.ops)]
+    if not listing:
+        return ""
+    kind = " a gradient op of the backward pass, and" if node.phase == "backward" else ""
+    names = " and ".join(u.name for u in listing)
+    return (f". {node.op} is{kind} a {category} op: {names} list{'s' * (len(listing) == 1)} {category} ops by "
+            f"name but not it; `categories: [{category}]` on {names} runs every {category} op, the gradient "
+            f"ops of a training step included (or add {node.op} to its ops)")
 
 
 def peak_ops_per_cycle(unit: Unit) -> float:

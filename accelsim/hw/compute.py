@@ -19,7 +19,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from accelsim.hw.fields import ArrayDim, BytesPerCycle, CyclesPerElement, Lanes, OpsPerLane, PreloadRate, Spec
 from accelsim.hw.ranges import raise_problems
@@ -64,11 +64,14 @@ class SystolicArray(ComputeModelBase):
     key: ClassVar[str] = "array"
     gemm_only: ClassVar[bool] = True
 
-    rows: ArrayDim
-    cols: ArrayDim
-    dataflow: Literal["os", "ws", "is"]
-    fold_overlap: Literal["none", "stationary"] = "none"
-    preload_rows_per_cycle: PreloadRate = 1
+    rows: ArrayDim = Field(description="processing elements down the array, e.g. 128")
+    cols: ArrayDim = Field(description="processing elements across the array, e.g. 128")
+    dataflow: Literal["os", "ws", "is"] = Field(description=(
+        "which operand stays in the PEs: os outputs, ws weights (TPU-like), is inputs"))
+    fold_overlap: Literal["none", "stationary"] = Field("none", description=(
+        "stationary: the PEs double-buffer the stationary operand, so folds overlap (ws or is only)"))
+    preload_rows_per_cycle: PreloadRate = Field(1, description=(
+        "rows of a stationary tile installed per cycle (1: a shift chain; ws or is only)"))
 
     @model_serializer(mode="wrap")
     def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -111,8 +114,8 @@ class VectorLanes(ComputeModelBase):
 
     key: ClassVar[str] = "vector"
 
-    lanes: Lanes
-    ops_per_lane_per_cycle: OpsPerLane = 1.0
+    lanes: Lanes = Field(description="SIMD lanes, one element each per step, e.g. 256")
+    ops_per_lane_per_cycle: OpsPerLane = Field(1.0, description="elementwise ops each lane finishes per cycle")
 
     def peak_ops_per_cycle(self) -> float:
         return self.lanes * self.ops_per_lane_per_cycle
@@ -130,7 +133,7 @@ class PerElement(ComputeModelBase):
 
     key: ClassVar[str] = "per_element"
 
-    cycles_per_element: CyclesPerElement
+    cycles_per_element: CyclesPerElement = Field(description="cycles per output element")
 
     def peak_ops_per_cycle(self) -> float:
         """None stated: its speed is in elements, not ops."""
@@ -150,7 +153,7 @@ class Stream(ComputeModelBase):
     key: ClassVar[str] = "stream"
     has_datapath: ClassVar[bool] = False
 
-    bytes_per_cycle: BytesPerCycle
+    bytes_per_cycle: BytesPerCycle = Field(description="bytes moved per cycle")
 
     def peak_ops_per_cycle(self) -> float:
         return 0.0

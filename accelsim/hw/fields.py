@@ -1,5 +1,6 @@
 """The physical range of every kind of number in a hardware description (RANGES) and the pydantic field
-types that enforce them, plus Spec, the frozen, unknown-key-refusing base of every description class.
+types that enforce them and describe them in the JSON Schema (hw/schema.py), plus Spec, the frozen,
+unknown-key-refusing base of every description class.
 Shared by hw/spec.py and hw/compute.py (the compute models), so that compute.py need not import spec.py,
 which imports it.
 """
@@ -7,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
-from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
+from accelsim.hw.quantity import (HZ_UNIT, MAX_QUANTITY_CHARS, SIZE_UNIT, parse_bandwidth, parse_bytes, parse_hz,
+                                  pattern)
 from accelsim.hw.ranges import Range, in_range
 
 
@@ -60,26 +62,44 @@ RANGES: dict[str, Range] = {
 }
 
 
-def _field(kind: str, parse: Any = None) -> BeforeValidator:
+def _check(kind: str, parse: Any = None) -> BeforeValidator:
     return BeforeValidator(in_range(RANGES[kind], parse))
 
 
-Hertz = Annotated[float, _field("clock_hz", parse_hz)]
-BytesPerCycle = Annotated[float, _field("bytes_per_cycle")]
-BytesPerSecond = Annotated[float, _field("bytes_per_s", parse_bandwidth)]
-CapacityBytes = Annotated[int, _field("capacity_bytes", parse_bytes)]
-LatencyCycles = Annotated[int, _field("latency_cycles")]
-UnitCount = Annotated[int, _field("unit_count")]
-ChipCount = Annotated[int, _field("chip_count")]
-ChipsPerNode = Annotated[int, _field("chips_per_node")]
-ArrayDim = Annotated[int, _field("array_dim")]
-Lanes = Annotated[int, _field("lanes")]
-PreloadRate = Annotated[int, _field("preload_rows_per_cycle")]
-OpsPerLane = Annotated[float, _field("ops_per_lane_per_cycle")]
-CyclesPerElement = Annotated[float, _field("cycles_per_element")]
-BytesPerElement = Annotated[int, _field("bytes_per_element")]
-Energy = Annotated[float, _field("energy_pj")]
-AreaMm2 = Annotated[float, _field("area_mm2")]
+def _schema(kind: str, written: tuple[str, str] | None = None) -> WithJsonSchema:
+    """The JSON Schema of one kind of quantity (`accelsim hw schema`): a number in the kind's range, or a
+    string: the number as text (YAML 1.1 reads `1e3` as one) or, with `written` (pattern, description),
+    the number with a unit."""
+    rng = RANGES[kind]
+    number = {"type": "integer" if rng.integer else "number", "minimum": rng.lo, "maximum": rng.hi,
+              "description": rng.describe().removeprefix("expected ")}
+    regex, text = written or (pattern(), "the same number written as a string")
+    string = {"type": "string", "pattern": regex, "maxLength": MAX_QUANTITY_CHARS, "description": text}
+    return WithJsonSchema({"anyOf": [number, string]})
+
+
+_SIZE = (pattern(SIZE_UNIT), "a size with its unit: '24 MiB', '1.5 GB'; B is a byte and b a bit, so '32 Mb' is "
+                             "4,000,000 bytes; a plain number is bytes")
+_RATE = (pattern(SIZE_UNIT, "/s"), "a bandwidth with its unit: '34 GB/s', '1.5 TiB/s'; B is a byte and b a bit, "
+                                  "so '200 Gb/s' is 25e9 bytes/s; a plain number is bytes/s")
+_FREQUENCY = (pattern(HZ_UNIT), "a frequency with its unit: '700 MHz', '1.25 GHz'; a plain number is Hz")
+
+Hertz = Annotated[float, _check("clock_hz", parse_hz), _schema("clock_hz", _FREQUENCY)]
+BytesPerCycle = Annotated[float, _check("bytes_per_cycle"), _schema("bytes_per_cycle")]
+BytesPerSecond = Annotated[float, _check("bytes_per_s", parse_bandwidth), _schema("bytes_per_s", _RATE)]
+CapacityBytes = Annotated[int, _check("capacity_bytes", parse_bytes), _schema("capacity_bytes", _SIZE)]
+LatencyCycles = Annotated[int, _check("latency_cycles"), _schema("latency_cycles")]
+UnitCount = Annotated[int, _check("unit_count"), _schema("unit_count")]
+ChipCount = Annotated[int, _check("chip_count"), _schema("chip_count")]
+ChipsPerNode = Annotated[int, _check("chips_per_node"), _schema("chips_per_node")]
+ArrayDim = Annotated[int, _check("array_dim"), _schema("array_dim")]
+Lanes = Annotated[int, _check("lanes"), _schema("lanes")]
+PreloadRate = Annotated[int, _check("preload_rows_per_cycle"), _schema("preload_rows_per_cycle")]
+OpsPerLane = Annotated[float, _check("ops_per_lane_per_cycle"), _schema("ops_per_lane_per_cycle")]
+CyclesPerElement = Annotated[float, _check("cycles_per_element"), _schema("cycles_per_element")]
+BytesPerElement = Annotated[int, _check("bytes_per_element"), _schema("bytes_per_element")]
+Energy = Annotated[float, _check("energy_pj"), _schema("energy_pj")]
+AreaMm2 = Annotated[float, _check("area_mm2"), _schema("area_mm2")]
 
 
 class Spec(BaseModel):

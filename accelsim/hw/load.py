@@ -2,6 +2,7 @@
 as one HwConfigError, `file: key.path: message (got value)`."""
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from importlib import resources
@@ -14,12 +15,14 @@ from pydantic import ValidationError
 
 from accelsim.errors import HwConfigError
 from accelsim.hw.overrides import apply_overrides, describe
+from accelsim.hw.schema import unknown_key_hint
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.yaml_loader import MAX_DEPTH, MAX_NODES, load_yaml, reader_error_line
 from accelsim.pydantic_errors import describe_errors
 from accelsim.safe_file import FileRules, read_regular
 
 MAX_FILE_BYTES = 1 << 20
+MAX_PROBLEMS_LISTED = 20
 BUNDLED_PACKAGE = "accelsim.hwconfigs"
 """The bundled configs: the repository's top-level hwconfigs/ folder, installed as this package
 (setup.py's package_dir), so a wheel, a plain install and an editable one all find them."""
@@ -74,8 +77,10 @@ def resolve(path_or_name: str | Path) -> Path:
     if _BUNDLED_NAME.fullmatch(name) and name in bundled:
         return bundled[name]
     known = ", ".join(sorted(bundled)) or "none"
+    close = difflib.get_close_matches(name, sorted(bundled), n=1) if len(name) <= 200 else []
+    hint = f"did you mean {close[0]!r}? " if close else ""
     raise HwConfigError(f"{_shown_path(path_or_name)}: no such file, and no bundled hardware config of that "
-                        f"name (bundled: {known})")
+                        f"name ({hint}bundled: {known})")
 
 
 def _check_size(data: Any, source: str) -> None:
@@ -111,7 +116,10 @@ def parse_hw(data: Any, source: str = "<hw>") -> HwSpec:
         return HwSpec.model_validate(data)
     except ValidationError as e:
         errors = e.errors()
-        lines = describe_errors(errors)
+        lines = describe_errors(errors, limit=MAX_PROBLEMS_LISTED)
+        for i, error in enumerate(errors[:MAX_PROBLEMS_LISTED]):  # lines[i] describes errors[i]
+            if error["type"] == "extra_forbidden":
+                lines[i] += unknown_key_hint(error["loc"])
         raise HwConfigError(f"{source}: {len(errors)} problem(s)\n" + "\n".join(f"  {x}" for x in lines)) from None
     except RecursionError:
         raise HwConfigError(f"{source}: nested too deeply to validate") from None

@@ -93,8 +93,10 @@ def _set(data: dict, key: str, value: Any, where: str) -> None:
             step, used = _list_step(node, segments, i)
             last = i + used == len(segments)
             if not 0 <= step < len(node):
-                raise HwConfigError(f"{where}: override {key!r}: {'.'.join(walked)} has no item {segments[i]!r}; "
-                                    f"it has {_describe(node)}")
+                names = [str(item["name"]) for item in node if isinstance(item, dict) and "name" in item]
+                hint = difflib.get_close_matches(segments[i], names, n=1)
+                raise HwConfigError(f"{where}: override {key!r}: {'.'.join(walked)} has no item {segments[i]!r}"
+                                    f"{f' (did you mean {hint[0]!r}?)' if hint else ''}; it has {_describe(node)}")
         else:
             raise HwConfigError(f"{where}: override {key!r}: {'.'.join(walked)} is {node!r:.60}, not a mapping or a list, "
                                 f"so it has no {segments[i]!r}")

@@ -11,15 +11,16 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import (BeforeValidator, Field, PrivateAttr, SerializerFunctionWrapHandler, StrictBool, StringConstraints,
-                      model_serializer, model_validator)
+from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, StrictBool, StringConstraints,
+                      WithJsonSchema, model_serializer, model_validator)
 
 from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream, SystolicArray, VectorLanes
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
                                 ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
-from accelsim.hw.ranges import Problem, check_in_range, check_name, check_technology_nm, raise_problems
-from accelsim.hw.tech import PRECISION_OF_BYTES, Precision
+from accelsim.hw.ranges import (MAX_NAME_CHARS, NAME_PATTERN, Problem, check_in_range, check_name, check_technology_nm,
+                                raise_problems)
+from accelsim.hw.tech import NODES, PRECISION_OF_BYTES, Precision
 from accelsim.hw.when import check_when
 from accelsim.ops.registry import CATEGORIES, OPS
 
@@ -33,19 +34,26 @@ MAX_PORTS_PER_UNIT = 16
 MAX_DESCRIPTION_CHARS = 4000
 
 
-Name = Annotated[str, BeforeValidator(check_name)]
+Name = Annotated[str, BeforeValidator(check_name), WithJsonSchema(
+    {"type": "string", "pattern": f"^{NAME_PATTERN}$", "maxLength": MAX_NAME_CHARS,
+     "description": "a plain identifier: a letter or '_', then letters, digits, '_', '.' or '-'"})]
 OpName = Annotated[str, StringConstraints(max_length=64)]
 UNIT_CATEGORIES = tuple(c for c in CATEGORIES if c != "leaf")
 
-TechnologyNm = Annotated[int, BeforeValidator(check_technology_nm)]
+TechnologyNm = Annotated[int, BeforeValidator(check_technology_nm), WithJsonSchema(
+    {"enum": sorted(NODES), "description": "a node of the published-figures table, in nm"})]
 _MODEL_KEYS = tuple(c.key for c in COMPUTE_MODELS)  # a unit's compute-model keys, in the order messages name them
 
 
 class Bandwidth(Spec):
     """Give exactly one of bytes per cycle or bytes per second ("34 GB/s")."""
 
-    bandwidth_bytes_per_cycle: BytesPerCycle | None = None
-    bandwidth_bytes_per_s: BytesPerSecond | None = None
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["bandwidth_bytes_per_cycle"]},
+                                                           {"required": ["bandwidth_bytes_per_s"]}]})
+    bandwidth_bytes_per_cycle: BytesPerCycle | None = Field(None, description=(
+        "bytes per cycle of the machine's clock (give this or bandwidth_bytes_per_s)"))
+    bandwidth_bytes_per_s: BytesPerSecond | None = Field(None, description=(
+        "bytes per second, e.g. '34 GB/s' (give this or bandwidth_bytes_per_cycle)"))
 
     @model_validator(mode="after")
     def _exactly_one_bandwidth(self) -> "Bandwidth":
@@ -64,7 +72,7 @@ class Buffer(Bandwidth):
     which operands stream in or results out). Its capacity will be modelled by a later tile-level
     traffic model; until then it has no field, so that no file states a number nothing reads."""
 
-    energy_pj_per_byte: Energy | None = None
+    energy_pj_per_byte: Energy | None = Field(None, description="energy per byte through the buffer, in pJ")
 
 
 class OperandBuffers(Bandwidth):
@@ -76,24 +84,41 @@ class OperandBuffers(Bandwidth):
     is fetched given these capacities (cost/tile_traffic.py), "scalesim" replays SCALE-Sim 3.0.0's memory
     system element by element (cost/scalesim_memory.py; slow on large layers, for comparisons with it)."""
 
-    input_bytes: CapacityBytes
-    weight_bytes: CapacityBytes
-    output_bytes: CapacityBytes
-    double_buffered: StrictBool = True
-    traffic: Literal["tile", "scalesim"] = "tile"
-    energy_pj_per_byte: Energy | None = None  # None: derived from the capacities (cost/energy.py)
-    area_mm2: AreaMm2 | None = None  # the three SRAMs together; None: derived (cost/area.py)
+    input_bytes: CapacityBytes = Field(description="capacity of the streamed (left) operand's SRAM, e.g. '64 KiB'")
+    weight_bytes: CapacityBytes = Field(description="capacity of the right operand's (weights') SRAM")
+    output_bytes: CapacityBytes = Field(description="capacity of the results' SRAM")
+    double_buffered: StrictBool = Field(True, description=(
+        "half of each SRAM holds the active tile, half the next one, so traffic overlaps compute"))
+    traffic: Literal["tile", "scalesim"] = Field("tile", description=(
+        "tile: count operand-tile fetches for these capacities; scalesim: replay SCALE-Sim 3.0.0's memory "
+        "system element by element (slow on large layers)"))
+    energy_pj_per_byte: Energy | None = Field(None, description=(
+        "energy per byte in pJ; leave out to derive it from the capacities"))
+    area_mm2: AreaMm2 | None = Field(None, description="area of the three SRAMs together; leave out to derive it")
 
 
 class Memory(Bandwidth):
     """Shared storage on a chip: on-chip SRAM, a cache, or off-chip DRAM/HBM."""
 
-    name: Name
-    kind: Literal["sram", "cache", "dram", "hbm"]
-    capacity_bytes: CapacityBytes
-    latency_cycles: LatencyCycles = 0
-    energy_pj_per_byte: Energy | None = None  # None: from the chip's technology_nm and the kind (cost/energy.py)
-    area_mm2: AreaMm2 | None = None  # None: derived (cost/area.py); DRAM and HBM are off the die
+    name: Name = Field(description="the memory's name, which units' reads and writes use")
+    kind: Literal["sram", "cache", "dram", "hbm"] = Field(description=(
+        "on-chip SRAM or cache, or off-chip DRAM or HBM (sets derived energy and area)"))
+    capacity_bytes: CapacityBytes = Field(description="how much it holds, e.g. '220 MiB' or '16 GB'")
+    latency_cycles: LatencyCycles = Field(0, description="cycles from a request to its first byte")
+    energy_pj_per_byte: Energy | None = Field(None, description=(
+        "energy per byte read or written, in pJ; leave out to derive it from the chip's technology_nm and kind"))
+    area_mm2: AreaMm2 | None = Field(None, description=(
+        "area on the die; leave out to derive it (DRAM and HBM are off the die)"))
+
+
+def runnable_ops() -> list[str]:
+    """The op names a unit's `ops` may list: every registered op but the leaves (inputs, parameters)."""
+    return sorted(o for o in OPS if OPS[o].category != "leaf")
+
+
+def _op_names_schema(schema: dict[str, Any]) -> None:
+    """In the JSON Schema, `ops` lists the names it accepts, so that an editor can complete them."""
+    schema["items"] = {"type": "string", "enum": runnable_ops()}
 
 
 class Unit(Spec):
@@ -101,25 +126,36 @@ class Unit(Spec):
     match `when`), how fast (exactly one compute model, one key per class of hw/compute.py; `model` returns
     it), with `count` identical instances."""
 
-    name: Name
-    ops: list[OpName] = Field([], max_length=MAX_OPS_PER_UNIT)
-    categories: list[Literal["elementwise", "tensor", "reduction", "data_movement"]] = Field([], max_length=8)
-    when: Annotated[dict[str, Any], BeforeValidator(check_when)] = {}
-    count: UnitCount = 1
-    gang: StrictBool = False  # instances work together on each node (intra-operator parallelism, e.g. a GPU's SMs)
-    array: SystolicArray | None = None
-    vector: VectorLanes | None = None
-    per_element: PerElement | None = None
-    stream: Stream | None = None
-    latency_cycles: LatencyCycles = 0
-    reads: list[Name] = Field(max_length=MAX_PORTS_PER_UNIT)
-    writes: list[Name] = Field(max_length=MAX_PORTS_PER_UNIT)
-    input_buffer: Buffer | None = None
-    output_buffer: Buffer | None = None
-    operand_buffers: OperandBuffers | None = None  # array units only: operand SRAMs and their traffic model
-    energy_pj_per_op: Energy | None = None  # None: from the chip's technology_nm and `precision` (cost/energy.py)
-    precision: Precision | None = None  # the datapath's number format; None: from bytes_per_element (HwSpec.precision)
-    area_mm2: AreaMm2 | None = None  # one instance's datapath; None: derived (cost/area.py)
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": [k]} for k in _MODEL_KEYS],
+                                                 "anyOf": [{"required": ["ops"]}, {"required": ["categories"]}]})
+    name: Name = Field(description="the unit's name, as schedules, traces and plots show it")
+    ops: list[OpName] = Field([], max_length=MAX_OPS_PER_UNIT, json_schema_extra=_op_names_schema,
+                              description="ops it runs by name; a training step also needs their gradient ops")
+    categories: list[Literal["elementwise", "tensor", "reduction", "data_movement"]] = Field(
+        [], max_length=8, description="op categories it runs, every op of each (gradient ops included)")
+    when: Annotated[dict[str, Any], BeforeValidator(check_when)] = Field({}, description=(
+        "run only nodes whose attributes equal these, e.g. {kernel: [5, 5]}"))
+    count: UnitCount = Field(1, description="identical instances of the unit on each chip")
+    gang: StrictBool = Field(False, description=(
+        "the instances work together on each node (intra-operator parallelism, e.g. a GPU's SMs)"))
+    array: SystolicArray | None = Field(None, description="compute model: a systolic array (matmul, conv)")
+    vector: VectorLanes | None = Field(None, description="compute model: SIMD lanes")
+    per_element: PerElement | None = Field(None, description="compute model: a fixed cost per output element")
+    stream: Stream | None = Field(None, description="compute model: data movement at a fixed rate")
+    latency_cycles: LatencyCycles = Field(0, description="pipeline latency added to every node it runs, in cycles")
+    reads: list[Name] = Field(max_length=MAX_PORTS_PER_UNIT, description=(
+        "memories of the chip it reads operands from (by name); the first streams them"))
+    writes: list[Name] = Field(max_length=MAX_PORTS_PER_UNIT, description=(
+        "memories of the chip it writes results to (by name); the first takes them"))
+    input_buffer: Buffer | None = Field(None, description="a dedicated input buffer, which caps the read rate")
+    output_buffer: Buffer | None = Field(None, description="a dedicated output buffer, which caps the write rate")
+    operand_buffers: OperandBuffers | None = Field(None, description=(
+        "array units only: the input, weight and output SRAMs and their traffic model"))
+    energy_pj_per_op: Energy | None = Field(None, description=(
+        "energy per op in pJ; leave out to derive it from the chip's technology_nm and the precision"))
+    precision: Precision | None = Field(None, description=(
+        "the datapath's number format; leave out to take it from bytes_per_element"))
+    area_mm2: AreaMm2 | None = Field(None, description="one instance's datapath area; leave out to derive it")
 
     @model_validator(mode="after")
     def _check(self) -> "Unit":
@@ -130,7 +166,7 @@ class Unit(Spec):
                                  f"(got {' and '.join(models) or 'none'})", None))
         if not self.ops and not self.categories:
             problems.append(((), f"unit {self.name!r}: give the ops and/or op categories it executes", None))
-        runnable = sorted(o for o in OPS if OPS[o].category != "leaf")
+        runnable = runnable_ops()
         for i, op in enumerate(self.ops):
             if op not in runnable:
                 close = difflib.get_close_matches(op, runnable, n=3)
@@ -177,11 +213,13 @@ class Chip(Spec):
     """One kind of chip, `count` identical copies. Units exchange data through the chip's memories and
     their own input/output buffers (a bespoke pipeline chains units through those buffers)."""
 
-    name: Name = "chip"
-    count: ChipCount = 1
-    technology_nm: TechnologyNm | None = None  # derives area and energy from hw/tech.py's published figures
-    units: list[Unit] = Field(min_length=1, max_length=MAX_UNITS_PER_CHIP)
-    memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP)
+    name: Name = Field("chip", description="the chip kind's name")
+    count: ChipCount = Field(1, description="identical copies of this chip in the machine")
+    technology_nm: TechnologyNm | None = Field(None, description=(
+        "process node in nm; area and energy not given are derived from published figures at this node"))
+    units: list[Unit] = Field(min_length=1, max_length=MAX_UNITS_PER_CHIP, description="the functional units")
+    memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP, description=(
+        "shared storage: SRAM, caches, DRAM, HBM"))
 
     def memory(self, name: str) -> Memory:
         """The memory named `name` (a unit's reads and writes are validated to name one of them)."""
@@ -200,8 +238,11 @@ class Chip(Spec):
             for port in ("reads", "writes"):
                 for j, m in enumerate(getattr(u, port)):
                     if m not in memories:
+                        close = difflib.get_close_matches(m, sorted(memories), n=1)
+                        hint = f"did you mean {close[0]!r}? " if close else ""
                         problems.append((("units", i, port, j), f"unit {u.name!r} names memory {m!r}, which chip "
-                                         f"{self.name!r} does not have (memories: {', '.join(sorted(memories))})", m))
+                                         f"{self.name!r} does not have ({hint}memories: "
+                                         f"{', '.join(sorted(memories))})", m))
         instances = sum(u.count for u in self.units)
         rng = RANGES["unit_instances_per_chip"]
         if instances > rng.hi:
@@ -222,10 +263,10 @@ class ScaleOut(Bandwidth):
     eight HDR adapters, one beside each GPU) or one per node; the bandwidth is per NIC and direction, the
     latency one traversal of the switch (hw/topology.py routes over it)."""
 
-    chips_per_node: ChipsPerNode
-    topology: Literal["switch"]
-    nics: Literal["per_chip", "per_node"] = "per_chip"
-    link_latency_cycles: LatencyCycles = 0
+    chips_per_node: ChipsPerNode = Field(description="consecutive chips that form one node")
+    topology: Literal["switch"] = Field(description="the nodes meet at one non-blocking switch")
+    nics: Literal["per_chip", "per_node"] = Field("per_chip", description="one NIC beside each chip, or one per node")
+    link_latency_cycles: LatencyCycles = Field(0, description="cycles for one traversal of the switch")
 
 
 class Interconnect(Bandwidth):
@@ -236,12 +277,15 @@ class Interconnect(Bandwidth):
     all-reduces are run (schedule/collectives.py): ring, tree, or auto (the cheaper by the link model);
     ring, the default, is what every description meant before the key existed."""
 
-    topology: Topology
-    link_latency_cycles: LatencyCycles = 0
-    collective_algorithm: CollectiveAlgorithm = "ring"
-    scale_out: ScaleOut | None = None
-    energy_pj_per_byte: Energy | None = None  # None: an assumed SerDes figure when the chips have a technology_nm
-    area_mm2: AreaMm2 | None = None  # one link's PHYs, both ends; None: not counted
+    topology: Topology = Field(description=(
+        "ring: each chip links to its two neighbours; fully_connected: a link per pair; switch: one port each"))
+    link_latency_cycles: LatencyCycles = Field(0, description="cycles for one hop of a link")
+    collective_algorithm: CollectiveAlgorithm = Field("ring", description=(
+        "how all-reduces run: ring, tree, or auto (the cheaper by the link model)"))
+    scale_out: ScaleOut | None = Field(None, description="a network between nodes of chips (two-level machines)")
+    energy_pj_per_byte: Energy | None = Field(None, description=(
+        "energy per byte over a link in pJ; leave out for an assumed SerDes figure when chips have a technology_nm"))
+    area_mm2: AreaMm2 | None = Field(None, description="one link's PHYs, both ends; leave out to not count it")
 
     @model_serializer(mode="wrap")
     def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -259,12 +303,13 @@ class HwSpec(Spec):
     """A whole machine. `bytes_per_element` maps the graph's dtypes to the precision the hardware
     stores and computes in (e.g. float32 -> 1 for an int8 array)."""
 
-    name: Name
-    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
-    clock_hz: Hertz
-    bytes_per_element: dict[Literal["float32", "float64", "int64"], BytesPerElement] = dict(NUMPY_BYTES)
-    chips: list[Chip] = Field(min_length=1, max_length=MAX_CHIP_KINDS)
-    interconnect: Interconnect | None = None
+    name: Name = Field(description="the machine's name, as reports and file names show it")
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS, description="free text: what it models and why")
+    clock_hz: Hertz = Field(description="the clock every cycle count is in, e.g. '900 MHz'")
+    bytes_per_element: dict[Literal["float32", "float64", "int64"], BytesPerElement] = Field(
+        dict(NUMPY_BYTES), description="bytes the hardware stores each graph dtype in, e.g. float32: 2 for fp16")
+    chips: list[Chip] = Field(min_length=1, max_length=MAX_CHIP_KINDS, description="the kinds of chips")
+    interconnect: Interconnect | None = Field(None, description="links between chips (needed for 2 chips or more)")
     # the overrides load_hw applied to the file or name it was loaded from (hw/overrides.py), recorded
     # in schedules so a run can be reproduced; not part of the dump, so not of the hardware hash
     _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
