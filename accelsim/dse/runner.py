@@ -20,7 +20,7 @@ from accelsim.dse.load import load_spec
 from accelsim.dse.params import parameters
 from accelsim.dse.search import Point, make_search
 from accelsim.dse.spec import SweepSpec
-from accelsim.dse.store import PointStore, point_id
+from accelsim.dse.store import PointStore, point_ids
 from accelsim.dse.table import feasible, results_table
 
 RESULTS_EVERY_S = 5.0
@@ -160,7 +160,7 @@ class _Run:
 
     def _round(self, points: list[Point], executor: Any, payload: dict[str, Any], bar: _Progress) -> list[str]:
         """Evaluate the points of one round that no record answers; returns their ids."""
-        pids = [point_id(self.spec, p.params) for p in points]
+        pids = point_ids(self.spec, [p.params for p in points])
         self.rows += [(p.index, pid) for p, pid in zip(points, pids)]
         todo: dict[str, dict[str, Any]] = {}
         for p, pid in zip(points, pids):

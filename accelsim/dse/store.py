@@ -17,13 +17,24 @@ from accelsim.dse.spec import SweepSpec
 POINT_ID_CHARS = 16
 
 
+def point_ids(spec: SweepSpec, params_list: list[dict[str, Any]]) -> list[str]:
+    """point_id of each of `params_list`, the spec's part (the hardware's hash above all) encoded once:
+    the canonical JSON of a dict is its sorted keys' canonical values joined, so only the values differ."""
+    fixed = {"version": STORE_VERSION, "hw": hw_hash(spec._base_hw), "hw_set": spec.hw_set, "model": spec.model,
+             "model_options": spec.model_options, "options": spec.options.model_dump(mode="json")}
+    parts = [f"{canonical_json(key)}:{canonical_json(value)}" for key, value in sorted(fixed.items())]
+    before = sum(key < "params" for key in fixed)
+    head = "{" + "".join(f"{part}," for part in parts[:before]) + '"params":'
+    tail = "".join(f",{part}" for part in parts[before:]) + "}"
+    return [hashlib.sha256(f"{head}{canonical_json(params)}{tail}".encode()).hexdigest()[:POINT_ID_CHARS]
+            for params in params_list]
+
+
 def point_id(spec: SweepSpec, params: dict[str, Any]) -> str:
     """A short sha256 of everything that decides a point's results: the base hardware's content (so an
     edited hardware file is never answered from old points), hw_set, the model and its options, the
     step options and the point's values. Not the name, search, constraints or metrics."""
-    content = {"version": STORE_VERSION, "hw": hw_hash(spec._base_hw), "hw_set": spec.hw_set, "model": spec.model,
-               "model_options": spec.model_options, "options": spec.options.model_dump(mode="json"), "params": params}
-    return hashlib.sha256(canonical_json(content).encode()).hexdigest()[:POINT_ID_CHARS]
+    return point_ids(spec, [params])[0]
 
 
 def _fsync_dir(path: Path) -> None:
