@@ -112,6 +112,7 @@ class _Run:
         self.evaluated: set[str] = set()
         self.untrusted: dict[str, str] = {}  # point id -> why its stored file was not used
         self.workers, self.confirm = workers, confirm
+        self._total = 0  # the search's points, set as it starts
         self._written = time.monotonic()
 
     def known(self, pid: str, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -210,15 +211,15 @@ class _Run:
         and why (the first MAX_STORE_NOTES, then how many more)."""
         if self.store is None or not self.untrusted:
             return []
-        index = {}
+        index: dict[str, int] = {}  # point id -> its first point
         for i, pid in sorted(self.rows):
             index.setdefault(pid, i)
         notes = [f"point {index[pid]} evaluated again: its file {self.store.points_dir / f'{pid}.json'} {why}"
                  for pid, why in sorted(self.untrusted.items(), key=lambda item: index[item[0]])]
         more = len(notes) - MAX_STORE_NOTES
         if more > 0:
-            notes = notes[:MAX_STORE_NOTES] + [f"{more:,} more stored points evaluated again (their files failed "
-                                               f"the same checks)"]
+            notes = notes[:MAX_STORE_NOTES] + [f"{more:,} more stored points evaluated again, their files too "
+                                               f"failing a check"]
         return notes
 
 
