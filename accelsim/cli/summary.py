@@ -178,6 +178,8 @@ def print_check(console: Console, report: Any, dtype: str, slack: float, seconds
         console.print(f"  corrupted: {c}")
     for f in report.failures:
         console.print(f"  failed: {f}")
+    for w in report.warnings:
+        console.print(f"  numeric warning: {w}")
     extra = "" if dtype == "float64" else f", or {fmt.number(slack)}x numpy's own {dtype} error if larger"
     console.print(f"check: {report.backend} kernels through the schedule's memory vs a float64 numpy evaluation "
                   f"(tolerance per tensor: {fmt.error(report.tolerance)} relative{extra})")

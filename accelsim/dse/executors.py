@@ -5,15 +5,23 @@ executor's (a worker that died) and stops the sweep with the finished points sav
 from __future__ import annotations
 
 import logging
+import os
 import re
+import sys
+import threading
+import time
 from typing import Any, Iterator
 
 from accelsim.errors import SweepError
+from accelsim.dse.dask_probe import NotAScheduler, probe_scheduler
 from accelsim.dse.deps import require
 from accelsim.dse.evaluate import evaluate_point
 
 MAX_WORKERS = 1024
 DASK_CONNECT_TIMEOUT_S = 3
+PARENT_POLL_S = 0.25
+"""How often a pool worker checks that the sweep that started it is still alive."""
+PR_SET_PDEATHSIG = 1
 _DASK_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
 START_SCHEDULER = ("start one with `dask scheduler` (it prints its tcp:// address) and workers with "
                    "`dask worker tcp://HOST:8786`, with accelsim installed where they run, or use --dask local "
@@ -56,17 +64,45 @@ class InProcess:
         pass
 
 
+def _exit_with_parent(parent_pid: int, deathsig: bool) -> None:
+    """A pool worker's initializer: end this worker when the sweep that started it dies, however it dies
+    (kill -9 included), instead of waiting forever on a queue nobody writes. On Linux the kernel kills it
+    (PR_SET_PDEATHSIG, asked only where the pool's creator is the main thread: the signal follows the
+    thread that started the worker); everywhere a daemon thread polls the parent's pid. The pool's
+    resource tracker ends by itself once the parent and every worker have gone."""
+    if deathsig and sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the polling thread below still ends the worker
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="accelsim-parent-watch", daemon=True).start()
+
+
 class LocalPool:
     """A ProcessPoolExecutor with the "spawn" context: fresh interpreters, no state forked from the
-    parent (numba, threads), and the same on every platform."""
+    parent (numba, threads), and the same on every platform. Each worker ends when this process dies."""
 
     def __init__(self, workers: int) -> None:
         import concurrent.futures
         import multiprocessing
 
         self._futures = concurrent.futures
+        main = threading.current_thread() is threading.main_thread()
         self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers,
-                                                            mp_context=multiprocessing.get_context("spawn"))
+                                                            mp_context=multiprocessing.get_context("spawn"),
+                                                            initializer=_exit_with_parent,
+                                                            initargs=(os.getpid(), main))
 
     def run(self, payload: dict[str, Any], todo: Todo) -> Iterator[tuple[str, dict[str, Any]]]:
         futures = {self._pool.submit(evaluate_point, payload, params): pid for pid, params in todo}
@@ -105,12 +141,7 @@ class DaskPool:
                                  f"({type(e).__name__}: {e}); try --workers without --dask") from None
             self._client = distributed.Client(self._cluster)
             return
-        try:
-            self._client = distributed.Client(address, timeout=DASK_CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError, ValueError) as e:
-            reason = (str(e).splitlines() or [""])[0][:200]
-            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there within "
-                             f"{DASK_CONNECT_TIMEOUT_S} s ({type(e).__name__}: {reason}); {START_SCHEDULER}") from None
+        self._client = _connect(distributed, address)
 
     def run(self, payload: dict[str, Any], todo: Todo) -> Iterator[tuple[str, dict[str, Any]]]:
         futures = {self._client.submit(evaluate_point, payload, params, pure=False): pid for pid, params in todo}
@@ -120,6 +151,35 @@ class DaskPool:
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+
+def _reason(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+
+
+def _connect(distributed: Any, address: str) -> Any:
+    """A Client of the scheduler at `address`, after a bounded probe that something there speaks Dask
+    (dask_probe.py: distributed itself would trust any peer's message sizes); every failure is one
+    SweepError naming the address and what answered."""
+    m = _DASK_ADDRESS.fullmatch(address)
+    scheme, host, port = m.group(1), m.group(2).strip("[]"), int(m.group(3))
+    try:
+        if scheme == "tcp":  # a tls:// peer's greeting is encrypted: the Client's own checks only
+            probe_scheduler(host, port, DASK_CONNECT_TIMEOUT_S)
+    except NotAScheduler as e:
+        raise SweepError(f"--dask {address}: what answered there is not a Dask scheduler: {e}; {START_SCHEDULER}"
+                         ) from None
+    except OSError as e:
+        raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there within {DASK_CONNECT_TIMEOUT_S} s "
+                         f"({_reason(e)}); {START_SCHEDULER}") from None
+    try:
+        return distributed.Client(address, timeout=DASK_CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as e:
+        raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there within {DASK_CONNECT_TIMEOUT_S} s "
+                         f"({_reason(e)}); {START_SCHEDULER}") from None
+    except Exception as e:  # noqa: BLE001 - MemoryError and decoding errors from a peer that only looked like one
+        raise SweepError(f"--dask {address}: the peer there answered the handshake but failed as a Dask scheduler "
+                         f"({_reason(e)}); {START_SCHEDULER}") from None
 
 
 def make_executor(workers: int, dask: str | None) -> InProcess | LocalPool | DaskPool:

@@ -1,36 +1,40 @@
 """A sweep's output directory, safe against kill -9: one JSON file per finished point (written to a
 temporary file, fsynced, then renamed over its name), the spec as given, and results.parquet rewritten
-the same way. A rerun reads the points it finds and evaluates only the others."""
+the same way. A rerun reads the points it finds (point_file.py: each checked before it is trusted) and
+evaluates only the others."""
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 from accelsim.errors import SweepError
 from accelsim.schedule.plan import hw_hash
-from accelsim.dse.metrics import METRICS
+from accelsim.dse.point_file import STORE_VERSION, Loaded, canonical_json, encode, read_point
 from accelsim.dse.spec import SweepSpec
 
-STORE_VERSION = 1
-"""Part of every point's id: bumped when what a stored point means changes, so old points are not reused."""
 POINT_ID_CHARS = 16
 
 
-def _canonical(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False, default=str)
+def point_ids(spec: SweepSpec, params_list: list[dict[str, Any]]) -> list[str]:
+    """point_id of each of `params_list`, the spec's part (the hardware's hash above all) encoded once:
+    the canonical JSON of a dict is its sorted keys' canonical values joined, so only the values differ."""
+    fixed = {"version": STORE_VERSION, "hw": hw_hash(spec._base_hw), "hw_set": spec.hw_set, "model": spec.model,
+             "model_options": spec.model_options, "options": spec.options.model_dump(mode="json")}
+    parts = [f"{canonical_json(key)}:{canonical_json(value)}" for key, value in sorted(fixed.items())]
+    before = sum(key < "params" for key in fixed)
+    head = "{" + "".join(f"{part}," for part in parts[:before]) + '"params":'
+    tail = "".join(f",{part}" for part in parts[before:]) + "}"
+    return [hashlib.sha256(f"{head}{canonical_json(params)}{tail}".encode()).hexdigest()[:POINT_ID_CHARS]
+            for params in params_list]
 
 
 def point_id(spec: SweepSpec, params: dict[str, Any]) -> str:
     """A short sha256 of everything that decides a point's results: the base hardware's content (so an
     edited hardware file is never answered from old points), hw_set, the model and its options, the
     step options and the point's values. Not the name, search, constraints or metrics."""
-    content = {"version": STORE_VERSION, "hw": hw_hash(spec._base_hw), "hw_set": spec.hw_set, "model": spec.model,
-               "model_options": spec.model_options, "options": spec.options.model_dump(mode="json"), "params": params}
-    return hashlib.sha256(_canonical(content).encode()).hexdigest()[:POINT_ID_CHARS]
+    return point_ids(spec, [params])[0]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -62,37 +66,6 @@ def write_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def _plain_float(x: float) -> float | str:
-    """JSON has no NaN or infinity: they are written as the strings "nan", "inf", "-inf"."""
-    return x if math.isfinite(x) else repr(x)
-
-
-def _read_float(x: Any) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, str)):
-        raise ValueError(f"not a number: {x!r}")
-    if isinstance(x, str) and x not in ("nan", "inf", "-inf"):
-        raise ValueError(f"not a number: {x!r}")
-    return float(x)
-
-
-def _record_from_json(data: Any, pid: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    """A stored point's record, or None when the file is not one for these values (an edit, a file
-    from another version): such a point is evaluated again."""
-    try:
-        if data.get("version") != STORE_VERSION or data["point_id"] != pid or data["params"] != params:
-            return None
-        metrics = {name: math.nan for name in METRICS}
-        metrics.update({k: _read_float(v) for k, v in data["metrics"].items() if k in METRICS})
-        record = {"params": dict(params), "config_hash": data["config_hash"], "metrics": metrics,
-                  "fits": data["fits"], "feasible": data["feasible"], "error": data["error"],
-                  "wall_s": _read_float(data["wall_s"])}
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return None
-    ok = (isinstance(record["config_hash"], (str, type(None))) and isinstance(record["error"], str)
-          and isinstance(record["fits"], bool) and isinstance(record["feasible"], bool))
-    return record if ok else None
-
-
 class PointStore:
     """DIR/points/<point_id>.json, DIR/spec.yaml and DIR/results.parquet."""
 
@@ -108,27 +81,13 @@ class PointStore:
     def results_path(self) -> Path:
         return self.out / "results.parquet"
 
-    def load(self, pid: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        """The stored record of point `pid` with `params`, or None (not finished, or not readable)."""
-        path = self.points_dir / f"{pid}.json"
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            return None
-        return _record_from_json(data, pid, params)
+    def load(self, pid: str, params: dict[str, Any]) -> Loaded:
+        """The stored record of point `pid` with `params`; without one, why its file was not used (None
+        when there is no file: the point was not finished)."""
+        return read_point(self.points_dir / f"{pid}.json", pid, params)
 
     def save(self, pid: str, record: dict[str, Any]) -> None:
-        data = {"version": STORE_VERSION, "point_id": pid, "params": record["params"],
-                "config_hash": record["config_hash"],
-                "metrics": {k: _plain_float(v) for k, v in record["metrics"].items()},
-                "fits": record["fits"], "feasible": record["feasible"], "error": record["error"],
-                "wall_s": _plain_float(record["wall_s"])}
-        text = json.dumps(data, indent=1, allow_nan=False, default=str) + "\n"
-        write_atomic(self.points_dir / f"{pid}.json", text.encode())
+        write_atomic(self.points_dir / f"{pid}.json", encode(pid, record))
 
     def save_spec(self, text: str) -> None:
         write_atomic(self.out / "spec.yaml", text.encode())

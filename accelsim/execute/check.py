@@ -1,16 +1,21 @@
 """`check(schedule, backend)`: run the scheduled step on real numbers and compare it with the numpy
-reference evaluation of the plain graph (Schedule -> CheckReport)."""
+reference evaluation of the plain graph (Schedule -> CheckReport). numpy's floating-point warnings while
+it runs (overflow, invalid value) are lines of the report, not noise on stderr."""
 from __future__ import annotations
 
 import math
+import warnings
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Iterator
 
 import numpy as np
 
 from accelsim.compare import NEGLIGIBLE, Mismatch, first_mismatch, max_abs_err, max_rel_err, scale
 from accelsim.errors import AccelsimError
 from accelsim.evaluate import evaluate
-from accelsim.execute.run import execute, sample_index
+from accelsim.execute.run import Executed, execute, sample_index
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.plan import Schedule
@@ -60,6 +65,9 @@ class CheckReport:
     tolerance: float
     entries: tuple[Entry, ...]
     corruptions: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+    """numpy's floating-point warnings while the step ran (per stage, counted) and constants that were
+    already non-finite: why a tensor went non-finite. They do not decide `passed`; the entries do."""
 
     @property
     def passed(self) -> bool:
@@ -74,7 +82,7 @@ class CheckReport:
         """Plain JSON (NaN and infinities written as the strings "nan", "inf", "-inf")."""
         return _json_safe({"backend": self.backend, "graph": self.graph, "hw": self.hw, "tolerance": self.tolerance,
                            "passed": self.passed, "failures": list(self.failures),
-                           "corruptions": list(self.corruptions),
+                           "corruptions": list(self.corruptions), "warnings": list(self.warnings),
                            "entries": [{**asdict(e), "passed": e.passed, "failure": e.failure}
                                        for e in self.entries]})
 
@@ -87,6 +95,32 @@ def _json_safe(value):
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
+
+
+@contextmanager
+def _recording(stage: str, notes: list[str]) -> Iterator[None]:
+    """RuntimeWarnings raised in the block (numpy's floating-point ones) appended to `notes` as
+    "stage: message (N times)"; any other warning is passed on as it was raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    counts = Counter(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning))
+    notes += [f"{stage}: {message}" + (f" ({n} times)" if n > 1 else "") for message, n in counts.items()]
+    for w in caught:
+        if not issubclass(w.category, RuntimeWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _nonfinite_constants(graph: Graph) -> list[str]:
+    """One line naming the constants that hold inf or NaN before anything runs (a number beyond the
+    dtype's range, e.g. a huge --lr, is stored as inf); none when all are finite."""
+    bad = [n for n in graph.nodes if n.op == "const" and n.dtype != "int64"
+           and not np.isfinite(graph.leaf_value(n.id)).all()]
+    if not bad:
+        return []
+    names = ", ".join(f"%{n.id} {n.name!r}" for n in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+    return [f"{len(bad)} constant(s) hold inf or NaN before anything ran: {names} (a number beyond its dtype's "
+            f"range, e.g. a huge --lr, is stored as inf)"]
 
 
 Triple = tuple[str, np.ndarray | None, np.ndarray, np.ndarray]
@@ -132,16 +166,8 @@ def reference(schedule: Schedule, graph: Graph, dtype: str | None = None) -> dic
     return {"samples": samples, "grads": mean, "final": final}
 
 
-def check(schedule: Schedule, backend: str, graph: Graph, hw: HwSpec) -> CheckReport:
-    """Execute `schedule` with `backend` kernels through its memory placements and compare every
-    output, the averaged gradients and the updated parameters with the numpy reference. Trusts its
-    input: the public A.check (accelsim/api.py) validates the schedule against `graph` and `hw` first."""
-    if schedule.hw_name != hw.name:
-        raise AccelsimError(f"schedule was compiled for {schedule.hw_name}, not {hw.name}")
-    tol = TOLERANCE[graph.dtype]
-    got = execute(schedule, graph, hw, backend)
-    ref = reference(schedule, graph)
-    oracle = ref if graph.dtype == "float64" else reference(schedule, graph, "float64")
+def _entries(schedule: Schedule, graph: Graph, got: Executed, ref: dict, oracle: dict, tol: float) -> list[Entry]:
+    """One entry per output tensor, averaged gradient and updated parameter."""
     entries = []
     # a tensor whose true value is ~0 (a key bias, which softmax ignores) is compared at a floor of
     # NEGLIGIBLE x the largest (finite) tensor of its kind, so rounding noise is not a relative error of 1
@@ -161,4 +187,23 @@ def check(schedule: Schedule, backend: str, graph: Graph, hw: HwSpec) -> CheckRe
     for name, expected in oracle["final"].items():
         triples = [(f"replica {r}", got.final.get((name, r)), ref["final"][name], expected) for r in replicas]
         entries.append(_entry(name, triples, tol, final_floor))
-    return CheckReport(backend, graph.name, hw.name, tol, tuple(entries), tuple(got.corruptions))
+    return entries
+
+
+def check(schedule: Schedule, backend: str, graph: Graph, hw: HwSpec) -> CheckReport:
+    """Execute `schedule` with `backend` kernels through its memory placements and compare every
+    output, the averaged gradients and the updated parameters with the numpy reference. Trusts its
+    input: the public A.check (accelsim/api.py) validates the schedule against `graph` and `hw` first."""
+    if schedule.hw_name != hw.name:
+        raise AccelsimError(f"schedule was compiled for {schedule.hw_name}, not {hw.name}")
+    tol = TOLERANCE[graph.dtype]
+    notes = _nonfinite_constants(graph)
+    with _recording(f"{backend} kernels", notes):
+        got = execute(schedule, graph, hw, backend)
+    with _recording(f"numpy reference ({graph.dtype})", notes):
+        ref = reference(schedule, graph)
+    with _recording("float64 reference", notes):
+        oracle = ref if graph.dtype == "float64" else reference(schedule, graph, "float64")
+    with _recording("comparison", notes):
+        entries = _entries(schedule, graph, got, ref, oracle, tol)
+    return CheckReport(backend, graph.name, hw.name, tol, tuple(entries), tuple(got.corruptions), tuple(notes))

@@ -31,6 +31,15 @@ NUMPY_BYTES = {"float32": 4, "float64": 8, "int64": 8}
 _DTYPE_ABBREV = {"float32": "f32", "float64": "f64", "int64": "i64"}
 
 
+def _short_repr(value: Any, limit: int = 80) -> str:
+    """repr(value) in one line of at most `limit` characters, for messages (an array's repr has newlines)."""
+    try:
+        text = " ".join(repr(value).split())
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the message it belongs to
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     """One use of an op: produces one tensor of `shape` and `dtype`. Immutable."""
@@ -283,17 +292,36 @@ class Graph:
         return self._leaf("param", f"{name}[{index}/{count}]", part, self.dtype, attrs)
 
     def const(self, value: Any, dtype: str | None = None) -> Var:
-        """A constant tensor (Python scalars in arithmetic become these)."""
+        """A constant tensor (Python scalars in arithmetic become these). A number beyond the dtype's range
+        becomes +-inf, as storing it in that dtype does (quietly: `check` names such a constant)."""
+        want = self._const_dtype(value, dtype)
+        if value is None:
+            raise GraphError(f"graph {self.name!r}: a constant needs a value (numbers of {want}), got None")
         try:
-            arr = np.asarray(value, dtype=dtype or self.dtype)
-        except (TypeError, ValueError) as e:
-            raise GraphError(f"graph {self.name!r}: a constant must be numbers of {dtype or self.dtype}, got "
-                             f"{value!r:.80} ({e})") from None
+            with np.errstate(over="ignore"):
+                arr = np.asarray(value, dtype=want)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise GraphError(f"graph {self.name!r}: a constant must be numbers of {want}, got "
+                             f"{_short_repr(value)} ({type(e).__name__}: {str(e)[:120]})") from None
         node_id = len(self.nodes)
         v = self.add_node("const", (), {"shape": arr.shape, "dtype": str(arr.dtype), "init": "array"},
                           name=f"const{node_id}")
         self._arrays[v.id] = arr
         return v
+
+    def _const_dtype(self, value: Any, dtype: Any) -> str:
+        """The dtype a constant is stored in: the graph's, or `dtype` naming one of DTYPES."""
+        if dtype is None:
+            return self.dtype
+        try:
+            name = np.dtype(dtype).name
+        except (TypeError, ValueError):
+            name = None
+        if name not in DTYPES:
+            raise GraphError(f"graph {self.name!r}: a constant's dtype must be one of {', '.join(DTYPES)}, got "
+                             f"{_short_repr(dtype)} of type {type(dtype).__name__} (const(value, dtype): the value "
+                             f"{_short_repr(value)} comes first, its dtype second)")
+        return name
 
     def append_from(self, source: Graph, node: Node, inputs: tuple[int, ...]) -> int:
         """Append a copy of `source`'s `node` reading `inputs` (ids in this graph); returns its id.

@@ -116,13 +116,20 @@ def moved_bytes(graph: Graph) -> int:
 
 def resolve_passes(passes: Any) -> list[Step]:
     """`passes` as steps: a comma-separated string of names, or a sequence of names, PassDefs and
-    AppliedPasses (a pass restricted to some of its sites, as Graph.passes records it)."""
+    AppliedPasses (a pass restricted to some of its sites, as Graph.passes records it). The empty string
+    and the empty list mean no passes; a string of only commas and spaces names none and is refused, so
+    a typo (",,,") is not silently no optimization."""
+    known = ", ".join(PASSES)
     if isinstance(passes, str):
-        passes = [p.strip() for p in passes.split(",") if p.strip()]
+        names = [p.strip() for p in passes.split(",") if p.strip()]
+        if passes.strip() and not names:
+            raise GraphError(f"optimize: passes {passes[:80]!r} names no pass (only commas and spaces); give "
+                             f"comma-separated pass names (known passes: {known}), {AUTO!r} to search them, or "
+                             f"'' for none")
+        passes = names
     elif not isinstance(passes, Sequence):
         raise GraphError(f"optimize: passes must be a list of pass names, {AUTO!r} or a comma-separated string, "
                          f"got {type(passes).__name__} {passes!r:.80}")
-    known = ", ".join(PASSES)
     out: list[Step] = []
     for k, p in enumerate(passes):
         name = p.name if isinstance(p, AppliedPass) else p
