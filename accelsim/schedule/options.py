@@ -14,6 +14,7 @@ JSON at their defaults, so schedules compiled before them keep their bytes.
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
@@ -113,6 +114,10 @@ class StepOptions(BaseModel):
         if unknown:
             raise ScheduleError(f"unknown step option(s) {', '.join(map(repr, unknown))}; the step options are "
                                 f"{', '.join(cls.model_fields)}")
+        # numpy integers and floats count as the Python numbers they are (a sweep's values, a script's arange)
+        changes = {k: int(v) if isinstance(v, Integral) and not isinstance(v, bool) else
+                   float(v) if isinstance(v, Real) and not isinstance(v, (bool, Integral)) else v
+                   for k, v in changes.items()}
         values = {**(base.model_dump(exclude_defaults=False) if base is not None else {}), **changes}
         try:
             return cls(**values)
