@@ -31,7 +31,7 @@ def test_the_property_covers_every_shipped_hwconfig():
 
 
 @pytest.mark.timeout(600)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(optimizer=st.sampled_from(OPTIMIZERS), microbatches=st.integers(1, 4), data_parallel=st.integers(1, 4),
        pipeline_stages=st.integers(1, 4), hw_name=st.sampled_from(HWCONFIGS))
 # issue 10, bug 6: a dict rebound to an int inside a closure of compiler/planning/expand.py

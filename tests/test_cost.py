@@ -77,7 +77,7 @@ def test_when_constraint_selects_units_by_kernel_shape_and_unmapped_nodes_are_na
 dims = st.integers(1, 96)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(m=dims, k=dims, n=dims, unit=st.sampled_from(["mxu", "vpu"]))
 def test_cost_never_beats_the_compute_or_bandwidth_bound(m, k, n, unit):
     g = A.Graph("t")
@@ -91,7 +91,7 @@ def test_cost_never_beats_the_compute_or_bandwidth_bound(m, k, n, unit):
     assert c.cycles >= (c.bytes_read + c.bytes_written) / 64
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(m=dims, k=dims, n=dims, axis=st.integers(0, 2))
 def test_cost_grows_monotonically_with_problem_size(m, k, n, axis):
     def cycles(m, k, n):

@@ -6,7 +6,7 @@ CUDA runs under numba's simulator here (tests/conftest.py) and on a GPU when one
 """
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelsim.compare import first_mismatch, max_rel_err
@@ -41,8 +41,7 @@ def _check(name, backend, seed):
 @pytest.mark.parametrize("backend", ["numba", "cuda"])
 @pytest.mark.parametrize("name", COMPUTE_OPS)
 def test_kernel_matches_the_numpy_reference(name, backend):
-    @settings(max_examples=EXAMPLES[backend], deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=EXAMPLES[backend], derandomize=True)  # deadline and too_slow: tests/conftest.py
     @given(seed=st.integers(0, 2**16))
     def run(seed):
         _check(name, backend, seed)

@@ -1,5 +1,4 @@
 """Work limits: task and byte estimates bound what is built, and refusals come fast with the estimate."""
-import time
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from accelsim.limits import (DEFAULT_LIMITS, Limits, check_eval_size, check_step
                              estimate_eval_bytes, estimate_tasks)
 from accelsim.ops import matmul
 from accelsim.passes import inference_graph
+from work_meter import WorkMeter
 
 MLP = {"batch": 2, "sizes": (16, 8, 4)}
 
@@ -59,24 +59,21 @@ def test_task_estimate_grows_with_microbatches_and_replicas():
 
 
 @pytest.mark.parametrize("option", ["microbatches", "data_parallel"])
-def test_a_million_is_refused_in_under_a_second_with_the_estimate(option):
+def test_a_million_is_refused_from_the_estimate_alone(option):
     graph = _graph("mlp", MLP, "sgd")
     options = {"microbatches": 1, "data_parallel": 1, "pipeline_stages": 1, option: 10**6}
-    start = time.perf_counter()
-    with pytest.raises(ScheduleError) as e:
+    with WorkMeter(max_steps=100_000), pytest.raises(ScheduleError) as e:  # ~500 Python steps: nothing built
         check_step_size(graph, **options)
-    assert time.perf_counter() - start < 1.0
     message = str(e.value)
     assert f"{option}=1000000" in message and f"{estimate_tasks(graph, **options):,}" in message
     assert f"{DEFAULT_LIMITS.max_tasks:,}" in message and "--max-tasks" in message and "Limits(max_tasks" in message
 
 
 @pytest.mark.parametrize("flag", ["--microbatches", "--data-parallel"])
-def test_cli_refuses_a_million_in_under_a_second(flag, capsys):
-    start = time.perf_counter()
-    code = main(["compile", "--hw", "groq_like", "--model", "mlp", "--set", "batch=2", "--set", "sizes=16,8,4",
-                 flag, "1000000", "-o", "never.json"])
-    assert time.perf_counter() - start < 1.0
+def test_cli_refuses_a_million_before_compiling(flag, capsys):
+    with WorkMeter(max_steps=1_000_000):  # ~130k Python steps, most of them building the mlp and loading the hw
+        code = main(["compile", "--hw", "groq_like", "--model", "mlp", "--set", "batch=2", "--set", "sizes=16,8,4",
+                     flag, "1000000", "-o", "never.json"])
     err = capsys.readouterr().err
     assert code == 1 and "limit" in err and "--max-tasks" in err and "Traceback" not in err
 

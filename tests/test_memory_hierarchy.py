@@ -34,7 +34,7 @@ blocks_st = st.lists(st.tuples(st.integers(0, 200), st.integers(1, 60), st.integ
                      max_size=60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(blocks_st)
 def test_pack_never_overlaps_live_blocks_and_needs_at_least_the_peak(raw):
     blocks = [Block(("out", i), -1, aligned(size), start, start + life, seq=i)

@@ -38,7 +38,7 @@ block = st.tuples(st.integers(0, 60), st.one_of(st.integers(1, 40), st.just(None
                   st.sampled_from([64, 128, 192, 256, 512, 320, 1024]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(block, min_size=1, max_size=80))
 def test_gap_index_places_like_the_scan(specs):
     blocks = [Block(("b", i), -1, size, start, math.inf if length is None else start + length)

@@ -174,7 +174,7 @@ def assert_valid(p, out) -> None:
     assert out["makespan"] == max(x["start"] + dur[i] for i, x in s.items()) >= lower_bound(p)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(p=dags())
 def test_random_dags_get_valid_deterministic_schedules_no_shorter_than_the_bound(p):
     out = schedule_dag(p)
@@ -182,7 +182,7 @@ def test_random_dags_get_valid_deterministic_schedules_no_shorter_than_the_bound
     assert json.dumps(schedule_dag(p), sort_keys=True) == json.dumps(out, sort_keys=True)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(p=dags(), rule=st.sampled_from(PRIORITIES))
 def test_every_rule_alone_gives_a_valid_schedule_the_search_never_beats_by_getting_worse(p, rule):
     alone = schedule_dag(p, rule)

@@ -1,6 +1,5 @@
 import json
 import re
-import time
 
 import pytest
 from matplotlib.collections import PolyCollection
@@ -174,13 +173,14 @@ def test_timeline_of_a_result_without_spans_still_renders(tmp_path):
     assert_png(tmp_path / "empty.png", min_bytes=1_000)
 
 
-def test_timeline_of_5000_spans_renders_quickly(tmp_path):
-    res = synthetic(5000)
-    t0 = time.perf_counter()
-    fig = plot_timeline(res, path=tmp_path / "big.png")
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 15, f"5,000 spans took {elapsed:.1f} s"
-    assert bars_drawn(timeline_axes(fig)) == 5000
+def test_timeline_of_5000_spans_draws_them_with_no_more_artists_than_500(tmp_path):
+    """What keeps thousands of spans fast to draw, counted rather than timed: ten times the spans add paths
+    to the same collections, not artists (matplotlib's cost grows with its artists)."""
+    artists_for_500 = len(timeline_axes(plot_timeline(synthetic(500))).get_children())
+    fig = plot_timeline(synthetic(5000), path=tmp_path / "big.png")
+    ax = timeline_axes(fig)
+    assert bars_drawn(ax) == 5000
+    assert len(ax.get_children()) <= artists_for_500
     assert_png(tmp_path / "big.png")
 
 

@@ -1,5 +1,6 @@
 """Shared helpers of the hostile-input suite: run the CLI in-process or in a memory-capped subprocess, and
-assert that a refusal is the project's own error, names its input and the rule, and comes quickly.
+assert that a refusal is the project's own error, names its input and the rule, and comes after little work
+(Python steps counted by tests/work_meter.py, never wall-clock time, which a busy machine stretches).
 
 Helpers are fixtures (`hostile`, `bombs`) so the test modules need no imports from this directory.
 """
@@ -10,7 +11,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +20,15 @@ import pytest
 
 import accelsim as A
 from accelsim.cli import main
+from work_meter import Work, WorkMeter
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_MESSAGE_CHARS = 20_000  # a refusal is a paragraph, not a dump of the hostile input
 SUBPROCESS_MEMORY_BYTES = 6 << 30
-SUBPROCESS_TIMEOUT_S = 60
+# A hang guard for one child, which runs its share of the bombs (each refused after little work, or stopped
+# by its step budget) after starting Python and importing accelsim: about 15 s on an idle core. Twenty times
+# that, so that a busy machine never reaches it; a hang in C (invisible to the step count) does.
+SUBPROCESS_TIMEOUT_S = 300
 # Memory-capped children at a time: 12 GiB at worst on a shared machine; one per xdist worker under -n 2,
 # where each worker runs the bomb fixture for the bomb tests it was given.
 SUBPROCESS_WORKERS = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
@@ -35,7 +39,7 @@ class CliRun:
     code: int
     out: str
     err: str
-    seconds: float
+    work: Work
 
     @property
     def text(self) -> str:
@@ -69,28 +73,26 @@ class Hostile:
         self.repo = REPO
 
     # -- CLI, in-process ---------------------------------------------------------------------------------
-    def cli(self, argv: Sequence[str]) -> CliRun:
-        """`main(argv)` with stdout/stderr captured; an exception other than SystemExit fails the test."""
+    def cli(self, argv: Sequence[str], max_steps: int | None = None) -> CliRun:
+        """`main(argv)` with stdout/stderr captured; an exception other than SystemExit fails the test, and
+        so does running more than `max_steps` Python steps."""
         self.capsys.readouterr()
-        start = time.perf_counter()
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as e:  # argparse refusals
-            code = e.code if isinstance(e.code, int) else 1
-        seconds = time.perf_counter() - start
+        with WorkMeter(max_steps) as work:
+            try:
+                code = main([str(a) for a in argv])
+            except SystemExit as e:  # argparse refusals
+                code = e.code if isinstance(e.code, int) else 1
         captured = self.capsys.readouterr()
-        run = CliRun(code, captured.out, captured.err, seconds)
+        run = CliRun(code, captured.out, captured.err, work)
         assert "Traceback" not in run.text, f"a traceback in the output of {list(argv)}:\n{run.text[-3000:]}"
         return run
 
     def cli_refuses(self, argv: Sequence[str], *words: str | tuple[str, ...], codes: tuple[int, ...] = (1, 2),
-                    max_seconds: float | None = None) -> CliRun:
-        run = self.cli(argv)
+                    max_steps: int | None = None) -> CliRun:
+        run = self.cli(argv, max_steps)
         assert run.code in codes, (f"{list(argv)} was not refused (exit {run.code}, expected {codes}); "
                                    f"output:\n{run.text[-2000:]}")
         assert_names(run.err, *words)
-        if max_seconds is not None:
-            assert run.seconds < max_seconds, f"refusing {list(argv)} took {run.seconds:.2f} s"
         return run
 
     def cli_ok(self, argv: Sequence[str]) -> CliRun:
@@ -105,17 +107,15 @@ class Hostile:
 
     # -- Python API --------------------------------------------------------------------------------------
     @staticmethod
-    def refuses(fn: Callable[[], Any], *words: str | tuple[str, ...], max_seconds: float | None = None) -> str:
-        """`fn()` raises AccelsimError naming `words`; any other exception propagates and fails the test."""
-        start = time.perf_counter()
+    def refuses(fn: Callable[[], Any], *words: str | tuple[str, ...], max_steps: int | None = None) -> str:
+        """`fn()` raises AccelsimError naming `words` within `max_steps` Python steps; any other exception
+        propagates and fails the test."""
         try:
-            value = fn()
+            with WorkMeter(max_steps):
+                value = fn()
         except A.AccelsimError as e:
-            seconds = time.perf_counter() - start
             message = str(e)
             assert_names(message, *words)
-            if max_seconds is not None:
-                assert seconds < max_seconds, f"the refusal took {seconds:.2f} s"
             return message
         raise AssertionError(f"accepted silently (returned {type(value).__name__}); expected an AccelsimError "
                              f"mentioning {words}")
@@ -161,35 +161,39 @@ class BombRun:
     code: int | None  # main()'s exit status; None: the child died or was killed while running this bomb
     out: str
     err: str
-    refuse_seconds: float | None  # time inside main() (or the API call), as the child measured it
+    work: Work | None  # inside main() (or the API call), as the child counted it
     note: str = ""  # why there is no exit status
 
 
 # The child runs its bombs one after another with `python -m accelsim`'s entry point (accelsim.cli.main), so
 # the interpreter is started (and accelsim imported, seconds on a loaded machine) once per child, not once
-# per bomb. Markers on both streams split the output per bomb. An API bomb is a Python snippet; it may set
-# `start` itself to time only the call under test.
+# per bomb. Markers on both streams split the output per bomb. Each bomb runs under a WorkMeter with the
+# step budget given as argv[2]: a blow-up is stopped there (an AssertionError, printed as a traceback)
+# instead of running into the memory cap or the timeout. An API bomb is a Python snippet; it may call
+# `meter.reset()` to count only the call under test.
 _CHILD = r"""
-import json, sys, time, traceback
+import json, sys, traceback
 from accelsim.cli import main
+from work_meter import WorkMeter
 for key, api, payload in json.loads(sys.argv[1]):
     for stream in (sys.stdout, sys.stderr):
         print(f"@@begin {key}", file=stream, flush=True)
-    ns = {"sys": sys, "time": time, "__name__": "__bomb__", "start": time.perf_counter()}
+    meter = WorkMeter(int(sys.argv[2]))
+    ns = {"sys": sys, "meter": meter, "__name__": "__bomb__"}
     try:
-        if api:
-            code = 0
-            exec(payload[0], ns)
-        else:
-            code = main(payload)
+        with meter:
+            if api:
+                code = 0
+                exec(payload[0], ns)
+            else:
+                code = main(payload)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     except BaseException:
         traceback.print_exc()
         code = 1
-    seconds = time.perf_counter() - ns["start"]
     for stream in (sys.stdout, sys.stderr):
-        print(f"@@end {key} {code} {seconds:.3f}", file=stream, flush=True)
+        print(f"@@end {key} {code} {meter.work.steps} {meter.work.peak_bytes}", file=stream, flush=True)
 """
 
 
@@ -197,32 +201,33 @@ def _cap_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY_BYTES, SUBPROCESS_MEMORY_BYTES))
 
 
-def _split(text: str) -> tuple[dict[str, str], dict[str, tuple[int, float]], str | None]:
-    """Per-bomb output, finished bombs' (code, seconds), and the bomb that began but never ended."""
+def _split(text: str) -> tuple[dict[str, str], dict[str, tuple[int, Work]], str | None]:
+    """Per-bomb output, finished bombs' (code, work), and the bomb that began but never ended."""
     chunks: dict[str, list[str]] = {}
-    ended: dict[str, tuple[int, float]] = {}
+    ended: dict[str, tuple[int, Work]] = {}
     current = None
     for line in text.splitlines():
         if line.startswith("@@begin "):
             current = line.split(" ", 1)[1]
             chunks[current] = []
         elif line.startswith("@@end "):
-            _, key, code, seconds = line.split(" ")
-            ended[key] = (int(code), float(seconds))
+            _, key, code, steps, peak_bytes = line.split(" ")
+            ended[key] = (int(code), Work(int(steps), int(peak_bytes)))
             current = None
         elif current is not None:
             chunks[current].append(line)
     return {k: "\n".join(v) for k, v in chunks.items()}, ended, current
 
 
-def run_capped(jobs: list[tuple[str, bool, list[str]]], cwd: Path) -> dict[str, BombRun]:
-    """Run (key, api, argv-or-[snippet]) bombs in children under a 6 GiB address-space cap, each child
-    bounded by a 60 s timeout; a child that dies mid-bomb is replaced by a fresh one for the bombs left."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def run_capped(jobs: list[tuple[str, bool, list[str]]], cwd: Path, max_steps: int) -> dict[str, BombRun]:
+    """Run (key, api, argv-or-[snippet]) bombs in children under a 6 GiB address-space cap, each bomb
+    stopped past `max_steps` Python steps and each child by the SUBPROCESS_TIMEOUT_S hang guard; a child
+    that dies mid-bomb is replaced by a fresh one for the bombs left."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     results: dict[str, BombRun] = {}
     todo = list(jobs)
     while todo:
-        cmd = [sys.executable, "-c", _CHILD, json.dumps(todo)]
+        cmd = [sys.executable, "-c", _CHILD, json.dumps(todo), str(max_steps)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=cwd, env=env,
                                preexec_fn=_cap_memory)
@@ -235,8 +240,8 @@ def run_capped(jobs: list[tuple[str, bool, list[str]]], cwd: Path) -> dict[str, 
         errs, _, dying = _split(err)
         for key, _, _ in todo:
             if key in ended:
-                code, seconds = ended[key]
-                results[key] = BombRun(code, outs.get(key, ""), errs.get(key, ""), seconds)
+                code, work = ended[key]
+                results[key] = BombRun(code, outs.get(key, ""), errs.get(key, ""), work)
         if dying is None and not any(k not in ended for k, _, _ in todo):
             break
         dead = dying or next(k for k, _, _ in todo if k not in ended)
@@ -245,16 +250,16 @@ def run_capped(jobs: list[tuple[str, bool, list[str]]], cwd: Path) -> dict[str, 
     return results
 
 
-def run_all_capped(jobs: dict[str, tuple[Sequence[str], bool]], cwd: Path) -> dict[str, BombRun]:
+def run_all_capped(jobs: dict[str, tuple[Sequence[str], bool]], cwd: Path, max_steps: int) -> dict[str, BombRun]:
     """All bombs, split over SUBPROCESS_WORKERS children running at once."""
     items = [(key, api, [str(a) for a in argv]) for key, (argv, api) in jobs.items()]
     shares = [items[i::SUBPROCESS_WORKERS] for i in range(SUBPROCESS_WORKERS)]
     with ThreadPoolExecutor(SUBPROCESS_WORKERS) as pool:
-        parts = list(pool.map(lambda share: run_capped(share, cwd), [s for s in shares if s]))
+        parts = list(pool.map(lambda share: run_capped(share, cwd, max_steps), [s for s in shares if s]))
     return {k: v for part in parts for k, v in part.items()}
 
 
 @pytest.fixture(scope="session")
-def capped() -> Callable[[dict[str, tuple[Sequence[str], bool]], Path], dict[str, BombRun]]:
-    """run_all_capped: {key: (argv or [python snippet], api)} -> {key: BombRun}."""
+def capped() -> Callable[[dict[str, tuple[Sequence[str], bool]], Path, int], dict[str, BombRun]]:
+    """run_all_capped: ({key: (argv or [python snippet], api)}, cwd, max_steps) -> {key: BombRun}."""
     return run_all_capped

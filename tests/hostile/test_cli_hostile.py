@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a speed limit: see tests/conftest.py
 
 MLP = ["--model", "mlp", "--set", "batch=2", "--set", "sizes=16,8,4"]
 RUN = ["run", "--hw", "groq_like", *MLP, "--no-sim"]

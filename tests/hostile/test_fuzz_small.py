@@ -4,7 +4,6 @@ downstream) or are refused as AccelsimError; never a traceback. The full run is
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,12 @@ import fuzz  # noqa: E402
 EXAMPLES = 100
 
 
-@pytest.mark.timeout(120)
+# A hang guard, not a speed limit (see tests/conftest.py): the yaml target takes ~30 s on an idle core. The
+# per-example guard of experiments/fuzz.py (guard_s) stays off: its SIGALRM would cancel pytest-timeout's.
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("target", ["yaml", "schedule"])
 def test_small_fuzz_budget_finds_no_traceback(target):
-    start = time.perf_counter()
     tally = fuzz.TARGETS[target](EXAMPLES, seed_value=0, guard_s=None)
     assert tally.examples >= EXAMPLES * 0.9, tally.line()
     assert tally.refused > 0, f"no mutation was refused: {tally.line()}"
     assert tally.tracebacks == 0, fuzz.report(tally, show=5)
-    assert time.perf_counter() - start < 60, tally.line()
