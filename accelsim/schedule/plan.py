@@ -18,9 +18,9 @@ from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import MODEL_FILE, file_source
 from accelsim.hw.spec import HwSpec
+from accelsim.schedule.kinds import TaskKind
 from accelsim.schedule.options import StepOptions
 
-TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
 PER_STEP = -1
 """micro-batch index of tasks that run once per step (optimizer update, all-reduce) and of leaves
 that live for the whole step (parameters, optimizer state, constants)."""

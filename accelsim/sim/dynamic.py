@@ -58,7 +58,7 @@ class WorkQueueRuntime:
                 self.readers_left[d] += 1
         self.members: dict[int, list[Task]] = defaultdict(list)
         for t in tasks:
-            if TASK_KINDS[t.kind].holds == "collective":
+            if TASK_KINDS[t.kind].together:
                 self.members[t.group].append(t)
         self.leaf_bytes: dict[LeafKey, int] = {(x.node, x.microbatch, x.replica, x.chip): x.size_bytes
                                                for x in schedule.tensors if x.task < 0}
@@ -73,13 +73,12 @@ class WorkQueueRuntime:
         self.spans: list[Span | None] = [None] * len(tasks)
         self.waiting: dict[int, str] = {t.id: "its inputs" for t in tasks}
         self.moved: dict[ChannelKey, int] = defaultdict(int)
-        self.enqueue = {"unit": self.queue, "link": self.queue, "collective": self.start_collective}
         self.topology = topology_of(hw)
         self.transfer_links: dict[int, tuple[Link, ...]] = {}  # transfer task id -> its route's links
         self.group_links: dict[int, tuple[Link, ...]] = {}  # collective group -> the links it crosses
         for h in links_of_schedule(schedule, self.topology):
             first = tasks[h.tasks[0]]
-            if TASK_KINDS[first.kind].holds == "collective":
+            if TASK_KINDS[first.kind].together:
                 self.group_links[first.group] = h.links
             else:
                 self.transfer_links[first.id] = h.links
@@ -89,7 +88,7 @@ class WorkQueueRuntime:
     def run(self) -> Result:
         servers: dict[Server, int] = {}
         for t in self.tasks:
-            if TASK_KINDS[t.kind].holds != "collective":
+            if not TASK_KINDS[t.kind].together:
                 for c in self.schedule.candidates[t.candidates]:
                     servers[(t.chip, c.resource, t.out_chip)] = c.instances
         for server, instances in sorted(servers.items()):
@@ -126,7 +125,7 @@ class WorkQueueRuntime:
         yield self.env.all_of([self.done[d] for d in t.deps])
         yield from self.hold_leaves(t)
         self.ready_at[t.id] = int(self.env.now)
-        queued = self.enqueue[TASK_KINDS[t.kind].holds](t)
+        queued = self.start_collective(t) if TASK_KINDS[t.kind].together else self.queue(t)
         if queued is not None:
             yield queued
 
