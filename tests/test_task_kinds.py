@@ -18,7 +18,7 @@ def test_every_kind_a_schedule_may_name_has_one_record_under_its_name():
 
 
 def _span(task: int, kind: str, resource: str, start: int) -> Span:
-    return Span(task=task, kind=kind, node=task, op=kind, phase="forward", microbatch=0, replica=0, chip=0,
+    return Span(task=task, kind=kind, node=task, op=kind, phase="forward", microbatch=0, replica=0, stage=0, chip=0,
                 resource=resource, instance=0, ready=start, start=start, end=start + 50, planned_start=start)
 
 

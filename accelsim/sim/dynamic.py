@@ -19,6 +19,7 @@ import simpy
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import links_of_schedule
+from accelsim.schedule.identity import identity_of
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
@@ -233,9 +234,9 @@ class WorkQueueRuntime:
         ready = self.ready_at[t.id]
         stalls = (("unit", t_ready_unit - ready), ("buffer_space", t_space - t_ready_unit),
                   ("memory_port", start - t_space))
-        self.spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip,
-                                resource_label(resource, t.chip, t.out_chip), instance, ready, start,
-                                int(self.env.now), ready, tuple((c, int(v)) for c, v in stalls if v))
+        self.spans[t.id] = Span(**identity_of(t), task=t.id, resource=resource_label(resource, t.chip, t.out_chip),
+                                instance=instance, ready=ready, start=start, end=int(self.env.now),
+                                planned_start=ready, stalls=tuple((c, int(v)) for c, v in stalls if v))
         self.waiting.pop(t.id, None)
         self.done[t.id].succeed()
         self.release_inputs(t)

@@ -14,6 +14,7 @@ import simpy
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Topology, topology_of
 from accelsim.schedule.collectives import links_of_schedule
+from accelsim.schedule.identity import identity_of
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, Task, Tensor, memory_label, resource_label
 from accelsim.schedule.traffic import placed_io, task_loads
@@ -187,9 +188,9 @@ class StaticReplay:
             self.moved[(t.chip, t.out_chip, t.port)] += t.bytes_moved  # a link's bytes
         stalls = (("data", t_data - planned), ("unit", t_unit - max(t_data, planned)),
                   ("buffer_space", t_space - max(t_unit, planned)), ("memory_port", t_port - max(t_space, planned)))
-        self.spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip,
-                                resource_label(t.resource, t.chip, t.out_chip), t.instance, t_data, t_port,
-                                int(env.now), planned, tuple((c, int(v)) for c, v in stalls if v > 0))
+        self.spans[t.id] = Span(**identity_of(t), task=t.id, resource=resource_label(t.resource, t.chip, t.out_chip),
+                                instance=t.instance, ready=t_data, start=t_port, end=int(env.now),
+                                planned_start=planned, stalls=tuple((c, int(v)) for c, v in stalls if v > 0))
         self.done[t.id].succeed()
         finished = self.turns.finished.get(t.id)
         if finished is not None:
