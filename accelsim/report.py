@@ -50,11 +50,11 @@ def communication_cycles(schedule: Schedule) -> dict[str, int]:
         kind = TASK_KINDS[t.kind]
         if not kind.communication:
             continue
-        if kind.holds == "collective":
+        if kind.together:
             if t.group in seen_groups:
                 continue
             seen_groups.add(t.group)
-        out[kind.holds] += t.end - t.start
+        out[kind.holds.value] += t.end - t.start
     return out
 
 

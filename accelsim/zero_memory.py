@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.kinds import TASK_KINDS, Reads
 from accelsim.model_states import ModelStateBytes, model_state_kinds, trainable_elements, zero_bytes
 from accelsim.schedule.plan import Schedule, Tensor, graph_hash, peak_bytes
 
@@ -51,9 +51,9 @@ def _column(schedule: Schedule, graph: Graph, x: Tensor, scattered: set[int]) ->
         return "kept"
     t = schedule.tasks[x.task]
     kind = TASK_KINDS[t.kind]
-    if kind.cut == "gather" and graph.nodes[x.node].is_leaf:
+    if kind.reads is Reads.GATHER and graph.nodes[x.node].is_leaf:
         return "gathered"
-    if schedule.options.zero >= 2 and x.node in scattered and kind.reads_graph_inputs and not t.is_part:
+    if schedule.options.zero >= 2 and x.node in scattered and kind.computes_node and not t.is_part:
         return "bucket"
     return "kept"
 
@@ -70,7 +70,7 @@ def zero_memory(schedule: Schedule, graph: Graph, hw: HwSpec) -> tuple[ZeroMemor
     kinds = model_state_kinds(graph)
     o = schedule.options
     formula = zero_bytes(ModelStateBytes.of_training(graph, hw), trainable_elements(graph), o.data_parallel, o.zero)
-    scattered = {t.node for t in schedule.tasks if TASK_KINDS[t.kind].cut == "scatter"}
+    scattered = {t.node for t in schedule.tasks if TASK_KINDS[t.kind].reads is Reads.SCATTER}
     live: dict[int, dict[str, list[tuple[int, int, int]]]] = {}
     for x in schedule.tensors:
         if x.node in kinds:

@@ -9,7 +9,7 @@ import accelsim as A
 from accelsim import ops as F
 from accelsim.models.sizes import SMALL
 from accelsim.passes import inference_graph
-from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.sim import SimulationError, simulate
 from work_meter import WorkMeter
 
@@ -176,7 +176,7 @@ def test_energy_is_the_sum_over_the_tasks_that_ran_and_none_without_energy_figur
 def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(mode):
     hw = A.load_hw("groq_like_x4")
     sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, pipeline_stages=2)
-    transfers = [t for t in sched.tasks if TASK_KINDS[t.kind].holds == "link"]
+    transfers = [t for t in sched.tasks if TASK_KINDS[t.kind].holds is Holds.LINK]
     assert transfers
     result = simulate(sched, hw, mode)
     links = {f"link:{t.chip}->{t.out_chip}" for t in transfers}
@@ -192,7 +192,7 @@ def test_the_dynamic_runtime_needs_nothing_but_the_schedule_and_the_hardware():
     sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, data_parallel=2)
     result = simulate(sched.model_copy(update={"source": None}), hw, "dynamic")
     assert sorted(s.task for s in result.spans) == [t.id for t in sched.tasks]
-    reduced = [s for s in result.spans if TASK_KINDS[s.kind].holds == "collective"]
+    reduced = [s for s in result.spans if TASK_KINDS[s.kind].together]
     assert reduced and len({(s.start, s.end) for s in reduced if s.node == reduced[0].node}) == 1
 
 

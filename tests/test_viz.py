@@ -17,7 +17,7 @@ CLOCK_HZ = 1e9  # 1 cycle = 1 ns, so 1000 cycles = 1 µs
 
 def span(task, chip, resource, instance, start, end, microbatch=0, phase="forward", kind="node", stalls=()):
     return Span(task=task, kind=kind, node=task, op="matmul" if kind == "node" else kind, phase=phase,
-                microbatch=microbatch, replica=chip, chip=chip, resource=resource, instance=instance,
+                microbatch=microbatch, replica=chip, stage=0, chip=chip, resource=resource, instance=instance,
                 ready=start, start=start, end=end, planned_start=start, stalls=stalls)
 
 

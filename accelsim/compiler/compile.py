@@ -21,6 +21,7 @@ from accelsim.schedule.levels import chip_list
 from accelsim.compiler.timing.improve import makespan_of
 from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.compiler.timing.memory import Block
+from accelsim.schedule.identity import identity_of
 from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Schedule, Source, SourcePass, Task, Tensor,
                                     graph_hash, hw_hash, peak_bytes)
 from accelsim.schedule.options import StepOptions
@@ -248,9 +249,8 @@ def _schedule(graph: Graph, hw: HwSpec, options: StepOptions, plan: Plan, timed:
               mem: MemoryPlanner) -> Schedule:
     candidates, index = _candidates(plan)
     ports = {(c, u): memory for (c, u), (_, memory) in unit_ports(plan.chips).items()}
-    tasks = tuple(Task(id=t.id, kind=t.kind, node=t.node, op=t.op, phase=t.phase, microbatch=t.microbatch,
-                       replica=t.replica, stage=t.stage, chip=t.chip, out_chip=t.out_chip, resource=x.resource,
-                       instance=x.instance, start=x.start, end=x.end, deps=tuple(t.deps), after=tuple(t.after), candidates=index[t.id],
+    tasks = tuple(Task(**identity_of(t), id=t.id, out_chip=t.out_chip, resource=x.resource, instance=x.instance,
+                       start=x.start, end=x.end, deps=tuple(t.deps), after=tuple(t.after), candidates=index[t.id],
                        reads=tuple(t.reads), out_bytes=t.out_bytes, bytes_moved=t.port_bytes,
                        port=ports.get((t.chip, x.resource), ""), keep=t.keep, group=t.group,
                        energy_pj=float(t.energy_pj), flops=t.flops, **t.part_fields())

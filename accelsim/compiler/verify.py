@@ -16,6 +16,7 @@ from accelsim.graph.ir import Graph
 from accelsim.graph.stats import samples_per_microbatch
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, check_step_size
+from accelsim.schedule.identity import identity_of
 from accelsim.schedule.levels import aligned
 from accelsim.schedule.names import Names
 from accelsim.schedule.plan import Schedule
@@ -47,10 +48,8 @@ def check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names) -> li
         return [f"the schedule has {len(schedule.tasks)} tasks, but graph {graph.name!r} on {hw.name} with "
                 f"options {o.model_dump()} expands to {len(plan.tasks)}"]
     for spec, t in zip(plan.tasks, schedule.tasks):
-        want = {"kind": spec.kind, "node": spec.node, "op": spec.op, "phase": spec.phase,
-                "microbatch": spec.microbatch, "replica": spec.replica, "stage": spec.stage, "chip": spec.chip,
-                "out_chip": spec.out_chip, "deps": tuple(spec.deps), "after": tuple(spec.after), "reads": tuple(spec.reads),
-                "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group,
+        want = {**identity_of(spec), "out_chip": spec.out_chip, "deps": tuple(spec.deps), "after": tuple(spec.after),
+                "reads": tuple(spec.reads), "out_bytes": spec.out_bytes, "bytes_moved": spec.port_bytes, "keep": spec.keep, "group": spec.group,
                 "energy_pj": float(spec.energy_pj), "flops": spec.flops, **spec.part_fields()}
         wrong = [f"{k} {getattr(t, k)!r} (expected {v!r})" for k, v in want.items() if getattr(t, k) != v]
         got_options = tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates])

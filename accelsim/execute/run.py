@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from accelsim.execute.arena import Arenas, Slot
 from accelsim.graph.ir import NUMPY_BYTES, Graph, Node
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
-from accelsim.schedule.kinds import TASK_KINDS, Kernel
+from accelsim.schedule.kinds import TASK_KINDS, Kernel, Reads
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, Tensor, graph_hash
 from accelsim.schedule.split import Part, assemble, part_node, rows_shape, slice_inputs, take_part, take_rows
 
@@ -66,6 +67,10 @@ class Executor:
                 self.groups[t.group].append(t)
         # ZeRO: gradient -> (split, part) -> the step mean's rows part an update read (every replica reads its own)
         self.grad_parts: dict[int, dict[tuple[int, int], np.ndarray]] = defaultdict(dict)
+        # how a task of each kind gathers its inputs (schedule/kinds.py, Reads), given the task and a reader label
+        self.inputs_by: dict[Reads, Callable[[Task, str], list[np.ndarray]]] = {
+            Reads.GRAPH_INPUTS: self.node_inputs, Reads.DEPENDENCES: self.dep_outputs,
+            Reads.SCATTER: self.scattered, Reads.GATHER: self.gathered}
 
     def label(self, x: Tensor) -> str:
         node = self.graph.nodes[x.node]
@@ -98,9 +103,9 @@ class Executor:
             if t.microbatch != PER_STEP or t.id not in self.out_slot or t.node not in self.names:
                 continue
             kind = TASK_KINDS[t.kind]
-            if t.is_part and kind.reads_graph_inputs and t.keep:
+            if t.is_part and kind.computes_node and t.keep:
                 parts[t.node].setdefault(t.part, t.id)
-            elif not t.is_part and (kind.reads_graph_inputs or kind.cut == "gather"):
+            elif not t.is_part and (kind.computes_node or kind.reads is Reads.GATHER):
                 for name in self.names[t.node]:
                     self.result.final[(name, t.replica)] = self.read_output(t.id, "the end of the step")
         replicas = range(self.schedule.options.data_parallel)
@@ -198,42 +203,40 @@ class Executor:
             sliced.append(one is not None and one.is_part)
         return args, sliced
 
-    def dep_outputs(self, t: Task, reader: str) -> list[np.ndarray]:
-        """Its dependences' outputs as its kind's cut reads them: as they are, each cut to the part it
-        holds (a reduce-scatter), or put together whole (an all-gather)."""
-        cut = TASK_KINDS[t.kind].cut
-        if cut == "gather":
-            return [self.gathered(t, reader)]
-        values = [self.read_output(d, reader) for d in t.deps]
-        if cut == "scatter":
-            part = Part(t.split, t.part, t.parts)
-            return [take_part(self.graph, self.graph.nodes[t.node], part, v) for v in values]
-        return values
+    def node_inputs(self, t: Task, reader: str) -> list[np.ndarray]:
+        """The node's inputs in graph order (graph_inputs), cut to the slices a part of the node reads."""
+        args, sliced = self.graph_inputs(t, reader)
+        if t.is_part:
+            args = slice_inputs(self.graph, self.graph.nodes[t.node], Part(t.split, t.part, t.parts), args, sliced)
+        return args
 
-    def gathered(self, t: Task, reader: str) -> np.ndarray:
+    def dep_outputs(self, t: Task, reader: str) -> list[np.ndarray]:
+        """Its dependences' outputs as they are, in dependence order."""
+        return [self.read_output(d, reader) for d in t.deps]
+
+    def scattered(self, t: Task, reader: str) -> list[np.ndarray]:
+        """Its whole dependences' outputs, each cut to the part it holds (a reduce-scatter member)."""
+        part = Part(t.split, t.part, t.parts)
+        return [take_part(self.graph, self.graph.nodes[t.node], part, self.read_output(d, reader)) for d in t.deps]
+
+    def gathered(self, t: Task, reader: str) -> list[np.ndarray]:
         """An all-gather's whole value: its dependences' parts, or its group members' leaf shards, in part order."""
         if t.deps:
-            return self.read_value(list(t.deps), reader)
+            return [self.read_value(list(t.deps), reader)]
         shards = []
         for m in self.groups[t.group]:
             for node_id, mb in m.reads:
                 slot = self.leaf_slot[(node_id, mb, m.replica, m.chip)]
                 shards.append((slot.tensor.part, self.read_slot(slot, reader)))
-        return np.concatenate([v for _, v in sorted(shards, key=lambda s: s[0])], axis=0)
+        return [np.concatenate([v for _, v in sorted(shards, key=lambda s: s[0])], axis=0)]
 
     def run_task(self, t: Task) -> None:
         kind = TASK_KINDS[t.kind]
-        node = self.graph.nodes[t.node]
         part = f", part {t.part} of {t.parts}" if t.is_part else ""
         reader = f"task {t.id} ({t.kind} {t.op} %{t.node}{part}, mb {t.microbatch}, replica {t.replica})"
-        if kind.reads_graph_inputs:
-            args, sliced = self.graph_inputs(t, reader)
-            if t.is_part:  # a part of a node: the slices of the inputs it cuts
-                args = slice_inputs(self.graph, node, Part(t.split, t.part, t.parts), args, sliced)
-        else:
-            args = self.dep_outputs(t, reader)
+        args = self.inputs_by[kind.reads](t, reader)
         value = kind.compute(self.kernel, self.computes(t), args)
-        if kind.reads_graph_inputs and t.microbatch != PER_STEP:
+        if kind.computes_node and t.microbatch != PER_STEP:
             for name in self.names.get(t.node, ()):
                 self.result.outputs[(name, t.microbatch, t.replica)] = value.copy()
         if t.id in self.out_slot:

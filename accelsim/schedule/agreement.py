@@ -14,7 +14,7 @@ from typing import Callable
 
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.kinds import TASK_KINDS, Holds, Reads
 from accelsim.schedule.levels import chip_list, read_cycles, write_cycles
 from accelsim.schedule.plan import Schedule, Task, graph_hash, hw_hash, memory_label
 from accelsim.schedule.ports import MILLI, port_capacities, port_rate, unit_ports
@@ -55,8 +55,8 @@ def check_agreement(schedule: Schedule, graph: Graph | None, hw: HwSpec | None, 
 
 
 def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: bool) -> list[str]:
-    """Node ids exist, node tasks carry their node's op, and each task's dependences deliver the values
-    its kind needs."""
+    """Node ids exist, tasks that compute their node carry its op, and each task's dependences deliver the
+    values its kind needs."""
     problems = []
     tasks = schedule.tasks
     for t in tasks:
@@ -65,7 +65,8 @@ def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: boo
                             f"(0..{len(graph.nodes) - 1})")
             continue
         node = graph.nodes[t.node]
-        if t.kind == "node" and t.op != node.op:
+        kind = TASK_KINDS[t.kind]
+        if kind.computes_node and t.op != node.op:
             problems.append(f"{names.task(t)} has op {t.op!r} but graph node %{t.node} is a {node.op}")
         elif t.is_part:
             problem = _cut_problem(graph, node, t)
@@ -77,11 +78,11 @@ def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: boo
         delivered: dict[int, list[Task]] = {}
         for d in t.deps:
             delivered.setdefault(tasks[d].node, []).append(tasks[d])
-        for i in TASK_KINDS[t.kind].needs(graph, node):
+        for i in kind.needs(graph, node):
             if i not in delivered:
                 problems.append(f"{names.task(t)} needs {names.node(i)} but none of its dependences "
                                 f"(tasks {list(t.deps)}) produces, moves, accumulates or reduces it")
-        if TASK_KINDS[t.kind].reads_graph_inputs:  # computes its node from whole inputs, or its rows from rows
+        if kind.computes_node:  # from whole inputs, or its rows from rows
             for i, got in delivered.items():
                 problem = None if _same_rows(graph, node, t, i, got) else _parts_problem(got)
                 if problem:
@@ -103,15 +104,15 @@ def _check_nodes(schedule: Schedule, graph: Graph, names: Names, consistent: boo
 
 
 def _cut_rule(graph: Graph, t: Task, deps: list[Task]) -> list[str]:
-    """Why a task that moves, accumulates or reduces its dependences' outputs does not hold what its kind's
-    cut says: the same part as each dependence, its rows part of whole ones (a reduce-scatter), or the
+    """Why a task that moves, accumulates or reduces its dependences' outputs does not hold what its kind
+    reads (Reads): the same part as each dependence, its rows part of whole ones (a reduce-scatter), or the
     whole from every part of one cut, or from its group's leaf shards (an all-gather)."""
-    rule = TASK_KINDS[t.kind].cut
-    if rule == "scatter":
+    reads = TASK_KINDS[t.kind].reads
+    if reads is Reads.SCATTER:
         if not t.is_part or not is_rows(graph, graph.nodes[t.node], t.split) or any(d.is_part for d in deps):
             return [f"is a {t.kind}: it must hold a rows part of its node, reading whole values"]
         return []
-    if rule == "gather":
+    if reads is Reads.GATHER:
         problem = _parts_problem(deps) if deps else (None if t.reads else "it has neither")
         if t.is_part or (deps and not all(d.is_part for d in deps)) or problem:
             return [f"is a {t.kind}: it must hold its node whole, reading every part of one cut or its group's "
@@ -133,10 +134,11 @@ def _same_rows(graph: Graph, node: Node, t: Task, i: int, got: list[Task]) -> bo
 def _reads_shard(graph: Graph, t: Task, node_id: int, part: int, parts: int) -> bool:
     """Whether `t` may read leaf `node_id` as rows part `part` of `parts`: an all-gather member gathers it;
     a node task computing that rows part of its node cuts that input by rows."""
-    if TASK_KINDS[t.kind].cut == "gather":
+    kind = TASK_KINDS[t.kind]
+    if kind.reads is Reads.GATHER:
         return True
     node = graph.nodes[t.node]
-    if not (TASK_KINDS[t.kind].reads_graph_inputs and t.is_part and (t.part, t.parts) == (part, parts)
+    if not (kind.computes_node and t.is_part and (t.part, t.parts) == (part, parts)
             and is_rows(graph, node, t.split)):
         return False
     return graph.nodes[node_id].shape[:1] == node.shape[:1] and all(
@@ -154,7 +156,7 @@ def _cut_problem(graph: Graph, node: Node, t: Task) -> str | None:
     size = node.shape[splits[t.split].out_axis]
     if t.parts > size:
         return f"its {splits[t.split].name} axis has {size} indices, fewer than {t.parts} parts"
-    if TASK_KINDS[t.kind].reads_graph_inputs and is_rows(graph, node, t.split) and not computes_rows(graph, node):
+    if TASK_KINDS[t.kind].computes_node and is_rows(graph, node, t.split) and not computes_rows(graph, node):
         return f"only an elementwise node computes a part of its rows, and {node.op} is not one"
     return None
 
@@ -185,7 +187,7 @@ def _check_hardware(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
                 problems.append(f"{names.task(t)} names chip{chip}, but {hw.name} has {len(chips)} chip(s)")
                 break
         else:
-            if TASK_KINDS[t.kind].holds != "unit":
+            if TASK_KINDS[t.kind].holds is not Holds.UNIT:
                 continue
             unit = next((u for u in chips[t.chip].units if u.name == t.resource), None)
             if unit is None:

@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 from accelsim.errors import ScheduleError
 from accelsim.hw.topology import Link, Topology
-from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVE_TREE, Schedule
 
 ALGORITHMS = ("ring", "tree")
@@ -271,9 +271,9 @@ def links_of_schedule(schedule: Schedule, topo: Topology | None) -> list[Holder]
     members: dict[int, list] = defaultdict(list)
     for t in schedule.tasks:
         holds = TASK_KINDS[t.kind].holds
-        if holds == "link":
+        if holds is Holds.LINK:
             holders.append(Holder((t.id,), topo.route(t.chip, t.out_chip).links))
-        elif holds == "collective":
+        elif holds is Holds.COLLECTIVE:
             members[t.group].append(t)
     for ts in members.values():
         if ts[0].resource in ALGORITHM_OF:  # a collective on another resource is reported by the validator

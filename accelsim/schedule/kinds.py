@@ -1,10 +1,13 @@
-"""Task kinds as a typed table: what each kind holds while it runs, which values it needs, what it
-computes and how it is reported. Every stage (expand, validate, simulate, execute, report) looks a
-task's kind up here instead of switching on its name, so adding a kind is adding a record."""
+"""Task kinds as a typed table: what each kind holds while it runs (so how a simulator acquires it and how its
+time is reported), what it reads (so how the executor gathers its inputs), which values it needs, what it
+computes and how plots name it. Every stage (validate, schedule, simulate, execute, report, plot) looks a
+task's kind up here instead of switching on its name, so adding a kind is adding a record (and its name to
+TaskKind) plus the planning code that emits it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from enum import Enum
+from typing import Callable, Literal, Sequence, get_args
 
 import numpy as np
 
@@ -12,39 +15,83 @@ from accelsim.graph.ir import Graph, Node
 
 Kernel = Callable[..., np.ndarray]
 KernelFor = Callable[[str], Kernel]
-Holds = Literal["unit", "link", "collective"]
-Cut = Literal["same", "scatter", "gather"]
+TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
+"""The kinds a schedule's task may have: the keys of TASK_KINDS (in the order pydantic names them in errors)."""
+
+
+class Holds(Enum):
+    """What a running task occupies. It says how the simulators acquire it, which line of the machine the
+    scheduler and the validator book, and how its time is reported (metrics: busy time or communication).
+
+    UNIT: an instance of a unit kind of its chip, one task at a time in turn (its time is the unit's busy
+      time). LINK: the link from its chip to its out_chip, in turn, and every physical link of the route
+      between them (hw/topology.py). COLLECTIVE: its share of its group's collective: every member (one
+      per replica or rank) waits at the group's gate, and all start and end together."""
+
+    UNIT = "unit"
+    LINK = "link"
+    COLLECTIVE = "collective"
+
+
+class Reads(Enum):
+    """What a task reads, which says how the executor gathers its inputs and which parts the validator
+    expects its dependences to deliver.
+
+    GRAPH_INPUTS: its graph node's inputs in the node's input order, leaves from memory and the rest from
+      its dependences (a part of a node reads the slices of them it cuts); it computes its node's value.
+    DEPENDENCES: its dependences' outputs as they are, in dependence order, each holding the same part as it.
+    SCATTER: whole dependences, each cut to the rows part it holds (a reduce-scatter member).
+    GATHER: every part of one cut, or (with no dependences) its group's members' leaf shards, put together
+      whole (an all-gather member)."""
+
+    GRAPH_INPUTS = "graph_inputs"
+    DEPENDENCES = "dependences"
+    SCATTER = "scatter"
+    GATHER = "gather"
 
 
 @dataclass(frozen=True)
 class TaskKindDef:
     """Everything accelsim knows about one task kind.
 
-    holds: what a running task occupies: an instance of a unit kind on its chip ("unit"), the link
-      from its chip to its out_chip ("link"), or every replica's share of a collective at once, all
-      members starting and ending together ("collective").
-    reads_graph_inputs: True if it reads its graph node's inputs (leaves from memory, the rest from
-      its dependences, in the node's input order); False if it reads its dependences' outputs in
-      dependence order.
+    label: how plots and legends name it ("all-reduce").
+    holds: what a running task occupies (Holds).
+    reads: what it reads (Reads).
     needs: the graph nodes whose values its dependences must deliver (a validation rule).
     compute: its arithmetic on real arrays, given a kernel lookup, its graph node and its inputs.
-    communication: reported as communication time (all-reduce, transfers), not as unit busy time.
     partial: may hold one part of its node's value (schedule/split.py): a node task computing a part,
       a transfer moving one, an accumulation of ZeRO gradient shards; all-reduces hold whole gradients.
-    cut: how the part it holds relates to what its dependences hold (kinds that read dependences):
-      "same" (each dependence holds its part), "scatter" (dependences whole, it holds its part of
-      their reduction: a reduce-scatter member), "gather" (its dependences are every part of one cut,
-      or, with none, its group's members read one leaf shard each; it holds the whole: an all-gather).
     """
 
-    name: str
+    name: TaskKind
+    label: str
     holds: Holds
-    reads_graph_inputs: bool
+    reads: Reads
     needs: Callable[[Graph, Node], tuple[int, ...]]
     compute: Callable[[KernelFor, Node, Sequence[np.ndarray]], np.ndarray]
-    communication: bool
     partial: bool
-    cut: Cut = "same"
+
+    @property
+    def busy(self) -> bool:
+        """Its time is busy time of the unit it runs on (utilization, MAC rates); no other kind does arithmetic."""
+        return self.holds is Holds.UNIT
+
+    @property
+    def communication(self) -> bool:
+        """Its time is communication (reported by what it holds: a link, or a collective once per group)."""
+        return self.holds is not Holds.UNIT
+
+    @property
+    def together(self) -> bool:
+        """Its group's members are acquired together at one gate and run over one interval; otherwise each
+        task takes its own turn on its unit instance or link."""
+        return self.holds is Holds.COLLECTIVE
+
+    @property
+    def computes_node(self) -> bool:
+        """It computes its graph node's value (or a part of it) from the node's inputs: its op is the node's,
+        and its outputs are the step's values of that node."""
+        return self.reads is Reads.GRAPH_INPUTS
 
 
 def _graph_inputs(graph: Graph, node: Node) -> tuple[int, ...]:
@@ -76,21 +123,25 @@ def _copy(kernel: KernelFor, node: Node, parts: Sequence[np.ndarray]) -> np.ndar
     return np.array(parts[0], dtype=node.dtype)
 
 
+# In legend order: communication kinds appear in plot legends in this order.
 TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
-    TaskKindDef("node", "unit", True, _graph_inputs, _apply_op, False, True),
-    TaskKindDef("accumulate", "unit", False, _itself, _add_all, False, True),
-    TaskKindDef("allreduce", "collective", False, _itself, _add_all, True, False),
-    TaskKindDef("transfer", "link", False, _itself, _copy, True, True),
+    TaskKindDef("node", "node", Holds.UNIT, Reads.GRAPH_INPUTS, _graph_inputs, _apply_op, partial=True),
+    TaskKindDef("accumulate", "accumulation", Holds.UNIT, Reads.DEPENDENCES, _itself, _add_all, partial=True),
+    TaskKindDef("allreduce", "all-reduce", Holds.COLLECTIVE, Reads.DEPENDENCES, _itself, _add_all, partial=False),
     # a tensor-parallel all-reduce (ops/parallel.py): one member per rank, reading every rank's partial
-    # value (its node's inputs, in rank order) and holding their sum on its chip
-    TaskKindDef("tp_allreduce", "collective", False, _graph_inputs, _apply_op, True, False),
+    # value (its node's inputs, its dependences in rank order) and holding their sum (its op) on its chip
+    TaskKindDef("tp_allreduce", "tensor-parallel all-reduce", Holds.COLLECTIVE, Reads.DEPENDENCES, _graph_inputs,
+                _apply_op, partial=False),
     # ZeRO (compiler/planning/zero.py): one member per replica; member r holds rows part r of the sum of every
     # replica's gradient, or the whole value from every replica's part (all-gather)
-    TaskKindDef("reduce_scatter", "collective", False, _itself, _add_all, True, True, cut="scatter"),
-    TaskKindDef("all_gather", "collective", False, _itself_unless_leaf, _copy, True, False, cut="gather"),
+    TaskKindDef("reduce_scatter", "reduce-scatter", Holds.COLLECTIVE, Reads.SCATTER, _itself, _add_all, partial=True),
+    TaskKindDef("all_gather", "all-gather", Holds.COLLECTIVE, Reads.GATHER, _itself_unless_leaf, _copy,
+                partial=False),
+    TaskKindDef("transfer", "transfer (link)", Holds.LINK, Reads.DEPENDENCES, _itself, _copy, partial=True),
 )}
+assert set(TASK_KINDS) == set(get_args(TaskKind)), "TaskKind must name exactly the kinds of TASK_KINDS"
 
 
 def busy_kinds() -> tuple[str, ...]:
     """Kinds whose time counts as a unit's busy time."""
-    return tuple(k.name for k in TASK_KINDS.values() if k.holds == "unit")
+    return tuple(k.name for k in TASK_KINDS.values() if k.busy)

@@ -18,12 +18,9 @@ from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import MODEL_FILE, file_source
 from accelsim.hw.spec import HwSpec
+from accelsim.schedule.identity import PER_STEP, TaskIdentity
 from accelsim.schedule.options import StepOptions
 
-TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
-PER_STEP = -1
-"""micro-batch index of tasks that run once per step (optimizer update, all-reduce) and of leaves
-that live for the whole step (parameters, optimizer state, constants)."""
 LINK = "link"
 """The resource of a transfer: the link from `chip` to `out_chip`."""
 COLLECTIVE = "allreduce"
@@ -51,9 +48,10 @@ class Candidate(Data):
     cycles: int = Field(ge=1)
 
 
-class Task(Data):
+class Task(Data, TaskIdentity):
     """One scheduled piece of work on `resource` (a unit kind of `chip`, LINK, or one of COLLECTIVES: a
-    collective's share of its chip, named by its algorithm).
+    collective's share of its chip, named by its algorithm). Its identity (which kind, graph node,
+    micro-batch, ...) is TaskIdentity's fields, inherited, so the JSON keeps them flat beside the rest.
 
     kinds (see schedule/kinds.py): "node" computes graph node `node` for (microbatch, replica);
     update-phase nodes run once per step (microbatch PER_STEP) on every replica. "accumulate" adds
@@ -63,14 +61,6 @@ class Task(Data):
     to `out_chip` over a link."""
 
     id: int = Field(ge=0)
-    kind: TaskKind
-    node: int = Field(ge=0)  # the graph node it computes, accumulates, reduces or moves
-    op: str
-    phase: Literal["forward", "backward", "update"]
-    microbatch: int = Field(ge=PER_STEP)
-    replica: int = Field(ge=0)
-    stage: int = Field(ge=0)
-    chip: int = Field(ge=0)  # where it runs (a transfer: the source chip)
     out_chip: int = Field(ge=0)  # where its output lives (a transfer: the destination chip)
     resource: str
     instance: int = Field(ge=0)

@@ -19,7 +19,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import topology_of
 from accelsim.schedule.agreement import PlanCheck, check_agreement
 from accelsim.schedule.collectives import links_of_schedule
-from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.schedule.levels import aligned
 from accelsim.schedule.names import Names, mb_replica
 from accelsim.schedule.plan import (COLLECTIVE, COLLECTIVES, LINK, PER_STEP, Schedule, Task, Tensor, graph_hash,
@@ -129,14 +129,16 @@ def check_tasks(schedule: Schedule, names: Names) -> list[str]:
 
 
 def _kind_rules(t: Task, who: str) -> list[str]:
+    """What its kind holds decides where it may run: a link between two chips, a collective's resource in a
+    group, or a unit of its chip."""
     holds = TASK_KINDS[t.kind].holds
-    if holds == "link" and (t.resource != LINK or t.chip == t.out_chip):
+    if holds is Holds.LINK and (t.resource != LINK or t.chip == t.out_chip):
         return [f"{who} is a transfer: it must run on {LINK!r} between two different chips "
                 f"(runs on {t.resource!r} from chip{t.chip} to chip{t.out_chip})"]
-    if holds == "collective" and (t.resource not in COLLECTIVES or t.group < 0):
+    if holds is Holds.COLLECTIVE and (t.resource not in COLLECTIVES or t.group < 0):
         return [f"{who} is a collective: it must run on one of {', '.join(map(repr, COLLECTIVES))} (its algorithm) "
                 f"in a group (runs on {t.resource!r}, group {t.group})"]
-    if holds == "unit" and (t.resource in (LINK, *COLLECTIVES) or t.chip != t.out_chip):
+    if holds is Holds.UNIT and (t.resource in (LINK, *COLLECTIVES) or t.chip != t.out_chip):
         return [f"{who} runs on a unit: its resource cannot be {t.resource!r} and its output stays on its chip"]
     return []
 
@@ -153,9 +155,9 @@ def check_resources(schedule: Schedule, names: Names) -> list[str]:
     groups: dict[tuple[object, ...], list[Task]] = defaultdict(list)
     for t in schedule.tasks:
         holds = TASK_KINDS[t.kind].holds
-        if holds == "collective":
+        if holds is Holds.COLLECTIVE:
             groups[(f"chip{t.chip} {COLLECTIVE}", 0)].append(t)
-        elif holds == "link":
+        elif holds is Holds.LINK:
             groups[(f"link chip{t.chip}->chip{t.out_chip}", t.instance)].append(t)
         else:
             groups[(f"chip{t.chip} {t.resource}", t.instance)].append(t)

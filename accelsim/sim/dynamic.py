@@ -19,6 +19,7 @@ import simpy
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import links_of_schedule
+from accelsim.schedule.identity import identity_of
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
@@ -58,7 +59,7 @@ class WorkQueueRuntime:
                 self.readers_left[d] += 1
         self.members: dict[int, list[Task]] = defaultdict(list)
         for t in tasks:
-            if TASK_KINDS[t.kind].holds == "collective":
+            if TASK_KINDS[t.kind].together:
                 self.members[t.group].append(t)
         self.leaf_bytes: dict[LeafKey, int] = {(x.node, x.microbatch, x.replica, x.chip): x.size_bytes
                                                for x in schedule.tensors if x.task < 0}
@@ -73,13 +74,12 @@ class WorkQueueRuntime:
         self.spans: list[Span | None] = [None] * len(tasks)
         self.waiting: dict[int, str] = {t.id: "its inputs" for t in tasks}
         self.moved: dict[ChannelKey, int] = defaultdict(int)
-        self.enqueue = {"unit": self.queue, "link": self.queue, "collective": self.start_collective}
         self.topology = topology_of(hw)
         self.transfer_links: dict[int, tuple[Link, ...]] = {}  # transfer task id -> its route's links
         self.group_links: dict[int, tuple[Link, ...]] = {}  # collective group -> the links it crosses
         for h in links_of_schedule(schedule, self.topology):
             first = tasks[h.tasks[0]]
-            if TASK_KINDS[first.kind].holds == "collective":
+            if TASK_KINDS[first.kind].together:
                 self.group_links[first.group] = h.links
             else:
                 self.transfer_links[first.id] = h.links
@@ -89,7 +89,7 @@ class WorkQueueRuntime:
     def run(self) -> Result:
         servers: dict[Server, int] = {}
         for t in self.tasks:
-            if TASK_KINDS[t.kind].holds != "collective":
+            if not TASK_KINDS[t.kind].together:
                 for c in self.schedule.candidates[t.candidates]:
                     servers[(t.chip, c.resource, t.out_chip)] = c.instances
         for server, instances in sorted(servers.items()):
@@ -126,7 +126,7 @@ class WorkQueueRuntime:
         yield self.env.all_of([self.done[d] for d in t.deps])
         yield from self.hold_leaves(t)
         self.ready_at[t.id] = int(self.env.now)
-        queued = self.enqueue[TASK_KINDS[t.kind].holds](t)
+        queued = self.start_collective(t) if TASK_KINDS[t.kind].together else self.queue(t)
         if queued is not None:
             yield queued
 
@@ -234,9 +234,9 @@ class WorkQueueRuntime:
         ready = self.ready_at[t.id]
         stalls = (("unit", t_ready_unit - ready), ("buffer_space", t_space - t_ready_unit),
                   ("memory_port", start - t_space))
-        self.spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip,
-                                resource_label(resource, t.chip, t.out_chip), instance, ready, start,
-                                int(self.env.now), ready, tuple((c, int(v)) for c, v in stalls if v))
+        self.spans[t.id] = Span(**identity_of(t), task=t.id, resource=resource_label(resource, t.chip, t.out_chip),
+                                instance=instance, ready=ready, start=start, end=int(self.env.now),
+                                planned_start=ready, stalls=tuple((c, int(v)) for c, v in stalls if v))
         self.waiting.pop(t.id, None)
         self.done[t.id].succeed()
         self.release_inputs(t)

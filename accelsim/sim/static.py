@@ -14,6 +14,7 @@ import simpy
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Topology, topology_of
 from accelsim.schedule.collectives import links_of_schedule
+from accelsim.schedule.identity import identity_of
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, Task, Tensor, memory_label, resource_label
 from accelsim.schedule.traffic import placed_io, task_loads
@@ -28,7 +29,7 @@ class Turns:
     def __init__(self, env: simpy.Environment, tasks: tuple[Task, ...]) -> None:
         order: dict[tuple[int, str, int, int], list[int]] = defaultdict(list)
         for t in sorted(tasks, key=lambda t: (t.start, t.id)):
-            if TASK_KINDS[t.kind].holds != "collective":
+            if not TASK_KINDS[t.kind].together:
                 order[(t.chip, t.resource, t.out_chip, t.instance)].append(t.id)
         self.before: dict[int, simpy.Event] = {}
         self.finished: dict[int, simpy.Event] = {}
@@ -81,7 +82,7 @@ class Barriers:
     def __init__(self, env: simpy.Environment, tasks: tuple[Task, ...]) -> None:
         self.size: dict[int, int] = defaultdict(int)
         for t in tasks:
-            if TASK_KINDS[t.kind].holds == "collective":
+            if TASK_KINDS[t.kind].together:
                 self.size[t.group] += 1
         self.arrived = dict.fromkeys(self.size, 0)
         self.ready = {g: env.event() for g in self.size}
@@ -108,8 +109,8 @@ class StaticReplay:
         self.turns = Turns(env, self.tasks)
         self.links = LinkTurns(env, schedule, topology_of(hw))
         self.barriers = Barriers(env, self.tasks)
-        self.holds = [TASK_KINDS[t.kind].holds for t in self.tasks]
-        self.hold = {"unit": self.take_turn, "link": self.take_turn, "collective": self.join_collective}
+        # per task: whether it takes what it holds at its collective's gate, else in its turn there
+        self.together = [TASK_KINDS[t.kind].together for t in self.tasks]
         self.spans: list[Span | None] = [None] * len(self.tasks)
         self.waiting: dict[int, str] = {}
         self.moved: dict[ChannelKey, int] = defaultdict(int)
@@ -159,7 +160,7 @@ class StaticReplay:
         waiting[t.id] = "its inputs"
         yield env.all_of([self.done[d] for d in t.deps + t.after])
         t_data = env.now
-        held = self.hold[self.holds[t.id]](t)
+        held = self.join_collective(t) if self.together[t.id] else self.take_turn(t)
         if held is not None:
             yield held
         for label, before in self.links.wait(t.id):
@@ -183,13 +184,13 @@ class StaticReplay:
             port.put(rate)
         for memory, nbytes in self.loads[t.id].items():
             self.moved[(t.chip, t.out_chip, memory)] += nbytes
-        if t.bytes_moved and not self.loads[t.id] and self.holds[t.id] != "collective":
+        if t.bytes_moved and not self.loads[t.id] and not self.together[t.id]:
             self.moved[(t.chip, t.out_chip, t.port)] += t.bytes_moved  # a link's bytes
         stalls = (("data", t_data - planned), ("unit", t_unit - max(t_data, planned)),
                   ("buffer_space", t_space - max(t_unit, planned)), ("memory_port", t_port - max(t_space, planned)))
-        self.spans[t.id] = Span(t.id, t.kind, t.node, t.op, t.phase, t.microbatch, t.replica, t.chip,
-                                resource_label(t.resource, t.chip, t.out_chip), t.instance, t_data, t_port,
-                                int(env.now), planned, tuple((c, int(v)) for c, v in stalls if v > 0))
+        self.spans[t.id] = Span(**identity_of(t), task=t.id, resource=resource_label(t.resource, t.chip, t.out_chip),
+                                instance=t.instance, ready=t_data, start=t_port, end=int(env.now),
+                                planned_start=planned, stalls=tuple((c, int(v)) for c, v in stalls if v > 0))
         self.done[t.id].succeed()
         finished = self.turns.finished.get(t.id)
         if finished is not None:

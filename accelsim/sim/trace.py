@@ -6,25 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from accelsim import metrics
+from accelsim.schedule.identity import TaskIdentity
 from accelsim.schedule.plan import LINK, memory_label, resource_label
 
 STALL_CAUSES = ("data", "unit", "buffer_space", "memory_port")
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """One executed task. `resource` is its display label: a unit kind ("mxm"), a link ("link:0->1")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Span(TaskIdentity):
+    """One executed task: task `task`'s identity (TaskIdentity's fields, as the schedule's task has them)
+    and what happened to it. `resource` is its display label: a unit kind ("mxm"), a link ("link:0->1")
     or "allreduce". `stalls` are the cycles it started late, by cause: in static mode relative to
     its compiled start; in dynamic mode relative to the time its inputs were ready."""
 
     task: int
-    kind: str
-    node: int
-    op: str
-    phase: str
-    microbatch: int
-    replica: int
-    chip: int
     resource: str
     instance: int
     ready: int

@@ -15,6 +15,7 @@ from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from accelsim import metrics
 from accelsim.errors import AccelsimError
+from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Result, Span
 
@@ -32,10 +33,11 @@ _MAX_LEGEND_MICROBATCHES = 10
 _DPI = 110
 _PHASE_LABELS = {"forward": "forward (solid)", "backward": "backward (light, hatched)",
                  "update": "update (black edge)"}
-# Communication task kinds (schedule/kinds.py, TaskKindDef.communication): a hatch each, named in the legend.
-_COMM_STYLES = {"allreduce": ("xx", "all-reduce"), "tp_allreduce": ("oo", "tensor-parallel all-reduce"),
-                "reduce_scatter": ("\\\\\\", "reduce-scatter"), "all_gather": ("++", "all-gather"),
-                "transfer": ("---", "transfer (link)")}  # line hatches: cheap to draw for thousands of transfers
+# Communication task kinds (schedule/kinds.py, TaskKindDef.communication): a hatch each, named in the legend
+# by the kind's label, in the kinds' table order.
+_COMM_HATCHES = {"allreduce": "xx", "tp_allreduce": "oo", "reduce_scatter": "\\\\\\", "all_gather": "++",
+                 "transfer": "---"}  # line hatches: cheap to draw for thousands of transfers
+_OTHER_COMM_HATCH = "OO"  # a communication kind without a hatch of its own above
 _COMM_EDGE = "0.15"
 _STALL_COLOUR = "crimson"
 _STALL_STYLE = {"facecolor": to_rgba(_STALL_COLOUR, 0.3), "edgecolor": _STALL_COLOUR, "hatch": "xx",
@@ -100,9 +102,17 @@ def _mix(rgba: tuple[float, ...], towards: float, amount: float) -> tuple[float,
     return tuple(c + (towards - c) * amount for c in rgba[:3]) + (1.0,)
 
 
+def _comm_hatch(kind: str) -> str | None:
+    """A communication kind's hatch; None for a kind whose time is a unit's (or a name that is no task kind)."""
+    k = TASK_KINDS.get(kind)
+    if k is None or not k.communication:
+        return None
+    return _COMM_HATCHES.get(kind, _OTHER_COMM_HATCH)
+
+
 def _phase_style(phase: str, colour: tuple[float, ...], kind: str = "node", extra_hatch: str = "") -> dict:
     """forward: solid; backward: lighter and hatched (hatch drawn in the edge colour); update: black edge.
-    A communication kind (_COMM_STYLES) replaces the phase's hatch with its own, drawn dark. The thin edges
+    A communication kind (_comm_hatch) replaces the phase's hatch with its own, drawn dark. The thin edges
     separate back-to-back spans and keep sub-pixel spans visible in their colour."""
     if phase == "backward":
         style = {"facecolor": _mix(colour, 1.0, 0.45), "edgecolor": colour, "hatch": "////", "linewidth": 0.4}
@@ -110,8 +120,9 @@ def _phase_style(phase: str, colour: tuple[float, ...], kind: str = "node", extr
         style = {"facecolor": colour, "edgecolor": "black", "linewidth": 0.9}
     else:
         style = {"facecolor": colour, "edgecolor": _mix(colour, 0.0, 0.35), "linewidth": 0.4}
-    if kind in _COMM_STYLES:
-        style.update(hatch=_COMM_STYLES[kind][0], edgecolor=_COMM_EDGE)
+    comm_hatch = _comm_hatch(kind)
+    if comm_hatch is not None:
+        style.update(hatch=comm_hatch, edgecolor=_COMM_EDGE)
     hatch = style.get("hatch", "") + extra_hatch
     if hatch:
         style["hatch"] = hatch
@@ -184,8 +195,8 @@ def _legend_handles(spans: list[Span]) -> list[Patch]:
     handles += [Patch(label=_PHASE_LABELS.get(p, p), **_phase_style(p, neutral))
                 for p in (*_PHASE_LABELS, *sorted(phases - set(_PHASE_LABELS))) if p in phases]
     kinds = {s.kind for s in spans}
-    handles += [Patch(facecolor="0.85", edgecolor=_COMM_EDGE, hatch=hatch, linewidth=0.4, label=name)
-                for kind, (hatch, name) in _COMM_STYLES.items() if kind in kinds]
+    handles += [Patch(facecolor="0.85", edgecolor=_COMM_EDGE, hatch=_comm_hatch(k.name), linewidth=0.4, label=k.label)
+                for k in TASK_KINDS.values() if k.communication and k.name in kinds]
     causes = sorted({c for s in spans for c, v in s.stalls if v > 0})
     if causes:
         handles.append(Patch(**_STALL_STYLE, label=f"stall, waiting for: {', '.join(causes)}".replace("_", " ")))
@@ -271,7 +282,7 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
     for s in spans:
         row = (s.chip, s.resource, s.instance)
         if row in y_of:
-            kind = s.kind if s.kind in _COMM_STYLES else ""
+            kind = s.kind if _comm_hatch(s.kind) is not None else ""
             groups[(row, s.microbatch, s.phase, kind)].append((s.start, s.end - s.start))
     for (row, microbatch, phase, kind), xranges in sorted(groups.items()):
         colour, hatch = microbatch_style(microbatch)

@@ -7,6 +7,8 @@ from typing import Protocol
 
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec
+from accelsim.schedule.identity import Index, MicroBatch, Phase
+from accelsim.schedule.kinds import TaskKind
 from accelsim.schedule.options import StepOptions
 from accelsim.schedule.split import Part
 
@@ -16,17 +18,20 @@ Option = tuple[str, int, int]
 
 @dataclass
 class TaskSpec:
-    """A task before it has a time: `options` are the resources it may run on and their costs."""
+    """A task before it has a time: `options` are the resources it may run on and their costs. Its
+    identity is schedule.identity.TaskIdentity's fields, declared again here (in the same order, with the
+    same types) because the planner edits its tasks and a mutable dataclass cannot inherit a frozen one;
+    the schedule's Task copies them with identity_of."""
 
     id: int
-    kind: str
-    node: int
+    kind: TaskKind
+    node: Index
     op: str
-    phase: str
-    microbatch: int
-    replica: int
-    stage: int
-    chip: int
+    phase: Phase
+    microbatch: MicroBatch
+    replica: Index
+    stage: Index
+    chip: Index
     out_chip: int
     deps: list[int]  # tasks whose outputs it reads
     options: tuple[Option, ...]

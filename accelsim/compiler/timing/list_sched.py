@@ -25,7 +25,7 @@ from accelsim.hw.spec import HwSpec, Memory
 from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import collective_links
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
-from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
 from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack
@@ -194,7 +194,7 @@ class ListScheduler:
         topo = topology_of(self.hw)
         if topo is None:
             return {}
-        links = {t.id: topo.route(t.chip, t.out_chip).links for t in self.tasks if TASK_KINDS[t.kind].holds == "link"}
+        links = {t.id: topo.route(t.chip, t.out_chip).links for t in self.tasks if TASK_KINDS[t.kind].holds is Holds.LINK}
         for members in self.groups.values():
             resource = members[0].options[0][0]
             if resource in COLLECTIVES:

@@ -26,7 +26,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import topology_of
 from accelsim.schedule.collectives import collective_links
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
-from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed
 from accelsim.compiler.timing.memory import Block
 from accelsim.schedule.plan import COLLECTIVES
@@ -234,7 +234,7 @@ def _links_free(plan: Plan, hw: HwSpec, timed: list[Timed]) -> bool:
         if t.group >= 0:
             groups[t.group].append(t)
     for t in plan.tasks:
-        if TASK_KINDS[t.kind].holds == "link":
+        if TASK_KINDS[t.kind].holds is Holds.LINK:
             links = topo.route(t.chip, t.out_chip).links
         elif t.group >= 0 and groups[t.group][0] is t and t.options[0][0] in COLLECTIVES:
             links = collective_links(topo, t.options[0][0], [m.chip for m in groups[t.group]])
