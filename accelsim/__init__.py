@@ -65,6 +65,11 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    """What `dir(accelsim)` and tab completion list: the public names too, before their first use."""
+    return sorted(set(globals()) | set(__all__))
+
+
 class _Package(ModuleType):
     """`accelsim.evaluate` is the function, never the submodule of the same name. Importing a submodule binds it
     on its package, so whoever first imports `accelsim.evaluate` (the module) would otherwise replace the lazily
