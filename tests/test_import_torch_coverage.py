@@ -84,7 +84,7 @@ def test_causal_attention_with_a_masked_fill_mask_matches_torch():
                                                  1.0 - np.tril(np.ones((4, 4))))
 
 
-@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "transposed"])
 def test_unet_block_with_group_norm_upsampling_and_skip_concat_matches_torch(mode):
     torch.manual_seed(0)
     x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
@@ -104,6 +104,22 @@ def test_bilinear_upsampling_matches_torch_forward(size, factor):
     graph = A.frontends.from_torch(Up(), (x,), loss="none")
     out = A.evaluate(graph, feeds={"x": x.numpy()})
     assert max_rel_err(out["y"], Up()(x).numpy()) < TOL
+
+
+def test_transposed_convolution_with_output_padding_and_groups_matches_torch():
+    torch.manual_seed(0)
+
+    class Up(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convt = torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+
+        def forward(self, x, target):
+            return torch.nn.functional.mse_loss(self.convt(x), target)
+
+    x = torch.randn(2, 4, 3, 3, dtype=torch.float64)
+    graph = _compare_loss_in_forward(Up().double(), (x, torch.randn(2, 6, 6, 6, dtype=torch.float64)))
+    assert [n.attrs["output_shape"] for n in graph.nodes if n.op == "conv_transpose2d"] == [(2, 6, 6, 6)]
 
 
 def test_clamp_relatives_match_torch_forward_at_and_beyond_the_bounds():

@@ -72,7 +72,8 @@ class CausalSelfAttention(nn.Module):
 
 class UNetBlock(nn.Module):
     """One U-Net level: conv + GroupNorm + SiLU, pool down, conv, upsample (nearest or bilinear), concat the
-    skip, conv + GroupNorm; mean squared error against a target."""
+    skip, conv + GroupNorm; mean squared error against a target. mode "transposed" upsamples with a learned
+    ConvTranspose2d instead."""
 
     def __init__(self, c: int = 4, mode: str = "nearest") -> None:
         super().__init__()
@@ -80,11 +81,15 @@ class UNetBlock(nn.Module):
         self.down = nn.Sequential(nn.Conv2d(2, c, 3, padding=1), nn.GroupNorm(2, c), nn.SiLU())
         self.mid = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.GroupNorm(2, c), nn.ReLU())
         self.up = nn.Sequential(nn.Conv2d(2 * c, 2, 3, padding=1), nn.GroupNorm(1, 2))
+        if mode == "transposed":
+            self.upsample = nn.ConvTranspose2d(c, c, 2, stride=2)
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         skip = self.down(x)
         h = self.mid(Fn.max_pool2d(skip, 2))
-        if self.mode == "nearest":
+        if self.mode == "transposed":
+            h = self.upsample(h)
+        elif self.mode == "nearest":
             h = Fn.interpolate(h, scale_factor=2, mode="nearest")
         else:
             h = Fn.interpolate(h, scale_factor=2, mode="bilinear", align_corners=False)

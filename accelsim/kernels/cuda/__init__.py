@@ -9,3 +9,4 @@ from accelsim.kernels.cuda import epilogue  # noqa: F401  (matmul_epilogue, conv
 from accelsim.kernels.cuda import fused  # noqa: F401  (fused_elementwise)
 from accelsim.kernels.cuda import parallel  # noqa: F401  (tp_allreduce)
 from accelsim.kernels.cuda import select  # noqa: F401  (comparisons, where)
+from accelsim.kernels.cuda import conv_transpose  # noqa: F401  (conv_transpose2d)
