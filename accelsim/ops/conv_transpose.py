@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.ops.conv import _conv_shape
-from accelsim.ops.registry import OPS, Example, OpDef, Shape, apply, register
+from accelsim.ops.registry import OPS, Example, OpDef, Shape, Split, apply, register
 
 __all__ = ["conv_transpose2d"]
 
@@ -48,9 +48,15 @@ def _examples(rng: np.random.Generator) -> list[Example]:
             for s, ws, a in cases]
 
 
+def _splits(out: Shape, x: Shape, w: Shape, groups: int, **a: Any) -> tuple[Split, ...]:
+    """Images from x's images; with one group, output channel c from the filters' axis-1 slice c."""
+    batch = Split("batch", 0, (0, None), "output_shape")
+    return (batch, Split("out_channels", 1, (None, 1), "output_shape")) if groups == 1 else (batch,)
+
+
 _GI = OPS["conv2d_grad_input"]
 register(OpDef(
-    "conv_transpose2d", "tensor", infer=lambda x, w, **a: _GI.infer(x, w, **_adjoint(a)),
+    "conv_transpose2d", "tensor", splits=_splits, infer=lambda x, w, **a: _GI.infer(x, w, **_adjoint(a)),
     ref=lambda x, w, **a: _GI.ref(x, w, **_adjoint(a)), grad=_grad, examples=_examples,
     flops=lambda out, x, w, **a: _GI.flops(out, x, w, **_adjoint(a)),
     gemm=lambda out, x, w, **a: _GI.gemm(out, x, w, **_adjoint(a)),
