@@ -26,8 +26,6 @@ def _arg(args: Args, kwargs: Kwargs, k: int, key: str, default: Any) -> Any:
 
 def _conv_refuse(args: Args, kwargs: Kwargs) -> str | None:
     w = _val(args[1])
-    if _arg(args, kwargs, 6, "transposed", False):
-        return "a transposed convolution"
     if w is not None and w.dim() != 4:
         return f"a {w.dim() - 2}-D convolution (only 2-D)"
     return None
@@ -35,8 +33,21 @@ def _conv_refuse(args: Args, kwargs: Kwargs) -> str | None:
 
 def _conv(ctx: Ctx, x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
           output_padding: Any, groups: int) -> Any:
-    y = F.conv2d(x, w, stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation), groups=int(groups))
+    if transposed:
+        y = _conv_transpose(x, w, stride, padding, dilation, output_padding, int(groups))
+    else:
+        y = F.conv2d(x, w, stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation),
+                     groups=int(groups))
     return y if bias is None else y + F.reshape(bias, (1, bias.shape[0], 1, 1))
+
+
+def _conv_transpose(x: Any, w: Any, stride: Any, padding: Any, dilation: Any, output_padding: Any,
+                    groups: int) -> Any:
+    """ConvTranspose2d: its output size is (H - 1) s - 2 p + d (k - 1) + output_padding + 1 per axis."""
+    hw = tuple((x.shape[2 + i] - 1) * int(stride[i]) - 2 * int(padding[i]) + int(dilation[i]) * (w.shape[2 + i] - 1)
+               + int(output_padding[i]) + 1 for i in range(2))
+    return F.conv_transpose2d(x, w, (x.shape[0], w.shape[1] * groups) + hw, stride=tuple(stride),
+                              padding=tuple(padding), dilation=tuple(dilation), groups=groups)
 
 
 def _ones(ctx: Ctx, n: int) -> Any:
@@ -183,7 +194,7 @@ def _dropout_refuse(args: Args, kwargs: Kwargs) -> str | None:
     return f"dropout p={p} in training mode (random; export the module in eval mode)" if train and p else None
 
 
-aten("aten.convolution.default", _conv, "conv2d + bias add", refuse=_conv_refuse)
+aten("aten.convolution.default", _conv, "conv2d (or conv_transpose2d) + bias add", refuse=_conv_refuse)
 aten("aten._native_batch_norm_legit_functional.default", _bn_functional,
      "batch_norm (training mode) or batch_norm_inference (eval mode)")
 aten("aten._native_batch_norm_legit.default", _bn_legit, "batch_norm or batch_norm_inference")

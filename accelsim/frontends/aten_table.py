@@ -2,7 +2,8 @@
 AtenOp) in the registry (aten_registry.py), which none of them needs this module for."""
 from __future__ import annotations
 
-from accelsim.frontends import aten_math, aten_nn, aten_shape  # noqa: F401  (they register on import)
+# noqa below: they register on import
+from accelsim.frontends import aten_image, aten_loss, aten_math, aten_nn, aten_select, aten_shape  # noqa: F401
 from accelsim.frontends.aten_registry import ATEN_OPS, AtenOp
 
 __all__ = ["ATEN_OPS", "AtenOp", "aten_ops"]

@@ -14,15 +14,17 @@ from accelsim.frontends.aten_registry import AtenOp, Ctx
 from accelsim.frontends.aten_table import aten_ops
 from accelsim.frontends.losses import loss_head
 from accelsim.frontends.quiet import quiet_libraries
+from accelsim.frontends.torch_fold import as_graph_value, fold, foldable
 from accelsim.frontends.torch_leaves import add_constant, add_input, add_param, graph_dtype
 from accelsim.graph.ir import Graph
 from accelsim.passes.dce import prune_to_outputs
 
 TORCH_EXTRA = "pip install 'accelsim[torch]'"
-KEEP_WHOLE = ("scaled_dot_product", "pixel_shuffle", "pixel_unshuffle")
+KEEP_WHOLE = ("scaled_dot_product", "pixel_shuffle", "pixel_unshuffle", "nll_loss_forward")
 """ATen ops kept out of the core decomposition: SDPA's decomposition guards fully masked rows with boolean
 ops (eq, logical_not, any, where) that a graph of float values has no use for, and pixel (un)shuffle would
-become reshape-transpose-reshape; each has an exact converter onto one registry op (or a few)."""
+become reshape-transpose-reshape, and nll_loss (F.cross_entropy inside a forward) would become a gather; each
+has an exact converter onto one registry op (or a few)."""
 
 
 def require_torch() -> Any:
@@ -69,15 +71,20 @@ def from_exported(ep: Any, *, name: str, loss: str = "mse", example_inputs: tupl
     outputs = _user_outputs(ep, name)
     needed = _needed(fx, outputs)
     ops = aten_ops()
-    _refuse_unsupported(name, [n for n in fx.nodes if n in needed and n.op == "call_function"], ops)
+    constant = foldable(fx, needed)
+    _refuse_unsupported(name, [n for n in fx.nodes if n in needed and n.op == "call_function" and n not in constant],
+                        ops)
     inputs = example_inputs if example_inputs is not None else tuple(getattr(ep, "example_inputs", None) or ((),))[0]
     values = _user_values(fx, kinds, inputs)
     leaves = {n.name: n.meta["val"] for n in fx.nodes if n.op == "placeholder" and n in needed}
     g = Graph(name=name, dtype=graph_dtype(leaves, name))
     env = _leaves(g, ep, fx, kinds, needed, values, name)
+    with quiet_libraries():
+        folded = fold(fx, constant, name)
+    env.update({n: as_graph_value(g, v, name, n.name) for n, v in folded.items()})
     ctx = Ctx(g)
     for n in fx.nodes:
-        if n in needed and n.op == "call_function":
+        if n in needed and n.op == "call_function" and n not in constant:
             env[n] = _convert(ctx, n, env, ops, name)
     outs = [_tensor_out(env[o], o, name) for o in outputs]
     names = ["y"] if len(outs) == 1 else [f"y{k}" for k in range(len(outs))]

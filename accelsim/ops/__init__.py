@@ -14,8 +14,11 @@ from accelsim.ops.pool import *  # noqa: F401,F403
 from accelsim.ops.pixel import *  # noqa: F401,F403
 from accelsim.ops.norm import *  # noqa: F401,F403
 from accelsim.ops.nn import *  # noqa: F401,F403
+from accelsim.ops.select import *  # noqa: F401,F403
+from accelsim.ops.conv_transpose import *  # noqa: F401,F403
 from accelsim.ops.fused import fused_elementwise  # noqa: F401  (registers the fused op)
-from accelsim.ops import conv as _conv, nn as _nn, norm as _norm, pixel as _pixel, pool as _pool
+from accelsim.ops import conv as _conv, nn as _nn, norm as _norm, pixel as _pixel, pool as _pool, select as _select
+from accelsim.ops import conv_transpose as _conv_transpose
 from accelsim.ops.epilogue import conv2d_epilogue, matmul_epilogue  # noqa: F401  (registers the fused ops)
 from accelsim.ops.parallel import tp_allreduce  # noqa: F401  (registers the tensor-parallel all-reduce)
 
@@ -24,5 +27,6 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "exp", "log", "sin", "cos", "erf", "square", "pow", "sqrt",
     "relu", "sigmoid", "tanh", "gelu", "matmul", "sum", "mean", "max", "broadcast_to", "sum_to",
     "reshape", "transpose", "concat", "slice",
-    *_conv.__all__, *_pool.__all__, *_pixel.__all__, *_norm.__all__, *_nn.__all__,
+    *_conv.__all__, *_pool.__all__, *_pixel.__all__, *_norm.__all__, *_nn.__all__, *_select.__all__,
+    *_conv_transpose.__all__,
 ]

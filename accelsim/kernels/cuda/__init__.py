@@ -8,3 +8,5 @@ from accelsim.kernels.cuda import conv, elementwise, matmul, nn, norm, pool, red
 from accelsim.kernels.cuda import epilogue  # noqa: F401  (matmul_epilogue, conv2d_epilogue)
 from accelsim.kernels.cuda import fused  # noqa: F401  (fused_elementwise)
 from accelsim.kernels.cuda import parallel  # noqa: F401  (tp_allreduce)
+from accelsim.kernels.cuda import select  # noqa: F401  (comparisons, where)
+from accelsim.kernels.cuda import conv_transpose  # noqa: F401  (conv_transpose2d)
