@@ -90,13 +90,3 @@ sys.modules[__name__].__class__ = _Package
 __all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",
            "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
            "frontends", "models", "ops", "optimize", "rematerialize", "run_summary", "RunSummary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]
-
-
-def __getattr__(name: str):
-    """`A.frontends` on first use: importing it at `import accelsim` would cost every user its import time,
-    and torch and onnx stay unimported either way (accelsim.frontends loads them only when a model needs them)."""
-    if name == "frontends":
-        import importlib
-
-        return importlib.import_module("accelsim.frontends")
-    raise AttributeError(f"module 'accelsim' has no attribute {name!r}")
