@@ -101,13 +101,13 @@ def open_regular(path: str | Path, rules: FileRules, label: str | None = None) -
 def read_regular(path: str | Path, rules: FileRules, label: str | None = None) -> bytes:
     """The bytes of regular file `path`, at most rules.limit_bytes of them; else one rules.error paragraph."""
     label = str(path) if label is None else label
-    with open_regular(path, rules, label) as (f, _):
-        try:
-            data = f.read(rules.limit_bytes + 1)
+    with open_regular(path, rules, label) as (f, size):
+        try:  # at most one byte past the measured size: read(n) allocates n bytes before it reads any
+            data = f.read(min(rules.limit_bytes, size) + 1)
         except OSError as e:
             raise _os_problem(Path(path), label, e, rules) from None
-    if len(data) > rules.limit_bytes:  # it grew after it was measured
-        raise rules.refuse(label, rules.too_large(len(data)))
+    if len(data) > size:  # it grew after it was measured: what it holds now is not what was checked
+        raise rules.refuse(label, f"it grew while it was read (measured {size:,} bytes)")
     return data
 
 
