@@ -20,3 +20,15 @@ os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
 settings.register_profile("accelsim", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("accelsim")
+
+
+def pytest_configure(config) -> None:
+    """Import accelsim's public names and every CLI subcommand once, before any test: `import accelsim` is
+    lazy, and a test that counts the Python steps of one call (tests/work_meter.py) must not count an import
+    that an earlier test in the same worker may or may not have done."""
+    import accelsim as A
+    from accelsim.cli import make_parser
+
+    make_parser()
+    for name in A.__all__:
+        getattr(A, name)
