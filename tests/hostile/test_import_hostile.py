@@ -317,11 +317,16 @@ def _jobs(d: Path) -> dict[str, tuple[list[str], bool, tuple]]:
     return jobs
 
 
+REFUSE_STEPS = 20_000_000
+"""A hang guard in Python steps (tests/work_meter.py) for each refusal, not a speed check: the refusals run
+before any model is built, in a small fraction of it; a loop that never ends is stopped here."""
+
+
 @pytest.fixture(scope="module")
 def import_runs(tmp_path_factory, capped):
     d = tmp_path_factory.mktemp("import_bombs")
     jobs = _jobs(d)
-    runs = capped({k: (argv, api) for k, (argv, api, _) in jobs.items()}, d)
+    runs = capped({k: (argv, api) for k, (argv, api, _) in jobs.items()}, d, REFUSE_STEPS)
     return {k: (runs[k], jobs[k][2]) for k in jobs}
 
 
