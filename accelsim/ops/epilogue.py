@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from accelsim.errors import ShapeError
+from accelsim.ops.fused import INSTRUCTIONS, OPCODES
 from accelsim.ops.reduce import sum as reduce_sum
 from accelsim.ops.registry import Example, OpDef, Shape, Split, apply, get_op, numel, register
 from accelsim.ops.window import pair
@@ -30,15 +31,24 @@ __all__ = ["matmul_epilogue", "conv2d_epilogue"]
 
 @dataclass(frozen=True)
 class Activation:
-    """One epilogue activation: the registry op that defines it (None: the identity), and whether that
-    op's gradient rule must see the pre-activation. relu's may be handed the output instead (out > 0
-    exactly where pre > 0), sigmoid's and tanh's read only the output; gelu's needs the pre-activation,
-    which the fused op never stores, so its gradient recomputes it (rematerialization)."""
+    """One epilogue activation: the registry op that defines it (None: the identity), a unary op of the
+    opcode table (ops/fused.py), so every kernel backend computes it with its scalar function; and
+    whether that op's gradient rule must see the pre-activation. relu's may be handed the output instead
+    (out > 0 exactly where pre > 0), sigmoid's and tanh's read only the output; gelu's and erf's need the
+    pre-activation, which the fused op never stores, so their gradients recompute it (rematerialization)."""
 
     name: str
     op: str | None
     grad_reads_input: bool = False
 
+    @property
+    def opcode(self) -> int:
+        """What the kernels run after the bias: the op's opcode, or NO_ACTIVATION for the identity."""
+        return NO_ACTIVATION if self.op is None else OPCODES[self.op]
+
+
+NO_ACTIVATION = -1
+"""The opcode of the "none" activation: not one of the opcode table's."""
 
 ACTIVATIONS: dict[str, Activation] = {a.name: a for a in (
     Activation("none", None),
@@ -46,8 +56,15 @@ ACTIVATIONS: dict[str, Activation] = {a.name: a for a in (
     Activation("gelu", "gelu", grad_reads_input=True),
     Activation("sigmoid", "sigmoid"),
     Activation("tanh", "tanh"),
+    Activation("erf", "erf", grad_reads_input=True),
 )}
 ACTIVATION_OF_OP: dict[str, Activation] = {a.op: a for a in ACTIVATIONS.values() if a.op is not None}
+_NOT_UNARY = [a.name for a in ACTIVATIONS.values()
+              if a.op is not None and (a.op not in INSTRUCTIONS or INSTRUCTIONS[a.op].arity != 1
+                                       or INSTRUCTIONS[a.op].params)]
+if _NOT_UNARY:
+    raise ImportError(f"ops/epilogue.py: activations {_NOT_UNARY} are not unary ops of the opcode table "
+                      f"without parameters (ops/fused.py INSTRUCTIONS), which the kernels run")
 
 
 @dataclass(frozen=True)
@@ -242,7 +259,8 @@ def _matmul_examples(rng: np.random.Generator) -> list[Example]:
     geometry = [((3, 4), (4, 5), False, False), ((4, 3), (4, 5), True, False), ((3, 4), (5, 4), False, True),
                 ((2, 3, 4), (2, 4, 5), False, False), ((2, 4, 3), (5, 4), True, True)]
     cases = []
-    for (sa, sb, ta, tb), act in zip(geometry, ACTIVATIONS):
+    for k, act in enumerate(ACTIVATIONS):  # every activation, the geometries in turn
+        sa, sb, ta, tb = geometry[k % len(geometry)]
         a, b = rng.normal(size=sa), rng.normal(size=sb)
         attrs = {"transpose_a": ta, "transpose_b": tb, "activation": act}
         cases.append(((a, b, rng.normal(size=(5,))), attrs))
@@ -262,7 +280,8 @@ _CONV_GEOMETRY: list[tuple[Shape, Shape, dict[str, Any]]] = [
 
 def _conv_examples(rng: np.random.Generator) -> list[Example]:
     cases = []
-    for (xs, ws, geo), act in zip(_CONV_GEOMETRY, ACTIVATIONS):
+    for k, act in enumerate(ACTIVATIONS):  # every activation, the geometries in turn
+        xs, ws, geo = _CONV_GEOMETRY[k % len(_CONV_GEOMETRY)]
         x, w = rng.normal(size=xs), rng.normal(size=ws)
         attrs = {**geo, "activation": act}
         cases.append(((x, w, rng.normal(size=(ws[0],))), attrs))

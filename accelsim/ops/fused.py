@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import reprlib
 from dataclasses import dataclass
+from enum import IntEnum
 from numbers import Integral, Real
 from typing import Any
 
@@ -45,14 +46,18 @@ class Instruction:
 INSTRUCTIONS: dict[str, Instruction] = {i.op: i for i in (
     Instruction("add", 2, symbol="+"), Instruction("sub", 2, symbol="-"), Instruction("mul", 2, symbol="*"),
     Instruction("div", 2, symbol="/"), Instruction("neg", 1, symbol="-"), Instruction("exp", 1),
-    Instruction("log", 1), Instruction("sin", 1), Instruction("cos", 1), Instruction("square", 1),
-    Instruction("sqrt", 1), Instruction("pow", 1, ("exponent",), symbol="**"), Instruction("relu", 1),
-    Instruction("sigmoid", 1), Instruction("tanh", 1), Instruction("gelu", 1),
+    Instruction("log", 1), Instruction("sin", 1), Instruction("cos", 1), Instruction("erf", 1),
+    Instruction("square", 1), Instruction("sqrt", 1), Instruction("pow", 1, ("exponent",), symbol="**"),
+    Instruction("relu", 1), Instruction("sigmoid", 1), Instruction("tanh", 1), Instruction("gelu", 1),
     Instruction("relu_grad", 2), Instruction("sigmoid_grad", 2), Instruction("tanh_grad", 2),
     Instruction("gelu_grad", 2),
 )}
-"""Opcode of an instruction op = its position here (kernels check their own copies at import)."""
+"""The opcode table: every elementwise op with a scalar formula. Each kernel backend has one scalar
+function per entry (kernels/cpu/scalar.py, kernels/cuda/scalar.py), and fuse_elementwise fuses exactly
+these ops; an op's opcode is its position here."""
 OPCODES: dict[str, int] = {name: k for k, name in enumerate(INSTRUCTIONS)}
+Opcode = IntEnum("Opcode", {name.upper(): k for name, k in OPCODES.items()})
+"""The opcodes by name (Opcode.ADD), for kernels to branch on: numba folds IntEnum members to constants."""
 
 
 # ---- validation --------------------------------------------------------------------------
@@ -244,6 +249,9 @@ def _examples(rng: np.random.Generator) -> list[Example]:
         ((away(u(-2, 2, 2, 3)), u(-2, 2, 3)),
          {"program": (("relu", 0), ("mul", 2, 0), ("sin", 0), ("square", 4), ("add", 3, 5), ("neg", 1),
                       ("cos", 7), ("sub", 6, 8))}),
+        # exact GELU as the importers build it, x * 0.5 * (erf(x * (1 / sqrt 2)) + 1), on (x, 1/sqrt 2, 0.5, 1)
+        ((u(-3, 3, 3, 4), np.array(math.sqrt(0.5)), np.array(0.5), np.array(1.0)),
+         {"program": (("mul", 0, 1), ("erf", 4), ("add", 5, 3), ("mul", 0, 2), ("mul", 7, 6))}),
     ]
 
 

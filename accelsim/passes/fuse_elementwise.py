@@ -1,5 +1,6 @@
 """Elementwise fusion (Graph -> Graph): trees of elementwise nodes become one fused_elementwise node,
-so the intermediates never travel to memory and back.
+so the intermediates never travel to memory and back. The fusible ops are those of the opcode table
+(ops/fused.py INSTRUCTIONS), which every kernel backend runs through its scalar table.
 
 A group grows from its root (the node whose value leaves the group) towards its inputs. A producer
 joins a group only when every node that reads it is a member (its value is then computed and read

@@ -3,7 +3,7 @@
 read back.
 
 A place is a GEMM (matmul or conv2d) followed by an optional bias add and then an optional activation
-(relu, gelu, sigmoid or tanh), with at least one of the two. A bias add reads the GEMM and a leaf, or a
+(an op of ops/epilogue.py's ACTIVATIONS), with at least one of the two. A bias add reads the GEMM and a leaf, or a
 reshape or broadcast of a leaf, holding one value per output column (matmul) or channel (conv2d): the
 models' `x @ W + b` with b (n,), the conv layer's `+ reshape(b, (1, C, 1, 1))`, fold_batchnorm's
 constant (1, C, 1, 1). Each intermediate must have the next member as its only reader and be neither

@@ -1,22 +1,25 @@
-"""numba CPU kernels for elementwise ops: one parallel pass over the output.
+"""numba CPU kernels for elementwise ops: one parallel pass over the output, computing through the
+scalar table (scalar.py).
 
-Binary ops read each input through element strides that are 0 on broadcast axes, so a broadcast
-operand (a bias, a scalar) is never materialised at the output's size. error_model="numpy" keeps
-numpy's IEEE results (x / 0 -> inf, log(0) -> -inf) instead of Python's exceptions.
+add, sub, mul and div read each input through element strides that are 0 on broadcast axes, so a
+broadcast operand (a bias, a scalar) is never materialised at the output's size. Every other op of the
+opcode table takes same-shape operands and runs as one flat loop. error_model="numpy" keeps numpy's
+IEEE results (x / 0 -> inf, log(0) -> -inf) instead of Python's exceptions.
 """
 from __future__ import annotations
 
-import math
+from typing import Any
 
 import numba
 import numpy as np
 
+from accelsim.kernels.cpu import scalar
 from accelsim.kernels.cpu.shape import broadcast_strides, collapse
-from accelsim.kernels.registry import kernel
-from accelsim.ops.elementwise import GELU_CUBIC, GELU_SQRT_2_OVER_PI
+from accelsim.kernels.registry import Kernel, kernel
+from accelsim.ops.fused import INSTRUCTIONS, OPCODES, Opcode
 from accelsim.ops.registry import get_op
 
-_jit = numba.njit(parallel=True, cache=True, error_model="numpy")
+_jit = scalar.jit(parallel=True)
 
 
 def _as_float(x: np.ndarray) -> np.ndarray:
@@ -62,20 +65,21 @@ def _binary(op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-_ADD, _SUB, _MUL, _DIV, _EQ = range(5)
+_EQUAL = -1
+"""Not an opcode: equal_mask's comparison, which only max's adjoint uses."""
 
 
-@numba.njit(cache=True)
-def _arith(op: int, x, y):
-    if op == _ADD:
-        return x + y
-    if op == _SUB:
-        return x - y
-    if op == _MUL:
-        return x * y
-    if op == _DIV:
-        return x / y
-    # _EQ. Its float64 literals widen every op's result for float32 inputs: exactly, and LLVM
+@scalar.jit()
+def _arith(op, x, y):
+    if op == Opcode.ADD:
+        return scalar.add(x, y)
+    if op == Opcode.SUB:
+        return scalar.sub(x, y)
+    if op == Opcode.MUL:
+        return scalar.mul(x, y)
+    if op == Opcode.DIV:
+        return scalar.div(x, y)
+    # _EQUAL. Its float64 literals widen every op's result for float32 inputs: exactly, and LLVM
     # narrows the arithmetic back to float32.
     return 1.0 if x == y else 0.0
 
@@ -103,237 +107,66 @@ def _binary_core(a, sa, b, sb, shape, out, op):
 
 def equal_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """1 where x == y (y broadcast), else 0, in x's dtype: how max's adjoint finds the arg-max."""
-    return _binary(_EQ, x, y)
+    return _binary(_EQUAL, x, y)
 
 
 @kernel("add", "numba")
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return _binary(_ADD, a, b)
+    return _binary(OPCODES["add"], a, b)
 
 
 @kernel("sub", "numba")
 def sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return _binary(_SUB, a, b)
+    return _binary(OPCODES["sub"], a, b)
 
 
 @kernel("mul", "numba")
 def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return _binary(_MUL, a, b)
+    return _binary(OPCODES["mul"], a, b)
 
 
 @kernel("div", "numba")
 def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return _binary(_DIV, a, b)
+    return _binary(OPCODES["div"], a, b)
 
 
-# ---- unary ops: one flat loop -------------------------------------------------------------
-
-def _unary(core, x: np.ndarray, *params: float) -> np.ndarray:
-    x = _as_float(x)
-    out = np.empty(x.shape, x.dtype)
-    core(x.reshape(-1), *params, out.reshape(-1))
-    return out
+BROADCASTING = ("add", "sub", "mul", "div")
+"""The ops of the opcode table whose operands broadcast (numpy's rules, as their registry entries)."""
 
 
-@_jit
-def _neg(x, out):
-    for i in numba.prange(x.size):
-        out[i] = -x[i]
+# ---- every other op of the opcode table: same-shape operands, one flat loop ------------------
+
+_BLOCK = 1 << 12  # elements per task; the opcode is dispatched once per block
 
 
 @_jit
-def _exp(x, out):
-    for i in numba.prange(x.size):
-        out[i] = np.exp(x[i])
-
-
-@_jit
-def _log(x, out):
-    for i in numba.prange(x.size):
-        out[i] = np.log(x[i])
-
-
-@_jit
-def _sin(x, out):
-    for i in numba.prange(x.size):
-        out[i] = np.sin(x[i])
-
-
-@_jit
-def _erf(x, out):
-    for i in numba.prange(x.size):
-        out[i] = math.erf(x[i])
-
-
-@_jit
-def _cos(x, out):
-    for i in numba.prange(x.size):
-        out[i] = np.cos(x[i])
-
-
-@_jit
-def _square(x, out):
-    for i in numba.prange(x.size):
-        out[i] = x[i] * x[i]
-
-
-@_jit
-def _pow(x, exponent, out):
-    for i in numba.prange(x.size):
-        out[i] = np.power(x[i], exponent)
-
-
-@_jit
-def _sqrt(x, out):
-    for i in numba.prange(x.size):
-        out[i] = np.sqrt(x[i])
-
-
-@_jit
-def _relu(x, out):
-    for i in numba.prange(x.size):
-        out[i] = 0.0 if x[i] < 0 else x[i]  # NaN passes through, as with np.maximum
-
-
-@_jit
-def _sigmoid(x, out):
-    for i in numba.prange(x.size):
-        out[i] = 0.5 * (np.tanh(0.5 * x[i]) + 1.0)  # overflow-free, as the reference
-
-
-@_jit
-def _tanh(x, out):
-    for i in numba.prange(x.size):
-        out[i] = np.tanh(x[i])
-
-
-@_jit
-def _gelu(x, out):
-    for i in numba.prange(x.size):
-        v = x[i]
-        out[i] = 0.5 * v * (1.0 + np.tanh(GELU_SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v)))
-
-
-@kernel("neg", "numba")
-def neg(x: np.ndarray) -> np.ndarray:
-    return _unary(_neg, x)
-
-
-@kernel("exp", "numba")
-def exp(x: np.ndarray) -> np.ndarray:
-    return _unary(_exp, x)
-
-
-@kernel("log", "numba")
-def log(x: np.ndarray) -> np.ndarray:
-    return _unary(_log, x)
-
-
-@kernel("sin", "numba")
-def sin(x: np.ndarray) -> np.ndarray:
-    return _unary(_sin, x)
-
-
-@kernel("erf", "numba")
-def erf(x: np.ndarray) -> np.ndarray:
-    return _unary(_erf, x)
-
-
-@kernel("cos", "numba")
-def cos(x: np.ndarray) -> np.ndarray:
-    return _unary(_cos, x)
-
-
-@kernel("square", "numba")
-def square(x: np.ndarray) -> np.ndarray:
-    return _unary(_square, x)
-
-
-@kernel("pow", "numba")
-def pow_(x: np.ndarray, exponent: float) -> np.ndarray:
-    return _unary(_pow, x, float(exponent))
-
-
-@kernel("sqrt", "numba")
-def sqrt(x: np.ndarray) -> np.ndarray:
-    return _unary(_sqrt, x)
-
-
-@kernel("relu", "numba")
-def relu(x: np.ndarray) -> np.ndarray:
-    return _unary(_relu, x)
-
-
-@kernel("sigmoid", "numba")
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return _unary(_sigmoid, x)
-
-
-@kernel("tanh", "numba")
-def tanh(x: np.ndarray) -> np.ndarray:
-    return _unary(_tanh, x)
-
-
-@kernel("gelu", "numba")
-def gelu(x: np.ndarray) -> np.ndarray:
-    return _unary(_gelu, x)
-
-
-# ---- backward helpers: (g, same-shape saved tensor) -> g times the local derivative --------
-
-def _backward(op: str, core, g: np.ndarray, saved: np.ndarray) -> np.ndarray:
-    g = _as_float(g)
-    saved = np.asarray(saved, g.dtype, order="C")
-    out = np.empty(get_op(op).infer(g.shape, saved.shape), g.dtype)
-    core(g.reshape(-1), saved.reshape(-1), out.reshape(-1))
-    return out
-
-
-@_jit
-def _relu_grad(g, x, out):
-    for i in numba.prange(g.size):
-        out[i] = g[i] if x[i] > 0 else 0.0
-
-
-@_jit
-def _sigmoid_grad(g, y, out):
-    for i in numba.prange(g.size):
-        out[i] = g[i] * y[i] * (1.0 - y[i])
-
-
-@_jit
-def _tanh_grad(g, y, out):
-    for i in numba.prange(g.size):
-        out[i] = g[i] * (1.0 - y[i] * y[i])
-
-
-@_jit
-def _gelu_grad(g, x, out):
-    for i in numba.prange(g.size):
-        v = x[i]
-        t = np.tanh(GELU_SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v))
-        dt = (1.0 - t * t) * GELU_SQRT_2_OVER_PI * (1.0 + 3 * GELU_CUBIC * v * v)
-        out[i] = g[i] * (0.5 * (1.0 + t) + 0.5 * v * dt)
-
-
-@kernel("relu_grad", "numba")
-def relu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return _backward("relu_grad", _relu_grad, g, x)
-
-
-@kernel("sigmoid_grad", "numba")
-def sigmoid_grad(g: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return _backward("sigmoid_grad", _sigmoid_grad, g, y)
-
-
-@kernel("tanh_grad", "numba")
-def tanh_grad(g: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return _backward("tanh_grad", _tanh_grad, g, y)
-
-
-@kernel("gelu_grad", "numba")
-def gelu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return _backward("gelu_grad", _gelu_grad, g, x)
+def _map_core(op, x, y, p, out):
+    """out = the op on x (and y, of x's size), elementwise; p: pow's exponent."""
+    for t in numba.prange((out.size + _BLOCK - 1) // _BLOCK):
+        start = np.int64(t) * _BLOCK  # prange may hand out uint64, and uint64 op int64 is float64
+        end = min(start + _BLOCK, out.size)
+        scalar.apply_block(op, x[start:end], y[start:end], p, out[start:end], end - start)
+
+
+def _mapped(name: str) -> Kernel:
+    """The kernel of a same-shape op: its operands (the first's dtype, float64 unless floating), then its
+    scalar parameters as node attributes."""
+    op, spec = OPCODES[name], INSTRUCTIONS[name]
+
+    def run(*arrays: np.ndarray, **attrs: Any) -> np.ndarray:
+        x = _as_float(arrays[0])
+        y = np.asarray(arrays[-1], x.dtype, order="C")  # a unary op's y is x
+        out = np.empty(get_op(name).infer(*(np.shape(a) for a in arrays), **attrs), x.dtype)
+        p = float(attrs[spec.params[0]]) if spec.params else 0.0
+        if out.size:
+            _map_core(op, x.reshape(-1), y.reshape(-1), p, out.reshape(-1))
+        return out
+    return run
+
+
+for _name in OPCODES:
+    if _name not in BROADCASTING:
+        kernel(_name, "numba")(_mapped(_name))
 
 
 # ---- causal_mask ----------------------------------------------------------------------------

@@ -12,31 +12,23 @@ from typing import Sequence
 import numba
 import numpy as np
 
+from accelsim.kernels.cpu import scalar
 from accelsim.kernels.cpu.conv import conv2d
 from accelsim.kernels.cpu.matmul import matmul
 from accelsim.kernels.registry import kernel
-from accelsim.ops.elementwise import GELU_CUBIC, GELU_SQRT_2_OVER_PI
-from accelsim.ops.epilogue import ACTIVATIONS
+from accelsim.ops.epilogue import ACTIVATIONS, NO_ACTIVATION
 
-ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}
-"""The activation's code in the jitted loop; a runtime argument, loop-invariant, so LLVM unswitches it."""
-assert set(ACT_CODES) == set(ACTIVATIONS), "every epilogue activation needs a code (and a branch in _act)"
-
-_jit = numba.njit(parallel=True, cache=True, error_model="numpy")
+_jit = scalar.jit(parallel=True)
 
 
-@numba.njit(cache=True, error_model="numpy")
+@scalar.jit()
 def _act(code, v):
-    """The activation of ops/elementwise.py's references (0: none)."""
-    if code == 1:
-        return 0.0 if v < 0 else v  # NaN passes through, as with np.maximum
-    if code == 2:
-        return 0.5 * v * (1.0 + np.tanh(GELU_SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v)))
-    if code == 3:
-        return 0.5 * (np.tanh(0.5 * v) + 1.0)  # overflow-free, as the reference
-    if code == 4:
-        return np.tanh(v)
-    return v
+    """The activation whose opcode is `code` (NO_ACTIVATION: none), by the scalar table, on one element:
+    per element rather than scalar.apply_block's loop per opcode, which would compile every opcode's
+    vectorized loop into both kernels for the few activations."""
+    if code == NO_ACTIVATION:
+        return v
+    return scalar.apply(code, v, v, 0.0)
 
 
 @_jit
@@ -62,7 +54,7 @@ def _epilogue(core, view: np.ndarray, bias: tuple[np.ndarray, ...], activation: 
     """Run `core` on `view` of the output (skipped when empty); bias: () or the bias vector."""
     if view.size:
         vector = np.ascontiguousarray(bias[0], dtype=view.dtype) if bias else np.zeros(1, view.dtype)
-        core(view, vector, bool(bias), ACT_CODES[activation])
+        core(view, vector, bool(bias), ACTIVATIONS[activation].opcode)
 
 
 @kernel("matmul_epilogue", "numba")

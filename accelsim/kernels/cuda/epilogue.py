@@ -5,14 +5,13 @@ matmul.py and the implicit-GEMM convolution of conv.py, with the epilogue in the
 that adds the bias and applies the activation first, so the pre-activation only ever lives in a
 register (cuBLASLt's BIAS / RELU_BIAS / GELU_BIAS epilogues do the same). The operand and dimension
 functions are matmul.py's and conv.py's own. The kernels' fourth argument is a tuple (ints, bias):
-ints ends with (activation code, has bias) after the geometry conv.py reads at its start; bias is
-the bias vector (one unused element without one). The activation is a runtime code rather than one
-kernel per activation: it is read once per output element, not per multiply-add, and the branch is
-the same for every thread.
+ints ends with (activation opcode, has bias) after the geometry conv.py reads at its start; bias is
+the bias vector (one unused element without one). The activation is a runtime opcode of the scalar
+table rather than one kernel per activation: it is read once per output element, not per multiply-add,
+and the branch is the same for every thread.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,28 +19,20 @@ import numpy as np
 from accelsim.kernels.cuda.conv import _fwd_a, _fwd_b, _fwd_dims, _fwd_put
 from accelsim.kernels.cuda.launch import device_empty, inline_device, ptx_cases, to_device, to_host
 from accelsim.kernels.cuda.matmul import _mm_a, _mm_b, _mm_dims, _mm_put, gemm_launch, gemm_operands, tiled_gemm
+from accelsim.kernels.cuda.scalar import apply
 from accelsim.kernels.registry import kernel
-from accelsim.ops.elementwise import GELU_CUBIC, GELU_SQRT_2_OVER_PI
-from accelsim.ops.epilogue import ACTIVATIONS
+from accelsim.ops.epilogue import ACTIVATIONS, NO_ACTIVATION
 from accelsim.ops.window import out_size
 
-ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}
-assert set(ACT_CODES) == set(ACTIVATIONS), "every epilogue activation needs a code (and a branch in _act)"
 _SIGNATURE = "void({A}, {A}, {A}, Tuple((int64[::1], {T}[::1])))"
 
 
 @inline_device
 def _act(code, v, T):
-    """The activation of ops/elementwise.py's references (0: none); constants as T(...) so float32 stays float32."""
-    if code == 1:
-        return v if v > 0 else T(0)
-    if code == 2:
-        return T(0.5) * v * (T(1) + math.tanh(T(GELU_SQRT_2_OVER_PI) * (v + T(GELU_CUBIC) * v * v * v)))
-    if code == 3:
-        return T(0.5) * (math.tanh(T(0.5) * v) + T(1))  # overflow-free, as the reference
-    if code == 4:
-        return math.tanh(v)
-    return v
+    """The activation whose opcode is `code` (NO_ACTIVATION: none), by the scalar table."""
+    if code == NO_ACTIVATION:
+        return v
+    return apply(code, v, v, T(0), T)
 
 
 @inline_device
@@ -98,7 +89,7 @@ ptx_cases("conv2d_epilogue", _conv_epilogue, _SIGNATURE.replace("{A}", "{T}[:, :
 # ---- host side ---------------------------------------------------------------------------
 
 def _ep(geometry: Sequence[int], bias: tuple[np.ndarray, ...], activation: str, dtype: Any) -> tuple[Any, Any]:
-    ints = np.array([*geometry, ACT_CODES[activation], 1 if bias else 0], dtype=np.int64)
+    ints = np.array([*geometry, ACTIVATIONS[activation].opcode, 1 if bias else 0], dtype=np.int64)
     vector = np.asarray(bias[0], dtype=dtype) if bias else np.zeros(1, dtype)
     return to_device(ints), to_device(vector)
 
