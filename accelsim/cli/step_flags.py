@@ -9,9 +9,9 @@ from typing import Any
 
 from accelsim.cli.common import exact_seconds_arg, positive_int, remat_arg
 from accelsim.compiler.exact import MAX_EXACT_TASKS
-from accelsim.schedule.options import DEFAULT_EXACT_SECONDS, ZERO_STAGES, StepOptions
+from accelsim.schedule.options import (DEFAULT_EXACT_SECONDS, EFFORTS, GRANULARITIES, PIPELINE_SCHEDULES, SPLIT_WORDS,
+                                       ZERO_STAGES, StepOptions)
 
-SPLIT_CHOICES = {"auto": None, "on": True, "off": False}
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ FLAGS: dict[str, Flag] = {
     "pipeline_stages": Flag({"type": positive_int, "default": 1, "metavar": "P"}, "default 1"),
     "max_in_flight": Flag({"type": positive_int, "default": None, "metavar": "N"},
                           "default: as many as fit the fastest memory, several widths tried"),
-    "split": Flag({"choices": tuple(SPLIT_CHOICES), "default": "auto"},
+    "split": Flag({"choices": tuple(SPLIT_WORDS), "default": "auto"},
                   "matmuls and convolutions: 'on', 'off', or 'auto' (default): schedule the step both ways and "
                   "keep the shorter"),
     "tensor_parallel": Flag({"type": positive_int, "default": 1, "metavar": "T"},
@@ -51,8 +51,18 @@ FLAGS: dict[str, Flag] = {
                   f"deterministic seconds (a bare --exact: {DEFAULT_EXACT_SECONDS:g}; reproducible, often 2-7x "
                   f"that in wall time); prints the proved bound and gap; steps above {MAX_EXACT_TASKS:,} tasks are "
                   f"refused"),
+    "pipeline_schedule": Flag({"choices": PIPELINE_SCHEDULES, "default": None},
+                              "default: the list scheduler's order at task granularity, 1f1b at stage granularity"),
+    "virtual_stages": Flag({"type": positive_int, "default": 1, "metavar": "V"},
+                           "default 1; the interleaved schedule needs V >= 2"),
+    "granularity": Flag({"choices": GRANULARITIES, "default": "auto"}, "default auto"),
+    "effort": Flag({"choices": EFFORTS, "default": "default"}, "default 'default'"),
+    "stage_layers": Flag({"default": None, "metavar": "N,N,..."}, "e.g. 5,5,6,6: one count per stage"),
+    "stage_boundaries": Flag({"default": None, "metavar": "NAME,..."},
+                             "e.g. h4,h8: one layer name per stage after the first"),
 }
-PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split")
+PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split",
+            "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries")
 """The flags of every command that compiles a step; `remat` and `exact` go with the commands that build and
 solve the whole step (run, compile, check)."""
 
@@ -66,15 +76,16 @@ def add_step_flags(p: argparse.ArgumentParser, options: tuple[str, ...] = PARALL
     for name in options:
         spec = FLAGS[name]
         extra = f"{_remat_syntax()}; {spec.help_extra}" if name == "remat" else spec.help_extra
-        p.add_argument(flag_name(name), dest=name, help=f"{StepOptions.model_fields[name].description} ({extra})",
+        text = f"{StepOptions.model_fields[name].description} ({extra})".replace("%", "%%")  # argparse formats help
+        p.add_argument(flag_name(name), dest=name, help=text,
                        **spec.kwargs)
 
 
 def step_options(args: argparse.Namespace) -> StepOptions:
     """The StepOptions the parsed flags say (a flag the command lacks keeps its default)."""
     given: dict[str, Any] = {name: getattr(args, name) for name in FLAGS if hasattr(args, name)}
-    if given.get("split") in SPLIT_CHOICES:
-        given["split"] = SPLIT_CHOICES[given["split"]]
+    if given.get("split") in SPLIT_WORDS:
+        given["split"] = SPLIT_WORDS[given["split"]]
     return StepOptions.of(**given)
 
 

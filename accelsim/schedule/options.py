@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, ValidationInfo
 
 from accelsim.errors import ScheduleError
 from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
@@ -33,9 +33,17 @@ MAX_EXACT_SECONDS = 86_400.0
 """One day: a larger budget is a typo (milliseconds for seconds), not a plan."""
 
 
-def _split_word(value: Any) -> Any:
+SPLIT_WORDS: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+"""`split` as the CLI and sweep specs spell it."""
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+"""The pipeline schedules a step may follow (compiler/hierarchy/schedules.py defines them)."""
+GRANULARITIES = ("auto", "task", "stage")
+EFFORTS = ("fast", "default", "thorough")
+
+
+def split_word(value: Any) -> Any:
     """`split` as a word (the CLI's and sweeps' auto/on/off) or as a bool/None."""
-    return {"auto": None, "on": True, "off": False}.get(value, value) if isinstance(value, str) else value
+    return SPLIT_WORDS.get(value, value) if isinstance(value, str) else value
 
 
 class StepOptions(BaseModel):
@@ -63,13 +71,42 @@ class StepOptions(BaseModel):
     exact: float | None = Field(default=None, gt=0, le=MAX_EXACT_SECONDS,
                                 description="seconds of CP-SAT on the step after list scheduling (None: off)")
 
-    ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact")
+    pipeline_schedule: Literal["gpipe", "1f1b", "interleaved", "zb-h1"] | None = Field(
+        default=None, description="the order in which each pipeline stage runs its micro-batches' forward and "
+                                  "backward work: gpipe, 1f1b, interleaved (with virtual stages) or zb-h1 (None: "
+                                  "the list scheduler's own order at task granularity, 1f1b at stage granularity)")
+    virtual_stages: int = Field(default=1, ge=1, le=MAX_STEP_OPTION,
+                                description="model chunks per pipeline chip (the interleaved schedule's v)")
+    granularity: Literal["auto", "task", "stage"] = Field(
+        default="auto", description="schedule every task of the step (task), compile each stage's work once and "
+                                    "compose the step from it (stage), or choose by the step's size (auto)")
+    effort: Literal["fast", "default", "thorough"] = Field(
+        default="default", description="how much list-scheduling search a compile spends (a compile within 1% of "
+                                       "its lower bound stops searching at any effort)")
+    stage_layers: tuple[int, ...] | None = Field(
+        default=None, description="layers per pipeline stage, first stage first (None: balanced by cost)")
+    stage_boundaries: tuple[str, ...] | None = Field(
+        default=None, description="names of the layers that start stages 2, 3, ... (None: balanced by cost)")
+
+    ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
+                                              "virtual_stages", "granularity", "effort", "stage_layers",
+                                              "stage_boundaries")
     """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
 
     @field_validator("split", mode="before")
     @classmethod
     def _split_words(cls, value: Any) -> Any:
-        return _split_word(value)
+        return split_word(value)
+
+    @field_validator("stage_layers", "stage_boundaries", mode="before")
+    @classmethod
+    def _listed(cls, value: Any, info: ValidationInfo) -> Any:
+        """A list (YAML, JSON) or comma-separated text (the CLI) as the tuple it stands for."""
+        if isinstance(value, str):
+            value = [w.strip() for w in value.split(",")]
+            if info.field_name == "stage_layers":  # counts written as text: the ones that are decimal numbers
+                value = [int(w) if w.isdecimal() else w for w in value]
+        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("remat", mode="before")
     @classmethod

@@ -14,6 +14,10 @@ import numba
 from numba.core.caching import FunctionCache
 
 
+_KEYABLE = callable(getattr(FunctionCache, "_index_key", None))
+"""Whether this numba still keys its cache through `_index_key` (an internal): without it, no disk cache."""
+
+
 class _StampedCache(FunctionCache):
     """numba's per-function cache, with `stamp` in every entry's key (an entry of another stamp is a miss)."""
 
@@ -41,6 +45,8 @@ def stamped_njit(stamp: str, **options: Any) -> Callable[[Callable], Any]:
 
     def decorate(fn: Callable) -> Any:
         dispatcher = numba.njit(**options)(fn)
+        if not _KEYABLE:  # a numba whose cache internals changed: compile per process, never load stale code
+            return dispatcher
         dispatcher._cache = _StampedCache(dispatcher.py_func, stamp)  # what njit(cache=True) installs, keyed
         return dispatcher
     return decorate

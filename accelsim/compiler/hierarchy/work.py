@@ -1,0 +1,76 @@
+"""The stage-level work of one step: what templates.py measures and compose.py times.
+
+Cycles are at the hardware clock; bytes are per micro-batch unless said otherwise. A model chunk is the
+part of the model one pipeline chip runs for one micro-batch; with v virtual stages (interleaved 1F1B)
+chip s holds chunks s, s + p, s + 2p, ... and a micro-batch's forward pass visits chunks 0 .. p*v - 1 in
+order (Narayanan et al., SC21, section 2.2.2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkWork:
+    """One model chunk's work for one micro-batch, compiled once on its stage's chips (its tensor-parallel
+    ranks and their all-reduces inside)."""
+
+    chunk: int
+    """Position in the forward order, 0 .. p*v - 1; it runs on pipeline chip chunk % p."""
+    forward_cycles: int
+    backward_cycles: int
+    """The whole backward pass of the chunk (input and weight gradients, recomputation included)."""
+    weight_grad_cycles: int
+    """The part of backward_cycles that only computes weight gradients (ZB-H1 defers it: its W pass)."""
+    recompute_cycles: int
+    """The part of backward_cycles that recomputes forward values (rematerialization)."""
+    activation_bytes: int
+    """The activation sent to the next chunk (and the gradient sent back to the previous one)."""
+    stash_bytes: int
+    """Activations kept from this chunk's forward until its backward, per micro-batch in flight."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageWork:
+    """What a pipeline chip does once per step and holds throughout (per tensor-parallel rank)."""
+
+    stage: int
+    chips: tuple[int, ...]
+    """The chips of this stage in replica 0, one per tensor-parallel rank; replica r adds r * p * t."""
+    update_cycles: int
+    """The optimizer update of the stage's parameters, after the gradients are reduced."""
+    gradient_bytes: int
+    """Gradient bytes per rank that the data-parallel replicas all-reduce (0 with one replica)."""
+    parameter_bytes: int
+    optimizer_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepWork:
+    """The step at stage level: p stages of v chunks each, M micro-batches per replica, d replicas, t ranks."""
+
+    stages: tuple[StageWork, ...]
+    chunks: tuple[ChunkWork, ...]
+    microbatches: int
+    data_parallel: int
+    tensor_parallel: int
+    virtual_stages: int = 1
+
+    @property
+    def pipeline_stages(self) -> int:
+        return len(self.stages)
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpan:
+    """One interval of the composed step's timeline."""
+
+    stage: int
+    kind: str
+    """forward, backward, weight_grad, transfer, allreduce or update (compose.py's SPAN_KINDS)."""
+    microbatch: int
+    """-1 for per-step work (update, a gradient bucket's all-reduce)."""
+    chunk: int
+    start: int
+    end: int
+    replica: int = 0
