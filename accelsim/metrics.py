@@ -13,7 +13,7 @@ from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import PER_STEP, memory_label
 
 BUSY_KINDS = busy_kinds()
-"""Record kinds that occupy a unit (TaskKindDef.holds == "unit"); transfers and collectives do not."""
+"""Record kinds that occupy a unit (TaskKindDef.busy: they hold Holds.UNIT); transfers and collectives do not."""
 
 
 class Interval(Protocol):
