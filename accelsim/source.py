@@ -17,33 +17,50 @@ from accelsim.training import training_graph
 
 def graph_for(schedule: Schedule) -> Graph:
     """The model graph named by `schedule.source`, its passes replayed, checked against the schedule's
-    graph hash (the proof that the rebuilt graph is the one compiled)."""
+    graph hash (the proof that the rebuilt graph is the one compiled). A source without an optimizer is
+    an inference step, or the forward graph itself compiled as it was built (its loss included, as
+    `A.compile(A.models.build(...), hw)` compiles it): the source does not say which, so both are rebuilt
+    and the hash picks the one compiled."""
     src = schedule.source
     if src is None:
         raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "
                             "from; pass the graph explicitly")
     if src.model_file is not None:
-        graph, src = _from_model_file(src)
+        candidates, src = _from_model_file(src)
     else:
         try:
             fwd = models.build(src.model, **src.options)
-            graph = training_graph(fwd, **src.optimizer) if src.optimizer is not None else inference_graph(fwd)
+            candidates = [training_graph(fwd, **src.optimizer)] if src.optimizer is not None else _steps_of(fwd)
         except AccelsimError as e:
             raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
         except TypeError as e:  # an unknown optimizer setting in an edited file
             raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None
-    if src.passes:
-        graph = _replay(graph, src)
-    if graph_hash(graph) != schedule.graph_hash:
-        passes = f" and replaying its {len(src.passes)} pass(es)" if src.passes else ""
-        what = f"model file {src.model_file[0]}" if src.model_file is not None else src.model
-        raise ScheduleError(f"rebuilding {what} from the schedule's source{passes} gives a different graph "
-                            "than it was compiled for; recompile with `accelsim compile`")
-    return graph
+    failure: ScheduleError | None = None
+    for graph in candidates:
+        try:
+            graph = _replay(graph, src) if src.passes else graph
+        except ScheduleError as e:  # the other candidate may be the one the passes applied to
+            failure = failure or e
+            continue
+        if graph_hash(graph) == schedule.graph_hash:
+            return graph
+    if failure is not None:
+        raise failure
+    passes = f" and replaying its {len(src.passes)} pass(es)" if src.passes else ""
+    what = f"model file {src.model_file[0]}" if src.model_file is not None else src.model
+    raise ScheduleError(f"rebuilding {what} from the schedule's source{passes} gives a different graph "
+                        "than it was compiled for; recompile with `accelsim compile`")
 
 
-def _from_model_file(src: Source) -> tuple[Graph, Source]:
-    """The step graph rebuilt from the model file the source names, refused unless the file still has the bytes
+def _steps_of(fwd: Graph) -> list[Graph]:
+    """The steps a forward graph without an optimizer may have been compiled as: its inference graph (what
+    the CLI compiles with --inference), or, when it has a loss, the graph itself."""
+    steps = [inference_graph(fwd)] if any(o != "loss" for o in fwd.outputs) else []
+    return steps + ([fwd] if fwd.loss is not None or not steps else [])
+
+
+def _from_model_file(src: Source) -> tuple[list[Graph], Source]:
+    """The step graphs (one, or two for a forward graph: see graph_for) rebuilt from the model file the source names, refused unless the file still has the bytes
     it was compiled from; and the source with the passes the file's own graph already holds removed (a saved
     training step or optimized graph is the step, not a forward graph to train again)."""
     from accelsim.frontends.model_file import file_sha256, load_model
@@ -60,21 +77,21 @@ def _from_model_file(src: Source) -> tuple[Graph, Source]:
                                 "`accelsim compile`")
         fwd = load_model(path, **({"loss": src.options["loss"]} if "loss" in src.options else {}))
         if fwd.optimizer is not None:
-            graph = fwd
+            graphs = [fwd]
             if fwd.optimizer.kwargs() != src.optimizer:
                 raise ScheduleError(f"model file {path} holds a training step with optimizer settings "
                                     f"{fwd.optimizer.kwargs()}, but the schedule records {src.optimizer}")
         else:
-            graph = training_graph(fwd, **src.optimizer) if src.optimizer is not None else inference_graph(fwd)
+            graphs = [training_graph(fwd, **src.optimizer)] if src.optimizer is not None else _steps_of(fwd)
     except ScheduleError:
         raise
     except (AccelsimError, TypeError) as e:
         raise ScheduleError(f"the schedule's source (model file {path}) does not rebuild: {e}") from None
-    done = tuple(SourcePass(name=p.name, only=p.only) for p in graph.passes)
+    done = tuple(SourcePass(name=p.name, only=p.only) for p in graphs[0].passes)
     if src.passes[:len(done)] != done:
-        raise ScheduleError(f"model file {path} holds a graph rewritten by {[p.label for p in graph.passes]}, which "
+        raise ScheduleError(f"model file {path} holds a graph rewritten by {[p.label for p in graphs[0].passes]}, which "
                             "the schedule's recorded passes do not start with; recompile with `accelsim compile`")
-    return graph, src.model_copy(update={"passes": src.passes[len(done):]})
+    return graphs, src.model_copy(update={"passes": src.passes[len(done):]})
 
 
 def _replay(graph: Graph, src: Source) -> Graph:

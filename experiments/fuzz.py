@@ -1,11 +1,21 @@
-"""Fuzz the hardware YAML loader and the schedule reader with hypothesis (mutations of the shipped files) ->
-per target: examples run, accepted, refused, and every distinct traceback.
+"""Fuzz accelsim's file readers with hypothesis (mutations of real files) -> per target: examples run,
+accepted, refused, and every distinct traceback. Targets:
+  yaml      the shipped hardware descriptions, through A.load_hw (an accepted one costs, compiles and
+            replays a tiny step);
+  schedule  the shipped schedules, through A.load_schedule, then A.simulate;
+  graph     graph files of small zoo steps (accelsim.frontends.save_graph), through load_graph, then compile
+            and simulate;
+  onnx      small ONNX models (an MLP and a convolutional net built with onnx.helper): their protobuf fields
+            (op types, attributes, wiring, initializer dims, data and types, input dims, the opset) or their
+            bytes, through A.frontends load_onnx, then compile (needs the `onnx` extra);
+  sweep     the shipped sweep specs, through load_spec and the first points' configurations and hardware,
+            and a tiny MLP spec whose first point is evaluated whole (evaluate_point must not report an
+            internal error).
 
-The property: loading a mutated file (and, for a hardware description that loads, costing a small graph on
-it; for a schedule that loads, simulating it on its hardware) ends normally or in an AccelsimError. Any other
-exception is a finding, shown with its traceback and the mutation that caused it.
+The property: loading a mutated file (and what an accepted one must survive) ends normally or in an
+AccelsimError. Any other exception is a finding, shown with its traceback and the mutation that caused it.
 
-    python experiments/fuzz.py --examples 2000 [--target yaml|schedule|all] [--seed 0] [--show 5]
+    python experiments/fuzz.py --examples 2000 [--target yaml|schedule|graph|onnx|sweep|all] [--seed 0]
 
 Exits 1 if any example ended in a traceback (or ran past --hang-seconds).
 """
@@ -367,7 +377,280 @@ def _mutate_lists(data: st.DataObject, tree: dict) -> str:
     return f"swap {key}[{i}] and {key}[{j}]"
 
 
-TARGETS = {"yaml": fuzz_yaml, "schedule": fuzz_schedule}
+def _node_units(tree: Any) -> list[dict]:
+    nodes = tree.get("nodes") if isinstance(tree, dict) else None
+    return [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
+
+
+def graph_bases() -> dict[str, str]:
+    """name -> graph file text of small steps: an MLP's training step (with its optimizer and update) and a
+    transformer block's forward graph (attention, softmax, layer norm)."""
+    from accelsim.frontends.graph_file import save_graph
+
+    graphs = {"mlp_training": _tiny_graph(),
+              "transformer_block": A.models.build("transformer_block", batch=1, seq=4, d_model=8, heads=2)}
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, g in graphs.items():
+            path = Path(tmp) / f"{name}.json"
+            save_graph(g, path)
+            out[name] = path.read_text()
+    return out
+
+
+def fuzz_graph(examples: int, seed_value: int | None = 0, guard_s: float | None = None) -> Tally:
+    """Mutations of graph files through load_graph; an accepted graph is compiled and replayed."""
+    from accelsim.frontends.graph_file import load_graph
+
+    tally = Tally("graph")
+    bases = {name: (text, json.loads(text)) for name, text in graph_bases().items()}
+    hw = A.load_hw("groq_like")
+
+    def body(data: st.DataObject, tmp: Path) -> tuple[str, Callable[[], None]]:
+        name = data.draw(st.sampled_from(sorted(bases)), label="graph")
+        text, tree = bases[name]
+        kind = data.draw(st.sampled_from(["field", "field", "field", "nodes", "text"]), label="kind")
+        if kind == "text":
+            out, what = mutate_text(data, text)
+        else:
+            tree = copy.deepcopy(tree)
+            what = _mutate_nodes(data, tree) if kind == "nodes" else mutate_tree(data, tree, _node_units, "node")
+            out = json.dumps(tree)
+        path = tmp / "fuzzed_graph.json"
+        path.write_text(out, encoding="utf-8", errors="surrogatepass")
+
+        def check() -> None:
+            graph = load_graph(path)
+            A.simulate(A.compile(graph, hw), hw)
+        return f"{name}: {what}", check
+
+    return _run(tally, examples, body, seed_value, guard_s)
+
+
+def _mutate_nodes(data: st.DataObject, tree: dict) -> str:
+    """Delete, duplicate or swap nodes, rewire an input, or reverse the node list."""
+    nodes = tree["nodes"]
+    op = data.draw(st.sampled_from(["delete", "duplicate", "swap", "rewire", "rewire", "reverse"]), label="node op")
+    if op == "reverse" or len(nodes) < 2:
+        nodes.reverse()
+        return "reverse nodes"
+    i = data.draw(st.integers(0, len(nodes) - 1), label="i")
+    if op == "rewire" and nodes[i].get("inputs"):
+        k = data.draw(st.integers(0, len(nodes[i]["inputs"]) - 1), label="input")
+        src = data.draw(st.one_of(st.integers(-3, len(nodes) + 3), st.sampled_from([10**12, -(2**63), 1.5, "0"])),
+                        label="source")
+        nodes[i]["inputs"][k] = src
+        return f"node {i} input {k} = {_short(src)}"
+    if op == "delete":
+        del nodes[i]
+        return f"delete node {i}"
+    if op == "duplicate":
+        nodes.insert(i, copy.deepcopy(nodes[i]))
+        return f"duplicate node {i}"
+    j = (i + data.draw(st.integers(1, len(nodes) - 1), label="j")) % len(nodes)
+    nodes[i], nodes[j] = nodes[j], nodes[i]
+    return f"swap nodes {i} and {j}"
+
+
+# -- ONNX ---------------------------------------------------------------------------------------------------
+ONNX_OPS = ["MatMul", "Add", "Relu", "Gemm", "Conv", "GlobalAveragePool", "Flatten", "Reshape", "Transpose",
+            "Softmax", "Concat", "MaxPool", "AveragePool", "BatchNormalization", "Mul", "Sub", "Div", "Sigmoid",
+            "Tanh", "Erf", "Gather", "Slice", "Unsqueeze", "Squeeze", "NoSuchOp", ""]
+
+
+def onnx_bases() -> dict[str, bytes]:
+    """name -> serialized model: an MLP (MatMul, Add, Relu) and a small convolutional net (Conv, Relu,
+    GlobalAveragePool, Flatten, Gemm), float32, opset 17, with their initializers."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def init(name: str, *shape: int):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    mlp = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+         helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y0"]),
+         helper.make_node("Add", ["y0", "b2"], ["y"])],
+        "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [init("w1", 8, 16), init("b1", 16), init("w2", 16, 4), init("b2", 4)])
+    cnn = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+         helper.make_node("Flatten", ["p"], ["f"], axis=1),
+         helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)],
+        "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        [init("w", 4, 3, 3, 3), init("b", 4), init("fw", 5, 4), init("fb", 5)])
+    out = {}
+    for g in (mlp, cnn):
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        out[g.name] = model.SerializeToString()
+    return out
+
+
+def _mutate_onnx(data: st.DataObject, model: Any) -> str:
+    """One change to a parsed ModelProto, in place; returns its description."""
+    from onnx import helper
+
+    g = model.graph
+    kind = data.draw(st.sampled_from(["op", "attr", "wire", "dims", "data", "dtype", "input", "opset", "drop"]),
+                     label="onnx mutation")
+    if kind == "op":
+        node = g.node[data.draw(st.integers(0, len(g.node) - 1), label="node")]
+        node.op_type = data.draw(st.sampled_from(ONNX_OPS), label="op type")
+        return f"node {node.name or node.output[0]} op = {node.op_type!r}"
+    if kind == "attr":
+        node = g.node[data.draw(st.integers(0, len(g.node) - 1), label="node")]
+        name = data.draw(st.sampled_from(["kernel_shape", "pads", "strides", "axis", "transB", "alpha", "group",
+                                          "dilations", "perm"]), label="attribute")
+        value = data.draw(st.one_of(st.integers(-2**40, 2**40), st.sampled_from([0, -1, 2**31, 2**63 - 1]),
+                                    st.floats(allow_nan=True, allow_infinity=True),
+                                    st.lists(st.integers(-2**33, 2**33), min_size=1, max_size=6)), label="value")
+        del node.attribute[:]  # one attribute, whatever the node had
+        node.attribute.append(helper.make_attribute(name, value))
+        return f"node {node.output[0]} attribute {name} = {_short(value)}"
+    if kind == "wire":
+        node = g.node[data.draw(st.integers(0, len(g.node) - 1), label="node")]
+        names = [n for x in g.node for n in x.output] + [i.name for i in g.initializer] + ["", "missing"]
+        if node.input:
+            k = data.draw(st.integers(0, len(node.input) - 1), label="input")
+            node.input[k] = data.draw(st.sampled_from(names), label="source")
+            return f"node {node.output[0]} input {k} = {node.input[k]!r}"
+        node.output[0] = data.draw(st.sampled_from(names), label="output")
+        return f"node output = {node.output[0]!r}"
+    if kind in ("dims", "data", "dtype"):
+        t = g.initializer[data.draw(st.integers(0, len(g.initializer) - 1), label="initializer")]
+        if kind == "dims":
+            dims = data.draw(st.lists(st.one_of(st.integers(-3, 64), st.sampled_from([2**31, 2**40, 2**62])),
+                                      max_size=6), label="dims")
+            del t.dims[:]
+            t.dims.extend(dims)
+            return f"initializer {t.name} dims = {dims}"
+        if kind == "data":
+            cut = data.draw(st.integers(0, max(len(t.raw_data) - 1, 0)), label="cut")
+            t.raw_data = t.raw_data[:cut]
+            return f"initializer {t.name} data cut to {cut} bytes"
+        t.data_type = data.draw(st.integers(0, 30), label="data type")
+        return f"initializer {t.name} data type = {t.data_type}"
+    if kind == "input":
+        dims = g.input[0].type.tensor_type.shape.dim
+        d = dims[data.draw(st.integers(0, len(dims) - 1), label="dim")]
+        if data.draw(st.booleans(), label="symbolic?"):
+            d.dim_param = data.draw(st.sampled_from(["N", "", "batch size"]), label="name")
+            return f"input dim = {d.dim_param!r}"
+        d.dim_value = data.draw(st.one_of(st.integers(-2, 64), st.sampled_from([2**31, 2**40, 2**62])), label="size")
+        return f"input dim = {d.dim_value}"
+    if kind == "opset":
+        model.opset_import[0].version = data.draw(st.sampled_from([1, 6, 9, 11, 13, 21, 99, 2**40]), label="opset")
+        return f"opset = {model.opset_import[0].version}"
+    i = data.draw(st.integers(0, len(g.node) - 1), label="node")
+    del g.node[i]
+    return f"drop node {i}"
+
+
+def fuzz_onnx(examples: int, seed_value: int | None = 0, guard_s: float | None = None) -> Tally:
+    """Mutations of small ONNX models (protobuf fields or raw bytes) through load_onnx; an accepted model's
+    graph is compiled and replayed."""
+    import onnx
+
+    from accelsim.frontends.onnx_import import load_onnx
+
+    tally = Tally("onnx")
+    bases = onnx_bases()
+    hw = A.load_hw("groq_like")
+
+    def body(data: st.DataObject, tmp: Path) -> tuple[str, Callable[[], None]]:
+        name = data.draw(st.sampled_from(sorted(bases)), label="model")
+        raw = bases[name]
+        if data.draw(st.integers(0, 3), label="bytes?") == 0:
+            pos = data.draw(st.integers(0, len(raw) - 1), label="position")
+            how = data.draw(st.sampled_from(["truncate", "flip", "insert"]), label="byte edit")
+            junk = data.draw(st.binary(min_size=1, max_size=8), label="bytes")
+            out = {"truncate": raw[:pos], "flip": raw[:pos] + junk + raw[pos + len(junk):],
+                   "insert": raw[:pos] + junk + raw[pos:]}[how]
+            what = f"{how} {junk.hex()} at byte {pos}"
+        else:
+            model = onnx.load_from_string(raw)
+            what = _mutate_onnx(data, model)
+            out = model.SerializeToString()
+        path = tmp / "fuzzed.onnx"
+        path.write_bytes(out)
+
+        def check() -> None:
+            graph = load_onnx(path)
+            A.simulate(A.compile(graph, hw), hw, graph=graph)
+        return f"{name}: {what}", check
+
+    return _run(tally, examples, body, seed_value, guard_s)
+
+
+# -- sweep specs --------------------------------------------------------------------------------------------
+SWEEPS = sorted((REPO / "experiments" / "sweeps").glob("*.yaml"))
+TINY_SWEEP = {"name": "tiny", "hw": "groq_like", "model": "mlp", "model_options": {"batch": 2, "sizes": [16, 8, 4]},
+              "options": {"training": True, "simulate": True},
+              "parameters": {"options.microbatches": [1, 2], "clock_hz": ["900 MHz", "1.2 GHz"]},
+              "search": {"method": "grid"}, "metrics": ["throughput_samples_per_s", "energy_per_sample_j"]}
+"""A spec whose points take milliseconds: its first point is evaluated whole."""
+POINTS_CHECKED = 2
+
+
+EVALUATED_TASKS = 2_000
+"""TINY_SWEEP's first point is evaluated only if its step has at most this many tasks (a mutation to 6,912
+micro-batches is a valid, large step: minutes of compiling, not a finding)."""
+
+
+def _small_step(spec: Any, params: dict[str, Any]) -> bool:
+    from accelsim.dse.evaluate import _config
+    from accelsim.limits import estimate_tasks
+
+    o = _config(spec, params).options
+    step = A.training_graph(A.models.build(spec.model, **spec.model_options))
+    return estimate_tasks(step, o.microbatches, o.data_parallel, o.pipeline_stages) <= EVALUATED_TASKS
+
+
+def fuzz_sweep(examples: int, seed_value: int | None = 0, guard_s: float | None = None) -> Tally:
+    """Mutations of the shipped sweep specs and of TINY_SWEEP through load_spec; an accepted spec's first
+    points get their configuration and hardware resolved (TINY_SWEEP's first point is evaluated, and
+    evaluate_point, which never raises, must not report an internal error)."""
+    from accelsim.dse.evaluate import _config, _hw, evaluate_point, spec_payload
+    from accelsim.dse.load import load_spec
+    from accelsim.dse.search import make_search
+
+    tally = Tally("sweep")
+    bases = {p.name: p.read_text() for p in SWEEPS}
+    bases["tiny.yaml"] = yaml.safe_dump(TINY_SWEEP, sort_keys=False)
+    trees = {name: yaml.safe_load(text) for name, text in bases.items()}
+
+    def body(data: st.DataObject, tmp: Path) -> tuple[str, Callable[[], None]]:
+        name = data.draw(st.sampled_from(sorted(bases)), label="spec")
+        if data.draw(st.integers(0, 2), label="text?") == 0:
+            out, what = mutate_text(data, bases[name])
+        else:
+            tree = copy.deepcopy(trees[name])
+            what = mutate_tree(data, tree, lambda t: [], "spec")
+            out = yaml.safe_dump(tree, sort_keys=False, allow_unicode=True)
+        path = tmp / "fuzzed_sweep.yaml"
+        path.write_text(out, encoding="utf-8", errors="surrogatepass")
+
+        def check() -> None:
+            spec = load_spec(path)
+            points = [p.params for p in make_search(spec).ask()[:POINTS_CHECKED]]
+            if name == "tiny.yaml" and points and _small_step(spec, points[0]):
+                record = evaluate_point(spec_payload(spec), points[0])
+                if record["error"].startswith("internal error"):
+                    raise AssertionError(record["error"])
+            for params in points:
+                _hw(spec, _config(spec, params))
+        return f"{name}: {what}", check
+
+    return _run(tally, examples, body, seed_value, guard_s)
+
+
+TARGETS = {"yaml": fuzz_yaml, "schedule": fuzz_schedule, "graph": fuzz_graph, "onnx": fuzz_onnx, "sweep": fuzz_sweep}
 
 
 def report(tally: Tally, show: int) -> str:
@@ -383,13 +666,13 @@ def report(tally: Tally, show: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--examples", type=int, default=2000, help="examples per target (default 2000)")
-    p.add_argument("--target", choices=["yaml", "schedule", "all"], default="all")
+    p.add_argument("--target", choices=[*TARGETS, "all"], default="all")
     p.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0: reproducible)")
     p.add_argument("--show", type=int, default=5, help="distinct tracebacks to print per target")
     p.add_argument("--hang-seconds", type=float, default=30.0, help="per-example time guard")
     args = p.parse_args(argv)
     failed = False
-    for name in (["yaml", "schedule"] if args.target == "all" else [args.target]):
+    for name in (list(TARGETS) if args.target == "all" else [args.target]):
         tally = TARGETS[name](args.examples, args.seed, args.hang_seconds)
         print(report(tally, args.show), flush=True)
         failed |= tally.tracebacks > 0

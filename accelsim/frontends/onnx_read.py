@@ -126,6 +126,18 @@ def _numel(dims: Any) -> int:
     return math.prod(int(d) for d in dims)
 
 
+def dtype_name(data_type: int) -> str:
+    """ONNX's name of an element type, or what the number is when onnx knows no such type (a tampered file)."""
+    import onnx  # the `onnx` extra: only a model already parsed by it gets here
+
+    if not data_type:
+        return "UNDEFINED"
+    try:
+        return onnx.helper.tensor_dtype_to_string(data_type)
+    except (KeyError, ValueError):
+        return f"number {data_type} (no ONNX element type)"
+
+
 def _check_declared_sizes(model: Any, label: str, limits: ReadLimits) -> None:
     """Initializers' dims against the limits and against the bytes they hold, before decoding any
     (external data has been read into raw_data by then)."""
@@ -145,7 +157,7 @@ def _check_declared_sizes(model: Any, label: str, limits: ReadLimits) -> None:
             raise fail(where, f"brings the initializers to {total} elements, above the limit of "
                               f"{limits.max_total_elements}; {ReadLimits.how_to_raise('max_total_elements')}")
         if t.data_type not in FLOAT_TYPES and t.data_type not in STATIC_TYPES:
-            name = onnx.helper.tensor_dtype_to_string(t.data_type) if t.data_type else "UNDEFINED"
+            name = dtype_name(t.data_type)
             raise fail(where, f"has element type {name}; the importer reads float32 and float64 weights and "
                               "int32/int64/bool constants")
         itemsize = np.dtype({**FLOAT_TYPES, **STATIC_TYPES}[t.data_type]).itemsize
@@ -175,12 +187,14 @@ def _run_checker(onnx: ModuleType, model: Any, label: str) -> None:
             skeleton.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     try:
         onnx.checker.check_model(skeleton)
+        onnx.shape_inference.infer_shapes(skeleton, check_type=True, strict_mode=True)
     except onnx.checker.ValidationError as e:
         raise fail(label, f"fails the ONNX checker: {one_line(e)}") from None
-    try:
-        onnx.shape_inference.infer_shapes(skeleton, check_type=True, strict_mode=True)
     except onnx.shape_inference.InferenceError as e:
         raise fail(label, f"fails ONNX shape inference: {one_line(e)}") from None
+    except UnicodeDecodeError as e:  # a name or attribute string that is not UTF-8 (protobuf keeps the bytes)
+        raise fail(label, f"holds a string that is not UTF-8 ({e.reason} at byte {e.start}); ONNX strings are "
+                          "UTF-8") from None
 
 
 def _decode_initializers(onnx: ModuleType, model: Any, label: str) -> dict[str, np.ndarray]:

@@ -17,6 +17,15 @@ LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # the zip local file header, 30 by
 LOCAL_MAGIC = b"PK\x03\x04"
 METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 """torch.export.save stores members; deflate is accepted too (an archive re-zipped by a tool)."""
+MAX_ARCHIVE_MEMBERS = 100_000
+"""torch.export.save writes a few files plus one per tensor (GPT-2 small: about 160). zipfile builds an object
+of ~0.5 KiB for every entry of the central directory as it opens an archive, and an entry takes 46 bytes of
+the file: a 2 GiB archive could declare 40 million of them, ~20 GiB of Python objects, before any member
+size is seen. The end record's count is read first and refused above this."""
+EOCD = struct.Struct("<4s4H2LH")  # end of central directory record, 22 bytes
+EOCD_MAGIC, ZIP64_LOCATOR_MAGIC, ZIP64_EOCD_MAGIC = b"PK\x05\x06", b"PK\x06\x07", b"PK\x06\x06"
+ZIP64_LOCATOR = struct.Struct("<4sLQL")  # 20 bytes, just before the end record
+ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")  # 56 bytes
 
 
 def _refuse(label: str, problem: str) -> FrontendError:
@@ -26,6 +35,11 @@ def _refuse(label: str, problem: str) -> FrontendError:
 def check_archive(data: bytes, label: str, limits: ReadLimits) -> None:
     """FrontendError naming the member, its size and the limit, unless the archive unpacks within limits
     to exactly what its directory declares."""
+    declared = declared_members(data)
+    if declared is not None and declared > MAX_ARCHIVE_MEMBERS:
+        raise _refuse(label, f"its zip directory declares {declared:,} members, above the {MAX_ARCHIVE_MEMBERS:,} "
+                             "a saved program has room for (one per tensor and a few more); the file is damaged "
+                             "or not a torch.export archive")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         members = archive.infolist()
@@ -47,6 +61,22 @@ def check_archive(data: bytes, label: str, limits: ReadLimits) -> None:
                              f"{ReadLimits.how_to_raise('max_file_bytes')}")
     for info in members:
         _check_member(data, info, label)
+
+
+def declared_members(data: bytes) -> int | None:
+    """The entry count a zip's end record (or its zip64 end record) declares; None where there is no end
+    record to read (zipfile refuses such a file itself)."""
+    at = data.rfind(EOCD_MAGIC, max(0, len(data) - EOCD.size - 0xFFFF))
+    if at < 0 or at + EOCD.size > len(data):
+        return None
+    count = EOCD.unpack_from(data, at)[4]
+    locator = at - ZIP64_LOCATOR.size
+    if count != 0xFFFF or locator < 0 or data[locator:locator + 4] != ZIP64_LOCATOR_MAGIC:
+        return count
+    record = ZIP64_LOCATOR.unpack_from(data, locator)[2]
+    if record + ZIP64_EOCD.size > len(data) or data[record:record + 4] != ZIP64_EOCD_MAGIC:
+        return count
+    return ZIP64_EOCD.unpack_from(data, record)[7]
 
 
 def _check_member(data: bytes, info: zipfile.ZipInfo, label: str) -> None:

@@ -1,6 +1,6 @@
-"""A small budget of experiments/fuzz.py in CI: mutated hardware descriptions and schedules load (and run
-downstream) or are refused as AccelsimError; never a traceback. The full run is
-`python experiments/fuzz.py --examples 2000`."""
+"""A small budget of experiments/fuzz.py in CI: mutated hardware descriptions, schedules, graph files, ONNX
+models and sweep specs load (and run downstream) or are refused as AccelsimError; never a traceback. The full
+run is `python experiments/fuzz.py --examples 2000`."""
 from __future__ import annotations
 
 import sys
@@ -17,7 +17,7 @@ EXAMPLES = 100
 # A hang guard, not a speed limit (see tests/conftest.py): the yaml target takes ~30 s on an idle core. The
 # per-example guard of experiments/fuzz.py (guard_s) stays off: its SIGALRM would cancel pytest-timeout's.
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", ["yaml", "schedule"])
+@pytest.mark.parametrize("target", ["yaml", "schedule", "graph", "onnx", "sweep"])
 def test_small_fuzz_budget_finds_no_traceback(target):
     tally = fuzz.TARGETS[target](EXAMPLES, seed_value=0, guard_s=None)
     assert tally.examples >= EXAMPLES * 0.9, tally.line()

@@ -178,8 +178,23 @@ def _zip(members: list[tuple[str, bytes, int, int, int]], offsets: dict[str, int
         body += raw + packed
         central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, method, 0, 0, crc, len(packed), size, len(raw),
                                0, 0, 0, 0, 0, offset) + raw
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(body), 0)
-    return bytes(body + central + end)
+    return bytes(body + central + _end_records(len(members), len(central), len(body)))
+
+
+def _end_records(count: int, cd_size: int, cd_offset: int) -> bytes:
+    """The end of central directory record for `count` entries; above 65,535 in zip64 form (a zip64 end
+    record and its locator, then the classic record with its 16-bit counts at 0xFFFF)."""
+    if count <= 0xFFFF:
+        return struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, cd_size, cd_offset, 0)
+    zip64 = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, cd_size, cd_offset)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, cd_offset + cd_size, 1)
+    return zip64 + locator + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, cd_size, cd_offset, 0)
+
+
+def _count_lies(archive: bytes, count: int) -> bytes:
+    """`archive` (one classic end record, no comment) with end records that declare `count` entries."""
+    cd_size, cd_offset = struct.unpack_from("<2L", archive, len(archive) - 10)
+    return archive[:-22] + _end_records(count, cd_size, cd_offset)
 
 
 def _stored(name: str, data: bytes) -> tuple[str, bytes, int, int, int]:
@@ -210,6 +225,10 @@ PT2_BOMBS = {  # name -> (archive bytes, words)
                                                     offsets={"m/models/model.json": 10**6}),
                                        ("m/models/model.json", "past the end")),
     "pt2_not_a_zip": (lambda: b"\x80\x02}q\x00." * 100, ("not a zip archive",)),
+    "pt2_directory_declares_40m_members": (lambda: _count_lies(_zip([_stored("m/archive_format", b"pt2")]), 40_000_000),
+                                           ("declares 40,000,000 members", "100,000")),
+    "pt2_of_100_001_members": (lambda: _zip([_stored(f"m/data/{k}", b"") for k in range(100_001)]),
+                               ("declares 100,001 members",)),
     "pt2_empty_zip": (lambda: _zip([]), ("empty",)),
 }
 
