@@ -123,3 +123,15 @@ def test_kill_9_of_a_sweep_started_from_a_thread_leaves_no_worker(tmp_path, clea
     out = tmp_path / "out"
     kill_parent_and_expect_no_survivor([sys.executable, "-c", _FROM_A_THREAD, str(spec), str(out)], out)
     resumes_to_the_clean_table(spec, out, clean_table)
+
+
+def test_kill_9_of_a_sweep_on_a_local_dask_cluster_leaves_no_worker(tmp_path, clean_table):
+    # dask.distributed's worker processes watch a pipe from the process that started them and exit when it
+    # closes (distributed/process.py): kill -9 of the sweep takes its LocalCluster's workers with it
+    pytest.importorskip("dask.distributed")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(SPEC))
+    out = tmp_path / "out"
+    kill_parent_and_expect_no_survivor([sys.executable, "-m", "accelsim", "sweep", str(spec), "--out", str(out),
+                                        "--workers", "2", "--dask", "local", "--no-plots", "--yes"], out)
+    resumes_to_the_clean_table(spec, out, clean_table)
