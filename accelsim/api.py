@@ -15,6 +15,7 @@ from accelsim.hw import load_hw
 from accelsim.hw.load import HwLike
 from accelsim.hw.spec import HwSpec
 from accelsim.compiler.verify import verify_schedule
+from accelsim.schedule.hardware import hardware_of
 from accelsim.schedule.io import read_schedule
 from accelsim.schedule.plan import Schedule
 from accelsim.schedule.validate import validate_schedule as validate_contract
@@ -29,7 +30,7 @@ def resolve(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None) -
     if graph is not None and not isinstance(graph, Graph):
         raise AccelsimError(f"graph must be an accelsim Graph, got {type(graph).__name__}")
     # an HwSpec comes back as it is; by name, the hardware the schedule was compiled for (with its overrides)
-    hw = load_hw(hw) if hw is not None else load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
+    hw = load_hw(hw) if hw is not None else hardware_of(schedule)
     if graph is None:
         if schedule.source is None:
             raise ScheduleError(f"the schedule of {schedule.graph_name!r} does not record the model it was compiled "

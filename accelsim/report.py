@@ -12,6 +12,7 @@ from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.hw import load_hw
 from accelsim.hw.load import HwLike
 from accelsim.hw.spec import HwSpec
+from accelsim.schedule.hardware import hardware_of
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import Schedule, hw_hash, memory_label
 from accelsim.summary import ChipArea, ChipSummary, MemorySummary, RunSummary, UnitSummary
@@ -91,7 +92,7 @@ def _resolved_hw(schedule: Schedule, hw: HwLike) -> HwSpec:
     """The hardware `hw` names (an HwSpec as it is; a bundled name, a path or a parsed dict loaded; None: the
     hardware the schedule names, with its overrides), refused unless it is the hardware the schedule was
     compiled for: a summary against other hardware would divide by other units' peaks."""
-    spec = load_hw(hw) if hw is not None else load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
+    spec = load_hw(hw) if hw is not None else hardware_of(schedule)
     if schedule.hw_hash != hw_hash(spec) or schedule.hw_name != spec.name:
         raise ScheduleError(f"run_summary: the schedule of {schedule.graph_name!r} was compiled for hardware "
                             f"{schedule.hw_name!r} (hash {schedule.hw_hash[:12]}) but is summarized with hardware "

@@ -246,15 +246,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _saved(args: argparse.Namespace) -> tuple[Schedule, HwSpec, Graph]:
-    """The schedule file args.schedule, its hardware (--hw, else the one it names, with its overrides) and
-    its graph rebuilt from its source, the schedule validated against both."""
+    """The schedule file args.schedule, its hardware (--hw, else the one it names with its overrides, or the
+    description it carries) and its graph rebuilt from its source, the schedule validated against both."""
     from accelsim.api import resolve
+    from accelsim.schedule.hardware import hardware_of
     from accelsim.schedule.io import read_schedule
 
     with phase(f"loading {args.schedule} and rebuilding its graph"):
         given_hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set)) if args.hw is not None else None
         schedule = read_schedule(args.schedule)  # parsed once; its messages name the file
-        hw = given_hw or load_hw(schedule.hw_name, overrides=schedule.hw_overrides)
+        hw = given_hw or hardware_of(schedule)
         if hw.name != schedule.hw_name:
             raise AccelsimError(f"{args.schedule} was compiled for {schedule.hw_name}, not {hw.name}")
         try:  # validated once: itself, against the hardware (its hash too) and against its rebuilt graph
@@ -362,7 +363,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help=text, description=f"{text[0].upper()}{text[1:]}; prints the step's summary "
                                                           "as compiled, then the simulated makespan and stalls.")
     p.add_argument("schedule", type=path_arg, help="a schedule JSON written by `accelsim compile`")
-    add_hw_args(p, "default: the one the schedule was compiled for")
+    add_hw_args(p, "default: the one the schedule was compiled for, a bundled config it names or the description it carries")
     _add_sim_args(p)
     add_json_arg(p, "the simulation summary")
     p.set_defaults(fn=cmd_simulate)

@@ -22,6 +22,7 @@ from accelsim.compiler.timing.improve import makespan_of
 from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.compiler.timing.memory import Block
 from accelsim.schedule.identity import identity_of
+from accelsim.schedule.hardware import carried_spec
 from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Schedule, Source, SourcePass, Task, Tensor,
                                     graph_hash, hw_hash, peak_bytes)
 from accelsim.schedule.options import StepOptions
@@ -278,6 +279,7 @@ def _schedule(graph: Graph, hw: HwSpec, options: StepOptions, plan: Plan, timed:
         samples_per_step=samples_per_microbatch(graph) * m * d, candidates=tuple(candidates), tasks=tasks,
         tensors=tuple(tensors), memories=memories, makespan_cycles=max((t.end for t in tasks), default=0),
         bounds=lower_bounds(plan, hw), energy_pj=sum(t.energy_pj for t in tasks) if plan.has_energy else None,
-        source=source_of(graph), hw_overrides=hw.overrides or None)
+        source=source_of(graph), hw_overrides=hw.overrides or None,
+        hw_spec=carried_spec(hw))
 
 

@@ -62,6 +62,14 @@ def bundled_names() -> list[str]:
     return sorted(_bundled_files())
 
 
+def bundled_path(name: str) -> Path:
+    """The file of bundled config `name` (never a path of the same name in the working folder)."""
+    files = _bundled_files()
+    if name not in files:
+        raise HwConfigError(f"{_shown(name)} is not a bundled hardware config (bundled: {', '.join(sorted(files))})")
+    return files[name]
+
+
 def resolve(path_or_name: str | Path) -> Path:
     """A path, or the name of a bundled config ("groq_like" -> hwconfigs/groq_like.yaml)."""
     try:

@@ -241,12 +241,16 @@ class Schedule(Data):
     # what load_hw changed in the hardware named hw_name (hw/overrides.py): load_hw(hw_name, overrides=...)
     # rebuilds the hardware whose hash is hw_hash; None: none
     hw_overrides: dict[str, Any] | None = None
+    # the whole hardware description, where hw_name (with hw_overrides) is not a bundled config that rebuilds
+    # it (a user's own file): the schedule replays without the file (schedule/hardware.py); None: bundled
+    hw_spec: dict[str, Any] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_fields(self, handler) -> dict[str, Any]:
-        """Leave `exact` and `hw_overrides` out when None, so schedules compiled without them keep their bytes."""
+        """Leave `exact`, `hw_overrides` and `hw_spec` out when None, so schedules compiled without them keep
+        their bytes."""
         data = handler(self)
-        for key in ("exact", "hw_overrides"):
+        for key in ("exact", "hw_overrides", "hw_spec"):
             if getattr(self, key) is None:
                 data.pop(key, None)
         return data
