@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 
 from accelsim.compiler.hierarchy.compose import SPAN_KINDS, compose
-from accelsim.compiler.hierarchy.links import allreduce_hold
+from accelsim.compiler.hierarchy.links import collective_hold
+from accelsim.compiler.hierarchy.schedules import PIPELINE_SCHEDULES, Item, PipelineSchedule
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.errors import ScheduleError
 from accelsim.hw.load import load_hw
@@ -23,13 +24,13 @@ def hw8():
 
 def step(p: int, M: int, *, v: int = 1, f: int | list[int] = 10, b: int | list[int] = 20, w: int = 0,
          act: int = 0, stash: int = 7, d: int = 1, t: int = 1, grad: int | list[int] = 0,
-         update: int = 0) -> StepWork:
+         update: int = 0, params: int = 0) -> StepWork:
     """p stages of v chunks; per-chunk cycles f, b (the whole backward, w of it weight gradients); stage s on
     chips s*t .. s*t + t - 1."""
     fs = f if isinstance(f, list) else [f] * (p * v)
     bs = b if isinstance(b, list) else [b] * (p * v)
     grads = grad if isinstance(grad, list) else [grad] * p
-    stages = tuple(StageWork(s, tuple(range(s * t, s * t + t)), update, grads[s], 0, 0) for s in range(p))
+    stages = tuple(StageWork(s, tuple(range(s * t, s * t + t)), update, grads[s], params, 0) for s in range(p))
     chunks = tuple(ChunkWork(c, fs[c], bs[c], w, 0, act, stash) for c in range(p * v))
     return StepWork(stages, chunks, M, d, t, v)
 
@@ -47,7 +48,7 @@ def test_gpipe_and_1f1b_bubble_is_p_minus_1_over_M_plus_p_minus_1(name, p, M, hw
     comp = compose(step(p, M), name, hw8)
     assert comp.makespan_cycles == (M + p - 1) * 30
     assert comp.bubble_fraction == pytest.approx((p - 1) / (M + p - 1))
-    assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0}
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0, "reduce_scatter": 0, "all_gather": 0}
 
 
 @pytest.mark.parametrize("p,v,M", [(2, 2, 2), (4, 2, 4), (4, 2, 8), (4, 3, 8), (8, 2, 16), (3, 4, 6)])
@@ -124,7 +125,7 @@ def test_exposed_transfers_lengthen_the_step_by_exactly_their_cost(hw8):
     free = compose(step(2, 1), "1f1b", hw8)
     paid = compose(step(2, 1, act=nbytes), "1f1b", hw8)
     assert paid.makespan_cycles == free.makespan_cycles + 2 * cost
-    assert paid.exposed_cycles == {"transfer": 2 * cost, "allreduce": 0}
+    assert paid.exposed_cycles == {"transfer": 2 * cost, "allreduce": 0, "reduce_scatter": 0, "all_gather": 0}
     assert [(s.start, s.end) for s in spans_of(paid, "transfer")] == [(10, 10 + cost), (40 + cost, 40 + 2 * cost)]
 
 
@@ -175,7 +176,7 @@ def test_one_exposed_bucket_lengthens_the_step_by_its_all_reduce(hw8):
     ar = collective_cost(topology_of(hw8), "allreduce", (0, 1), grad).cycles
     comp = compose(step(1, 2, d=2, grad=grad, update=5), "1f1b", hw8)
     assert comp.makespan_cycles == 2 * 30 + ar + 5
-    assert comp.exposed_cycles == {"transfer": 0, "allreduce": ar}
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": ar, "reduce_scatter": 0, "all_gather": 0}
     (bucket,) = spans_of(comp, "allreduce")
     assert (bucket.start, bucket.end, bucket.stage, bucket.microbatch) == (60, 60 + ar, 0, -1)
 
@@ -216,8 +217,9 @@ def test_a_bucket_and_a_transfer_on_one_link_queue(hw8):
     comp = compose(step(2, 1, act=nbytes, d=2, grad=[0, grad]), "1f1b", hw8, bucket_bytes=grad)
     (bucket,) = spans_of(comp, "allreduce")
     back = spans_of(comp, "transfer", stage=1)[0]
-    assert bucket.start == spans_of(comp, "backward", stage=1)[0].end
+    assert bucket.start == spans_of(comp, "backward", stage=1)[0].end and bucket.end - bucket.start == ar
     assert (back.start, back.end) == (bucket.end, bucket.end + cost)
+    assert spans_of(comp, "backward", stage=0)[0].start == bucket.end + cost
 
 
 def test_an_allreduce_of_any_group_costs_what_collective_cost_says():
@@ -227,7 +229,7 @@ def test_an_allreduce_of_any_group_costs_what_collective_cost_says():
         topo = topology_of(hw)
         for chips in ((3, 11, 19, 27), (5, 6), (9, 2, 12, 63, 40, 41), (7, 8, 16, 17)):
             direct = collective_cost(topo, "allreduce", chips, 3 * 2**20)
-            hold = allreduce_hold(topo, [chips], 3 * 2**20)
+            hold = collective_hold(topo, "allreduce", [chips], 3 * 2**20)
             assert hold.cycles == direct.cycles and hold.links == tuple(sorted(direct.links)), (overrides, chips)
 
 
@@ -279,3 +281,42 @@ def test_a_zero_bucket_size_and_a_wrong_record_are_refused(hw8):
         compose(step(2, 2), "1f1b", hw8, bucket_bytes=0)
     with pytest.raises(ScheduleError, match="compose needs a StepWork, got dict"):
         compose({}, "1f1b", hw8)
+
+
+def test_an_order_that_contradicts_itself_across_stages_is_reported_as_a_deadlock(hw8, monkeypatch):
+    class BackwardFirst(PipelineSchedule):
+        """Stage 0 wants micro-batch 0's gradient before it has sent its activation."""
+
+        name = "backward-first"
+
+        def _chip_order(self, s, p, v, M):
+            f, b = Item("forward", 0, s), Item("backward", 0, s)
+            return [b, f] if s == 0 else [f, b]
+
+    monkeypatch.setitem(PIPELINE_SCHEDULES, "backward-first", BackwardFirst())
+    with pytest.raises(ScheduleError, match=r"'backward-first' deadlocks: stage 0 waits to start "
+                                            r"Item\(kind='backward', microbatch=0, chunk=0\); stage 1 waits to start "
+                                            r"Item\(kind='forward', microbatch=0, chunk=1\)"):
+        compose(step(2, 1), "backward-first", hw8)
+
+
+# --- ZeRO --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero_reduce_scatters_gradients_and_all_gathers_updated_parameters_after_the_update(zero, hw8):
+    grad, params = 10 * 2**20, 5 * 2**20
+    topo = topology_of(hw8)
+    rs = collective_cost(topo, "reduce_scatter", (0, 1), grad).cycles
+    ag = collective_cost(topo, "all_gather", (0, 1), params).cycles
+    comp = compose(step(1, 2, d=2, grad=grad, update=5, params=params), "1f1b", hw8, zero=zero)
+    assert comp.makespan_cycles == 60 + rs + 5 + ag
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0, "reduce_scatter": rs, "all_gather": ag}
+    (scatter,) = spans_of(comp, "reduce_scatter")
+    (gather,) = spans_of(comp, "all_gather")
+    assert (scatter.start, gather.start, gather.end) == (60, 60 + rs + 5, comp.makespan_cycles)
+    assert not spans_of(comp, "allreduce")
+
+
+def test_zero_3_is_refused_at_stage_granularity(hw8):
+    with pytest.raises(ScheduleError, match="zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got 3"):
+        compose(step(1, 2, d=2), "1f1b", hw8, zero=3)
