@@ -320,3 +320,15 @@ def test_zero_reduce_scatters_gradients_and_all_gathers_updated_parameters_after
 def test_zero_3_is_refused_at_stage_granularity(hw8):
     with pytest.raises(ScheduleError, match="zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got 3"):
         compose(step(1, 2, d=2), "1f1b", hw8, zero=3)
+
+
+def test_a_step_too_large_to_compose_is_refused_with_its_size(hw8):
+    with pytest.raises(ScheduleError, match=r"p \* v \* M = 2 \* 1 \* 1000000 gives up to 6,000,000 work items, "
+                                            r"above the limit of 5,000,000"):
+        compose(step(2, 1_000_000), "1f1b", hw8)
+
+
+def test_interleaved_on_one_chip_runs_its_chunks_in_turn_without_transfers(hw8):
+    comp = compose(step(1, 3, v=2, act=10**6), "interleaved", hw8)
+    assert comp.makespan_cycles == 3 * 2 * 30 and comp.bubble_fraction == 0
+    assert not spans_of(comp, "transfer")

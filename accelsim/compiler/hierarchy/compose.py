@@ -99,7 +99,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
             if to is not None:
                 gives = _key(it.kind, m, to, M)
                 transfer = transfers.get((s, to % p, work.chunks[min(c, to)].activation_bytes))
-            mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] == it else ()
+            mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
             plan.append(_Planned(it, cycles, needs, gives, transfer, mine))
         plans.append(plan)
     return plans
@@ -140,10 +140,10 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     the pass, as a backward pass produces gradients layer by layer); then, once every bucket is reduced, the
     update; under ZeRO then the all-gather of the updated parameters, which the next step needs.
 
-    The chip keeps its own `clock` and lets SimPy's time catch up only before it books links or waits for an
-    input not yet produced, so links are booked in time order while items that touch no link cost no event.
-    An input published early (its producer's end, its arrival) is only read once the consumer's clock is past
-    the producer's start, so nothing is seen before it exists."""
+    The chip keeps its own `clock` and lets SimPy's time catch up only before it books links (so links are
+    booked in time order) or waits for an input not yet produced; items that touch no link cost no event. An
+    output that crosses no link is published as soon as its end is known, ahead of SimPy's time: a consumer
+    reads only that cycle, and starts no earlier."""
     env, spans, arrived, book, waiting = step.env, step.spans, step.arrived, step.book, step.waiting
     trace = step.trace[stage]
     clock = reduced = 0
