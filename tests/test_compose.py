@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelsim.compiler.hierarchy.compose import SPAN_KINDS, compose
 from accelsim.compiler.hierarchy.links import collective_hold
@@ -87,21 +89,48 @@ def test_every_item_runs_once_after_its_inputs_and_never_two_at_once_on_a_chip(n
     p, M = 4, 8
     comp = compose(step(p, M, v=v, f=[10, 30, 20, 5, 15, 10, 25, 5][: p * v], b=40, w=10 if name == "zb-h1" else 0,
                         act=10**6), name, hw8)
+    assert_valid_timeline(comp, p, v, M, split=name == "zb-h1", transfers=True)
+
+
+@settings(max_examples=40)
+@given(name=st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1"]), p=st.integers(1, 4),
+       groups=st.integers(1, 3), data=st.data())
+def test_any_work_composes_to_a_valid_timeline_no_shorter_than_its_busiest_chip(name, p, groups, data, hw8):
+    v = data.draw(st.integers(2, 3)) if name == "interleaved" else 1
+    M = p * groups if name == "interleaved" else data.draw(st.integers(1, 7))
+    cycles = st.integers(1, 60)
+    f = data.draw(st.lists(cycles, min_size=p * v, max_size=p * v))
+    b = data.draw(st.lists(st.integers(2, 60), min_size=p * v, max_size=p * v))
+    act = data.draw(st.sampled_from([0, 10**4, 10**6]))
+    work = step(p, M, v=v, f=f, b=b, w=1, act=act, d=2, grad=data.draw(st.integers(0, 2**24)),
+                update=data.draw(st.integers(0, 50)))
+    comp = compose(work, name, hw8, bucket_bytes=2**22)
+    assert_valid_timeline(comp, p, v, M, split=name == "zb-h1", transfers=act > 0)
+    assert comp.makespan_cycles >= max(comp.busy_cycles)
+    assert sum(comp.exposed_cycles.values()) <= comp.makespan_cycles
+
+
+def assert_valid_timeline(comp, p: int, v: int, M: int, split: bool, transfers: bool) -> None:
+    """Every item once, on its chunk's chip, after its inputs (strictly after them where a transfer sits in
+    between); a chip runs one thing at a time; spans sorted and of known kinds."""
     work_kinds = ("forward", "backward", "weight_grad")
     items = {(s.kind, s.microbatch, s.chunk): s for s in comp.spans if s.kind in work_kinds}
-    per_pass = 3 if name == "zb-h1" else 2
-    assert len(items) == len([s for s in comp.spans if s.kind in work_kinds]) == per_pass * p * v * M
+    assert len(items) == len([s for s in comp.spans if s.kind in work_kinds]) == (3 if split else 2) * p * v * M
     last = p * v - 1
+
+    def after(a, b):  # b starts after a ends, later by a transfer where the two are on two chips
+        return a.end < b.start if transfers and a.stage != b.stage else a.end <= b.start
+
     for (kind, m, c), span in items.items():
         assert span.stage == c % p
         if kind == "forward" and c > 0:
-            assert items[("forward", m, c - 1)].end < span.start  # a transfer in between
+            assert after(items[("forward", m, c - 1)], span)
         if kind == "backward":
-            assert items[("forward", m, c)].end <= span.start
+            assert after(items[("forward", m, c)], span)
             if c < last:
-                assert items[("backward", m, c + 1)].end < span.start
+                assert after(items[("backward", m, c + 1)], span)
         if kind == "weight_grad":
-            assert items[("backward", m, c)].end <= span.start
+            assert after(items[("backward", m, c)], span)
     for s in range(p):
         on_chip = sorted((x.start, x.end) for x in comp.spans if x.stage == s and x.kind in work_kinds + ("update",))
         assert all(a[1] <= b[0] for a, b in zip(on_chip, on_chip[1:]))
