@@ -3,8 +3,10 @@ simulation (SimPy) in which every pipeline chip runs its items in the schedule's
 input to arrive; activation and gradient transfers and data-parallel gradient buckets hold the links they
 cross (links.py), so bubbles, exposed communication and link contention come out of the simulation.
 
-Replicas are identical: one replica's pipeline is simulated, with the all-reduces that span every replica's
-chips. The t tensor-parallel ranks of a stage move together (their work is inside the chunk's cycles).
+Replicas are identical: one replica's pipeline is simulated, with the gradient collectives that span every
+replica's chips. Other replicas' transfers are not booked: they cross their own chips' links, which a
+collective shares with them at the same moments as replica 0's shares replica 0's. The t tensor-parallel ranks
+of a stage move together (their work, all-reduces included, is inside the chunk's cycles).
 """
 from __future__ import annotations
 
