@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Generator
 
 import simpy
@@ -41,8 +42,6 @@ class Composition:
     schedule: str
     makespan_cycles: int
     """From the first item (cycle 0) to the end of the last stage's update."""
-    spans: tuple[StageSpan, ...]
-    """Sorted by (start, stage, kind, chunk, microbatch, end)."""
     bubble_fraction: float
     """Idle cycles of the p pipeline chips / (p * makespan): pipeline bubbles and exposed communication."""
     exposed_cycles: dict[str, int]
@@ -53,11 +52,21 @@ class Composition:
     """Per stage: its items' and update's cycles."""
     peak_stash_bytes: tuple[int, ...]
     """Per stage: the most activation bytes stashed at once (forward to last backward item)."""
+    span_rows: tuple[tuple[int, int, str, int, int, int], ...] = field(repr=False)
+    """The timeline as plain (start, stage, kind, chunk, microbatch, end) rows, sorted: `spans` makes records
+    of them on first use (a 1,024-chip step has ~40,000, and making them costs as much as composing)."""
+
+    @cached_property
+    def spans(self) -> tuple[StageSpan, ...]:
+        """The timeline, sorted by (start, stage, kind, chunk, microbatch, end)."""
+        return tuple(StageSpan(stage, kind, m, chunk, start, end)
+                     for start, stage, kind, chunk, m, end in self.span_rows)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Planned:
-    """One item as the simulation runs it, everything about it looked up before the clock starts."""
+    """One item as the simulation runs it, everything about it looked up before the clock starts (not frozen:
+    a frozen record costs a setattr call per field, and a step has tens of thousands of these)."""
 
     item: Item
     cycles: int
@@ -223,11 +232,9 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
                             f"comes (the schedule's orders of two stages contradict each other)")
     busy = [sum(pl.cycles for pl in plans[s]) + work.stages[s].update_cycles for s in range(p)]
     makespan = max(step.ends.values())
-    spans = tuple(StageSpan(stage, kind, m, chunk, start, end)
-                  for start, stage, kind, chunk, m, end in sorted(step.spans))
     idle = p * makespan - sum(busy)
-    return Composition(schedule, makespan, spans, idle / (p * makespan) if makespan else 0.0, _exposed(step, makespan),
-                       tuple(busy), _peak_stash(work, order, split))
+    return Composition(schedule, makespan, idle / (p * makespan) if makespan else 0.0, _exposed(step, makespan),
+                       tuple(busy), _peak_stash(work, order, split), tuple(sorted(step.spans)))
 
 
 def _exposed(step: _Step, makespan: int) -> dict[str, int]:
