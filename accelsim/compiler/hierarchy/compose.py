@@ -41,7 +41,8 @@ class Composition:
 
     schedule: str
     makespan_cycles: int
-    """From the first item (cycle 0) to the end of the last stage's update."""
+    """From the first item (cycle 0) to the end of the last stage's update (under ZeRO, of its parameters'
+    all-gather)."""
     bubble_fraction: float
     """Idle cycles of the p pipeline chips / (p * makespan): pipeline bubbles and exposed communication."""
     exposed_cycles: dict[str, int]
