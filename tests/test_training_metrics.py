@@ -62,6 +62,17 @@ def test_model_flops_are_the_gpt_formula(layers, microbatches, data_parallel, st
     assert s.hardware_flops_per_step == s.model_flops_per_step  # no recomputation, no replicated node
 
 
+def test_a_first_layer_without_an_input_gradient_runs_fewer_flops_than_the_model_counts():
+    """mlp 32 -> 16 -> 4, batch 4, 2 micro-batches: the model counts 3 x forward; the first matmul's input (the
+    data) needs no gradient, so the hardware runs its forward and its weight gradient only."""
+    hw = A.load_hw("groq_like")
+    graph = A.training_graph(A.models.build("mlp", batch=4, sizes=(32, 16, 4)))
+    s = A.run_summary(A.compile(graph, hw, microbatches=2), hw, graph)
+    first, second = 2 * 4 * 32 * 16, 2 * 4 * 16 * 4  # forward FLOPs per micro-batch
+    assert s.model_flops_per_step == 2 * 3 * (first + second)
+    assert s.hardware_flops_per_step == 2 * (2 * first + 3 * second)
+
+
 def test_megatron_s_96_is_the_model_flops_plus_one_more_forward_of_every_layer(pipelined):
     """Megatron's formula counts full recomputation: model FLOPs + the layers' forward FLOPs, the LM head's
     forward (2 B s h V, once) not recomputed."""
