@@ -9,12 +9,16 @@ from typing import Any, Mapping
 from accelsim import metrics
 from accelsim.cost.area import chip_area_mm2, machine_area_mm2
 from accelsim.errors import AccelsimError, ScheduleError
+from accelsim.exposed_communication import exposed_communication
+from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.load import HwLike
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.hardware import hardware_of
 from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.memory_split import chip_memory
 from accelsim.schedule.plan import Schedule, hw_hash, memory_label
+from accelsim.step_flops import step_flops, tensor_peak_flops_per_s
 from accelsim.summary import ChipArea, ChipSummary, MemorySummary, RunSummary, UnitSummary
 
 
@@ -108,7 +112,31 @@ def _units(schedule: Schedule, hw: HwSpec, per_unit: Mapping[str, metrics.Rates]
     return tuple(UnitSummary(name, fraction, per_unit.get(name)) for name, fraction in busy.items())
 
 
-def run_summary(schedule: Schedule, hw: HwLike = None) -> RunSummary:
+def training_figures(schedule: Schedule, hw: HwSpec, graph: Graph | None) -> dict[str, Any]:
+    """What a training-systems user reads of a training step: model and hardware FLOPs per step, TFLOP/s per
+    chip both ways, the tensor units' peak per chip and MFU (step_flops.FLOPS_DEFINITION), and with the graph
+    each chip's peak memory split into parameters, gradients, optimizer state and activations
+    (memory_split.MEMORY_SPLIT_DEFINITION); {} for an inference step."""
+    if not schedule.training:
+        return {}
+    flops = step_flops(schedule)
+    chips = {t.chip for t in schedule.tasks}
+    seconds = schedule.makespan_cycles / schedule.clock_hz
+    per_chip_s = seconds * len(chips)
+    peak = tensor_peak_flops_per_s(hw, chips) / max(len(chips), 1)
+    model = flops.model_flops / per_chip_s / 1e12 if per_chip_s else 0.0
+    return {
+        "model_flops_per_step": flops.model_flops,
+        "hardware_flops_per_step": flops.hardware_flops,
+        "model_tflops_per_chip": model,
+        "hardware_tflops_per_chip": flops.hardware_flops / per_chip_s / 1e12 if per_chip_s else 0.0,
+        "peak_tflops_per_chip": peak / 1e12,
+        "mfu": model * 1e12 / peak if peak else None,
+        "chip_memory": None if graph is None else chip_memory(schedule, graph),
+    }
+
+
+def run_summary(schedule: Schedule, hw: HwLike = None, graph: Graph | None = None) -> RunSummary:
     """What `accelsim run` prints and writes as JSON (RunSummary.to_dict): times, throughput, bounds,
     utilization, memory, energy, power and area (efficiency), MAC utilization and TOPS. `hw`: the hardware
     the schedule was compiled for, as an HwSpec, a bundled name, a path or a parsed dict (as A.compile takes
@@ -125,11 +153,17 @@ def run_summary(schedule: Schedule, hw: HwLike = None) -> RunSummary:
       makespan, ops per second in TOPS with 2 ops per MAC, and the units' peak; "% of peak" is
       100 x mac_utilization.
     - memories[].peak_bytes: `peak_memory_definition` (metrics.peak_memory_bytes): per memory instance
-      ("chip<c>:<memory>"), the most bytes the compiled placement holds in it at once."""
+      ("chip<c>:<memory>"), the most bytes the compiled placement holds in it at once.
+    - training figures (training_figures; None for inference): FLOPs, TFLOP/s per chip, MFU, memory split.
+    - exposed_communication: per communication kind, the cycles a chip computes nothing while that kind is in
+      flight (exposed_communication.EXPOSED_COMMUNICATION_DEFINITION)."""
     if not isinstance(schedule, Schedule) or not (hw is None or isinstance(hw, (HwSpec, str, Path, dict))):
         raise AccelsimError(f"run_summary(schedule, hw) needs a Schedule and the hardware (an HwSpec, a bundled "
                             f"name, a path or a dict; or None for the one the schedule names), got "
                             f"{type(schedule).__name__} and {type(hw).__name__}")
+    if graph is not None and not isinstance(graph, Graph):
+        raise AccelsimError(f"run_summary(schedule, hw, graph): graph must be the Graph the schedule was compiled "
+                            f"from, or None; got {type(graph).__name__}")
     hw = _resolved_hw(schedule, hw)
     clock = schedule.clock_hz
     makespan_s = schedule.makespan_cycles / clock
@@ -173,4 +207,6 @@ def run_summary(schedule: Schedule, hw: HwLike = None) -> RunSummary:
         resource_bound_unit=schedule.bounds.resource,
         bound_cycles=schedule.bounds.bound_cycles,
         bound_ratio=schedule.bound_ratio,
+        exposed_communication=exposed_communication(schedule.tasks),
+        **training_figures(schedule, hw, graph),
     )

@@ -11,9 +11,12 @@ from typing import Any, Mapping
 
 from accelsim import metrics
 from accelsim.errors import AccelsimError
+from accelsim.exposed_communication import EXPOSED_COMMUNICATION_DEFINITION, ExposedCommunication
+from accelsim.memory_split import MEMORY_SPLIT_DEFINITION, ChipMemory
 from accelsim.metrics import Rates
 from accelsim.schedule.options import StepOptions
 from accelsim.schedule.plan import memory_label
+from accelsim.step_flops import FLOPS_DEFINITION
 
 
 class UnknownSummaryKey(AccelsimError, KeyError):
@@ -81,7 +84,9 @@ class RunSummary:
     """What `accelsim run` prints and writes as JSON for one compiled step (report.run_summary says how each
     figure is found). Seconds at the hardware clock; energy and area None where the hardware lacks figures.
     Fields in the order of `to_dict()`'s keys; `units`, `chips` and `memories` in the JSON's order (unit
-    kinds by name, chips by number, memories as the schedule lists them)."""
+    kinds by name, chips by number, memories as the schedule lists them). The training figures (FLOPs, TFLOP/s
+    per chip, MFU, peak memory per chip split by what it holds) are None for an inference step; `chip_memory`
+    also where run_summary was not given the graph. Their JSON keys follow the older ones."""
 
     graph: str
     hw: str
@@ -116,6 +121,15 @@ class RunSummary:
     resource_bound_unit: str
     bound_cycles: int
     bound_ratio: float
+    # what a training-systems user reads (None for an inference step; chip_memory also without the graph)
+    model_flops_per_step: int | None = None
+    hardware_flops_per_step: int | None = None
+    model_tflops_per_chip: float | None = None
+    hardware_tflops_per_chip: float | None = None
+    peak_tflops_per_chip: float | None = None
+    mfu: float | None = None
+    chip_memory: tuple[ChipMemory, ...] | None = None
+    exposed_communication: tuple[ExposedCommunication, ...] = ()
 
     __iter__ = None  # not a mapping: `for k in summary` would otherwise probe __getitem__ with 0, 1, ...
 
@@ -136,6 +150,18 @@ class RunSummary:
     @property
     def peak_memory_definition(self) -> str:
         return metrics.PEAK_MEMORY_DEFINITION
+
+    @property
+    def flops_definition(self) -> str:
+        return FLOPS_DEFINITION
+
+    @property
+    def memory_split_definition(self) -> str:
+        return MEMORY_SPLIT_DEFINITION
+
+    @property
+    def exposed_communication_definition(self) -> str:
+        return EXPOSED_COMMUNICATION_DEFINITION
 
     # --- derived figures -----------------------------------------------------------------------------
 
@@ -214,6 +240,21 @@ class RunSummary:
             "resource_bound_unit": self.resource_bound_unit,
             "bound_cycles": self.bound_cycles,
             "bound_ratio": self.bound_ratio,
+            "model_flops_per_step": self.model_flops_per_step,
+            "hardware_flops_per_step": self.hardware_flops_per_step,
+            "model_tflops_per_chip": self.model_tflops_per_chip,
+            "hardware_tflops_per_chip": self.hardware_tflops_per_chip,
+            "peak_tflops_per_chip": self.peak_tflops_per_chip,
+            "mfu": self.mfu,
+            "flops_definition": self.flops_definition,
+            "peak_memory_per_chip": None if self.chip_memory is None else {
+                c.label: {"peak_bytes": c.peak_bytes, **{f"{k}_bytes": v for k, v in c.parts().items()},
+                          "peak_cycle": c.peak_cycle} for c in self.chip_memory},
+            "memory_split_definition": self.memory_split_definition,
+            "exposed_communication": {e.kind: {"chip": e.chip, "exposed_cycles": e.exposed_cycles,
+                                               "in_flight_cycles": e.in_flight_cycles}
+                                      for e in self.exposed_communication},
+            "exposed_communication_definition": self.exposed_communication_definition,
         }
 
     def __getitem__(self, key: str) -> Any:

@@ -371,8 +371,8 @@ def test_run_prints_every_figure_run_summary_has_formatted_and_peak_memory_from_
 
     real = sched_cmds.run_summary
 
-    def newer(schedule, hw):
-        s = real(schedule, hw)
+    def newer(schedule, hw, graph=None):
+        s = real(schedule, hw, graph)
         units = tuple(dataclasses.replace(u, rates=Rates(0.25, 1.5, 6.0)) if u.name == "mxm" else u for u in s.units)
         changed = {"mac_utilization": 0.0404, "achieved_tops": 29.4712345, "peak_tops": 741.9, "units": units,
                    "chips": (ChipSummary(0, Rates(0.5, 1.0, 2.0)), ChipSummary(1, Rates(0.125, 1.0, 2.0))),

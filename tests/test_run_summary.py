@@ -29,6 +29,11 @@ JSON_KEYS = (
     "power_w", "ops_per_step", "tops_per_w", "area_mm2", "chip_area_mm2", "throughput_per_mm2",
     "critical_path_cycles", "resource_bound_cycles", "resource_bound_unit", "bound_cycles", "bound_ratio")
 """The keys of `accelsim run --json`'s summary, in their order, as scripts and sweep tables read them."""
+TRAINING_KEYS = (
+    "model_flops_per_step", "hardware_flops_per_step", "model_tflops_per_chip", "hardware_tflops_per_chip",
+    "peak_tflops_per_chip", "mfu", "flops_definition", "peak_memory_per_chip", "memory_split_definition",
+    "exposed_communication", "exposed_communication_definition")
+"""Keys added after JSON_KEYS (what a training-systems user reads: tests/test_training_metrics.py), after them."""
 
 
 def legacy_summary(schedule, hw) -> dict:
@@ -92,9 +97,10 @@ def x4_step():
 def test_to_dict_is_the_dict_run_summary_returned_key_for_key_value_for_value(step, request):
     schedule, hw = request.getfixturevalue(step)
     got, want = A.run_summary(schedule, hw).to_dict(), legacy_summary(schedule, hw)
-    assert tuple(got) == tuple(want) == JSON_KEYS
-    assert got == want
-    assert json.dumps(got) == json.dumps(want)  # same order and the same JSON types (1 vs 1.0) all the way down
+    assert tuple(got) == (*JSON_KEYS, *TRAINING_KEYS) and tuple(want) == JSON_KEYS
+    legacy = {k: got[k] for k in JSON_KEYS}  # the added keys come after, the rest is as it was
+    assert legacy == want
+    assert json.dumps(legacy) == json.dumps(want)  # same order and the same JSON types (1 vs 1.0) all the way down
 
 
 def test_the_x4_step_fills_what_one_chip_leaves_empty(x4_step):
@@ -109,8 +115,8 @@ def test_run_json_is_the_summary_the_terminal_printed_plus_the_simulation(tmp_pa
 
     made = []
 
-    def recorded(schedule, hw=None):
-        made.append(report.run_summary(schedule, hw))
+    def recorded(schedule, hw=None, graph=None):
+        made.append(report.run_summary(schedule, hw, graph))
         return made[-1]
 
     monkeypatch.setattr(sched_cmds, "run_summary", recorded)
@@ -120,7 +126,7 @@ def test_run_json_is_the_summary_the_terminal_printed_plus_the_simulation(tmp_pa
     assert main([str(a) for a in argv]) == 0
     capsys.readouterr()
     written = json.loads(out.read_text())
-    assert list(written) == [*JSON_KEYS, "simulation"]
+    assert list(written) == [*JSON_KEYS, *TRAINING_KEYS, "simulation"]
     assert {k: v for k, v in written.items() if k != "simulation"} == json.loads(json.dumps(made[0].to_dict()))
 
 

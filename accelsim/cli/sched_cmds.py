@@ -194,7 +194,7 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console)
 
 def cmd_run(args: argparse.Namespace) -> int:
     c = _compile(args, checking=args.check)
-    s = run_summary(c.schedule, c.hw)
+    s = run_summary(c.schedule, c.hw, c.graph)
     console = out_console()
     console.print(_step_header(s, c))
     if c.note:
@@ -266,8 +266,8 @@ def _saved(args: argparse.Namespace) -> tuple[Schedule, HwSpec, Graph]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    schedule, hw, _ = _saved(args)
-    s = run_summary(schedule, hw)
+    schedule, hw, graph = _saved(args)
+    s = run_summary(schedule, hw, graph)
     console = out_console()
     o = schedule.options
     console.print(f"{args.schedule}: {'training step' if s.training else 'inference'} of {schedule.graph_name} "

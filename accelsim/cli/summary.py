@@ -24,7 +24,9 @@ SHOWN = frozenset((
     "peak_tops", "per_unit", "per_chip", "peak_memory_bytes", "memory_capacity_bytes", "allreduce_cycles",
     "transfer_cycles", "energy_pj", "energy_j", "energy_per_sample_j", "power_w", "ops_per_step", "tops_per_w",
     "area_mm2", "chip_area_mm2", "throughput_per_mm2", "critical_path_cycles", "resource_bound_cycles",
-    "resource_bound_unit", "bound_cycles", "bound_ratio"))
+    "resource_bound_unit", "bound_cycles", "bound_ratio", "model_flops_per_step", "hardware_flops_per_step",
+    "model_tflops_per_chip", "hardware_tflops_per_chip", "peak_tflops_per_chip", "mfu", "peak_memory_per_chip",
+    "exposed_communication"))
 """Keys of RunSummary.to_dict() printed in their own words below (or plumbing). Keys ending in _definition
 are the metrics' definitions, kept for the JSON; the terminal says each in a phrase."""
 
@@ -62,6 +64,30 @@ def efficiency_lines(s: RunSummary) -> list[str]:
     return lines
 
 
+def training_lines(s: RunSummary) -> list[str]:
+    """A training step's FLOPs, TFLOP/s per chip both ways and MFU (step_flops.FLOPS_DEFINITION), in two
+    lines; none for an inference step."""
+    if s.model_flops_per_step is None:
+        return []
+    mfu = "n/a (no unit runs tensor ops)" if s.mfu is None else f"{fmt.number(100 * s.mfu)}%"
+    return [f"FLOPs       model {fmt.si(s.model_flops_per_step, 'FLOP')} per step (3 x forward tensor-op FLOPs), "
+            f"hardware {fmt.si(s.hardware_flops_per_step, 'FLOP')} (every executed matmul/conv, recomputation "
+            "included)",
+            f"per chip    model {fmt.si(s.model_tflops_per_chip * 1e12, 'FLOP/s')}, hardware "
+            f"{fmt.si(s.hardware_tflops_per_chip * 1e12, 'FLOP/s')}, of {fmt.si(s.peak_tflops_per_chip * 1e12, 'FLOP/s')} "
+            f"peak of its tensor units: MFU {mfu}"]
+
+
+def exposed_lines(s: RunSummary) -> list[str]:
+    """Exposed communication per kind, where the step communicates: the chip that waits longest and how much of
+    the kind's time in flight there computation did not hide."""
+    if not s.exposed_communication:
+        return []
+    parts = [f"{e.label} {fmt.cycles(e.exposed_cycles)} of {fmt.count(e.in_flight_cycles)} in flight on chip{e.chip} "
+             f"({fmt.percent(e.hidden_fraction)} hidden)" for e in s.exposed_communication]
+    return ["exposed communication (a chip idle while it waits on it, worst chip): " + "; ".join(parts)]
+
+
 def _other_lines(key: str, value: Any) -> list[str]:
     """A key this module does not know: "label  value"; a dict of dicts (per unit, per chip) a line each."""
     label = key.replace("_", " ")
@@ -90,6 +116,8 @@ def summary_lines(s: RunSummary, schedule: Schedule) -> list[str]:
     if s.allreduce_cycles or s.transfer_cycles:
         lines.append(f"communication: all-reduce and other collectives {fmt.cycles(s.allreduce_cycles)} "
                      f"(each once), transfers {fmt.cycles(s.transfer_cycles)} (summed over tasks)")
+    lines += exposed_lines(s)
+    lines += training_lines(s)
     for key, value in s.to_dict().items():
         if key not in SHOWN and not key.endswith("_definition"):
             lines += _other_lines(key, value)
@@ -143,11 +171,40 @@ def memory_table(s: RunSummary) -> Table:
     return table
 
 
+def chip_ranges(chips: list[int]) -> str:
+    """Chip numbers as "chip0-3,6" (ascending input), so a table of many identical chips stays one row."""
+    runs: list[list[int]] = []
+    for c in chips:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return "chip" + ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def chip_memory_table(s: RunSummary) -> Table | None:
+    """A training step's peak memory per chip and its parts at that moment (memory_split.MEMORY_SPLIT_DEFINITION),
+    chips with equal figures in one row, chips holding nothing left out; None without the split (an inference
+    step, or no graph)."""
+    rows: dict[tuple[int, ...], list[int]] = {}
+    for c in s.chip_memory or ():
+        if c.peak_bytes:
+            rows.setdefault((c.peak_bytes, *c.parts().values()), []).append(c.chip)
+    if not rows:
+        return None
+    table = Table(title="peak memory per chip (all its memories; parts at the peak)")
+    for col in ("chips", "peak", "parameters", "gradients", "optimizer state", "activations"):
+        table.add_column(col, justify="left" if col == "chips" else "right")
+    for figures, chips in sorted(rows.items(), key=lambda kv: kv[1][0]):
+        table.add_row(chip_ranges(chips), *(fmt.nbytes(v) for v in figures))
+    return table
+
+
 def print_summary(console: Console, s: RunSummary, schedule: Schedule) -> None:
-    """summary_lines, then the unit, chip and memory tables."""
+    """summary_lines, then the unit, chip, memory and (training) per-chip memory tables."""
     for line in summary_lines(s, schedule):
         console.print(line)
-    for table in (unit_table(s), chip_table(s), memory_table(s)):  # chip_table: None for one chip
+    for table in (unit_table(s), chip_table(s), memory_table(s), chip_memory_table(s)):  # None: not shown
         if table is not None:
             console.print(table)
 
