@@ -67,7 +67,8 @@ class StageSpan:
 
     stage: int
     kind: str
-    """forward, backward, weight_grad, transfer, allreduce or update (compose.py's SPAN_KINDS)."""
+    """One of compose.py's SPAN_KINDS: forward, backward, weight_grad, transfer, allreduce, reduce_scatter,
+    all_gather or update."""
     microbatch: int
     """-1 for per-step work (update, a gradient bucket's all-reduce)."""
     chunk: int
