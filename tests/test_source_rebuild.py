@@ -37,3 +37,25 @@ def test_a_changed_model_is_still_refused():
     tampered = schedule.model_copy(update={"graph_hash": "0" * len(schedule.graph_hash)})
     with pytest.raises(A.AccelsimError, match="different graph"):
         graph_for(tampered)
+
+
+def test_a_graph_file_keeps_infinite_constants_and_refuses_nan(tmp_path):
+    # an attention mask's -inf is an ordinary constant; NaN is never a value a graph file holds
+    import json
+
+    import numpy as np
+
+    g = A.Graph("masked")
+    x = g.input("x", (3,))
+    g.output("y", x + g.const(np.array([-np.inf, 0.0, np.inf])))
+    path = tmp_path / "masked.json"
+    save_graph(g, path)
+    back = load_graph(path)
+    assert graph_hash(back) == graph_hash(g)
+    out = A.evaluate(back, {"x": np.array([1.0, 2.0, 3.0])})["y"]
+    assert out.tolist() == [-np.inf, 2.0, np.inf]
+    doc = json.loads(path.read_text())
+    doc["nodes"][1]["value"][1] = {"float": "nan"}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(A.AccelsimError, match="node 1"):
+        load_graph(path)

@@ -114,13 +114,17 @@ def check_attr(key: str, value: Any, table: dict[str, Check] = ATTR_KINDS) -> No
 
 
 def plain_array(value: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """A constant's JSON value (nested lists of finite numbers) as an array of `shape` and `dtype`."""
+    """A constant's JSON value (nested lists of numbers, an infinity written as encode writes it: a mask's
+    -inf) as an array of `shape` and `dtype`. NaN is refused, as everywhere in a graph file."""
     try:
         arr = np.array(value, dtype=dtype)
-    except (TypeError, ValueError, OverflowError) as e:
-        raise AttrProblem(f"not an array of {dtype} ({e})") from None
+    except (TypeError, ValueError, OverflowError):
+        try:  # {"float": "-inf"} among the numbers (rare: decoded only then, as decoding is per element)
+            arr = np.array(decode(value), dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise AttrProblem(f"not an array of {dtype} ({e})") from None
     if arr.shape != shape:
         raise AttrProblem(f"has shape {arr.shape}, but the node's shape is {shape}")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise AttrProblem("holds a non-finite number")
+    if arr.dtype.kind == "f" and np.isnan(arr).any():
+        raise AttrProblem("holds NaN, which a graph file never holds")
     return arr
