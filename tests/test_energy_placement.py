@@ -155,8 +155,23 @@ def test_a_transfer_is_charged_on_every_link_it_crosses():
         elif kind.holds is Holds.COLLECTIVE:
             expected += t.bytes_moved
     assert expected > 0
-    links = timeline_energy(schedule, hw).kind_pj("link")
-    assert links == pytest.approx(expected * link_pj_per_byte(hw))
+    energy = timeline_energy(schedule, hw)
+    assert energy.kind_pj("link") == pytest.approx(expected * link_pj_per_byte(hw))
+    # each transfer reads its bytes on the chip it leaves and writes them on the chip it reaches, though no memory
+    # port meters them: with no port traffic at all (port_bytes={}), that is all the memory traffic left
+    ends = timeline_energy(schedule, hw, port_bytes={})
+    moved: dict[tuple[str, str], int] = {}
+    for t in schedule.tasks:
+        if TASK_KINDS[t.kind].holds is Holds.LINK:
+            moved[("memory_read", f"chip{t.chip}")] = moved.get(("memory_read", f"chip{t.chip}"), 0) + t.bytes_moved
+            moved[("memory_write", f"chip{t.out_chip}")] = moved.get(("memory_write", f"chip{t.out_chip}"), 0) \
+                + t.out_bytes
+    charged: dict[tuple[str, str], int] = {}
+    for i in ends.items:
+        if i.kind in ("memory_read", "memory_write"):
+            key = (i.kind, i.name.split(":")[0])
+            charged[key] = charged.get(key, 0) + i.quantity
+    assert charged == moved
 
 
 def test_the_breakdown_sums_to_the_summary_and_the_json_lists_every_kind(small_sram):

@@ -14,6 +14,8 @@ What is charged, per task that ran (pJ figures from cost/energy.py):
   traffic counts its output's bytes as written and the rest as read. Given the bytes each memory's port
   moved in the simulation (the static replay moves exactly these loads; the dynamic runtime places outputs
   itself), those totals are charged, split into reads and writes as the schedule's loads split them.
+  A transfer or a collective member reads its bytes where its largest input lives and writes its output
+  where it was placed (on the destination chip): no memory port meters these, so they come from the schedule.
 - links: a transfer's bytes at the link pJ/byte on every physical link of its route; a collective's bytes
   (its members' together) once, spread evenly over the links it holds.
 - static: every chip the hardware describes, idle or not (cost/energy.chip_static_power), over the makespan.
@@ -121,12 +123,15 @@ def _unit_items(schedule: Schedule, hw: HwSpec, ran: list[int]) -> list[EnergyIt
     return items + [EnergyItem("unit_buffers", n, 0, "", inside[n]) for n in sorted(inside) if inside[n] > 0]
 
 
-def _memory_split(schedule: Schedule, hw: HwSpec, ran: list[int]) -> dict[tuple[int, str], list[int]]:
-    """(chip, memory) -> [bytes read, bytes written] by the tasks in `ran`, from the schedule's placement."""
-    io = placed_io(schedule, hw)
+Traffic = dict[tuple[int, str], list[int]]
+"""(chip, memory) -> [bytes read, bytes written]."""
+
+
+def _port_traffic(schedule: Schedule, hw: HwSpec, ran: list[int], io) -> Traffic:
+    """What the unit tasks in `ran` move through memory ports (their loads), split into reads and writes."""
     loads = task_loads(schedule, hw, io)
     outputs = io[1]
-    split: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0])
+    split: Traffic = defaultdict(lambda: [0, 0])
     for tid in ran:
         t = schedule.tasks[tid]
         out = outputs[tid]
@@ -143,15 +148,38 @@ def _memory_split(schedule: Schedule, hw: HwSpec, ran: list[int]) -> dict[tuple[
     return split
 
 
+def _link_end_traffic(schedule: Schedule, ran: list[int], io) -> Traffic:
+    """What transfers and collectives in `ran` read at their source and write at their destination: their bytes
+    from the memory holding their largest input, their output where it was placed (no memory port meters these)."""
+    inputs, outputs = io
+    split: Traffic = defaultdict(lambda: [0, 0])
+    for tid in ran:
+        t = schedule.tasks[tid]
+        if TASK_KINDS[t.kind].holds is Holds.UNIT or not t.bytes_moved:
+            continue
+        if inputs[tid]:
+            source = max(inputs[tid], key=lambda placed: (placed[1], placed[0]))[0]
+            split[(t.chip, source)][0] += t.bytes_moved
+        if outputs[tid] is not None:
+            split[(t.out_chip, outputs[tid][0])][1] += outputs[tid][1]
+    return split
+
+
 def _memory_items(schedule: Schedule, hw: HwSpec, ran: list[int],
                   port_bytes: Mapping[tuple[int, str], int] | None) -> list[EnergyItem]:
     chips = chip_list(hw)
-    split = _memory_split(schedule, hw, ran)
+    io = placed_io(schedule, hw)
+    split = _port_traffic(schedule, hw, ran, io)
     if port_bytes is not None:  # the simulation's totals, split as the schedule's loads split them
-        totals = {k: v for k, v in port_bytes.items() if v}
-        split = {k: [v - min(split.get(k, [0, 0])[1], v), min(split.get(k, [0, 0])[1], v)] for k, v in totals.items()}
+        split = {k: [v - min(split.get(k, [0, 0])[1], v), min(split.get(k, [0, 0])[1], v)]
+                 for k, v in port_bytes.items() if v}
+    total: Traffic = defaultdict(lambda: [0, 0])
+    for part in (split, _link_end_traffic(schedule, ran, io)):
+        for key, (read, written) in part.items():
+            total[key][0] += read
+            total[key][1] += written
     items = []
-    for (chip, memory), (read, written) in sorted(split.items()):
+    for (chip, memory), (read, written) in sorted(total.items()):
         mem = memory_of(chips[chip], memory)
         per_byte = memory_pj_per_byte(chips[chip], mem) or 0.0
         label = memory_label(chip, memory)
