@@ -41,7 +41,8 @@ def main() -> None:
     df["sram_mib"] = df[SRAM].map(lambda v: round(parse_bytes(v) / 2**20))
     df["hbm_gbs"] = df[HBM].map(lambda v: round(parse_bandwidth(v) / 1e9))
     df["samples"] = df["energy_j"] / df["energy_per_sample_j"]
-    df["unit_buffers_j"] = (df["dynamic_energy_j"] - df["arithmetic_energy_j"] - df["memory_energy_j"]).clip(lower=0)
+    df["unit_buffers_j"] = (df["dynamic_energy_j"] - df["arithmetic_energy_j"] - df["memory_energy_j"]
+                            - df["link_energy_j"]).clip(lower=0)
     df = df.sort_values(["rows", "sram_mib", "hbm_gbs"])
     print(f"{'array/SRAM/HBM':<20} {'samples/s':>10} {'uJ/sample':>10} {'static':>7} {'off-chip':>8} "
           f"{'on-chip':>8} {'arith':>7} {'buffers':>7}  (shares of the step's energy)")
@@ -67,7 +68,8 @@ def main() -> None:
     uj = 1e6 / df["samples"]  # J per step -> uJ per sample
     bars = {label(r): {"arithmetic": r["arithmetic_energy_j"] * u, "unit buffers": r["unit_buffers_j"] * u,
                        "on-chip memory": (r["memory_energy_j"] - r["off_chip_energy_j"]) * u,
-                       "off-chip memory": r["off_chip_energy_j"] * u, "static": r["static_energy_j"] * u}
+                       "off-chip memory": r["off_chip_energy_j"] * u, "links": r["link_energy_j"] * u,
+                       "static": r["static_energy_j"] * u}
             for (_, r), u in zip(df.iterrows(), uj)}
     fig = plot_energy_breakdown(bars, ylabel="energy per sample (uJ)",
                                 title="ResNet-50 training step: energy by component (array/SRAM/HBM)")

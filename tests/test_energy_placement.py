@@ -11,6 +11,7 @@ import pytest
 import accelsim as A
 from accelsim.cost.energy import chip_static_power, link_pj_per_byte, memory_pj_per_byte
 from accelsim.dse.pareto import pareto_front
+from accelsim.dse.plots import energy_bars, sweep_plots, sweep_view
 from accelsim.errors import AccelsimError
 from accelsim.hw import tech
 from accelsim.hw.topology import topology_of
@@ -19,6 +20,9 @@ from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.sim import simulate
 from accelsim.sim.energy import ENERGY_KINDS, timeline_energy
 from accelsim.viz.energy import SEGMENTS, energy_segments, plot_energy_breakdown
+
+
+GOALS = {"throughput_samples_per_s": "max", "energy_per_sample_j": "min"}
 
 
 def chip(sram: str = "64 KiB", hbm_bytes_per_cycle: int = 64, hbm_pj_per_byte: float | None = None,
@@ -247,3 +251,26 @@ def test_the_stacked_bar_stacks_each_designs_segments_to_its_total(graph, small_
 def test_the_stacked_bar_refuses_unknown_segments_and_bad_values(bars, message):
     with pytest.raises(AccelsimError, match=message):
         plot_energy_breakdown(bars)
+
+
+def test_a_sweep_with_the_energy_metrics_gets_a_stacked_bar_per_point(tmp_path):
+    rows = []
+    for point, rows_ in enumerate((64, 128, 256)):
+        static, arith, memory, off_chip, link, inside = 1.0 * point, 2.0, 3.0 + point, 1.0 + point, 0.5, 0.25
+        dynamic = arith + memory + link + inside
+        rows.append({"point": point, "point_id": f"p{point}", "config_hash": None, "rows": rows_,
+                     "throughput_samples_per_s": 100.0 * (point + 1), "energy_per_sample_j": dynamic + static,
+                     "energy_j": dynamic + static, "static_energy_j": static, "dynamic_energy_j": dynamic,
+                     "arithmetic_energy_j": arith, "memory_energy_j": memory, "off_chip_energy_j": off_chip,
+                     "link_energy_j": link, "feasible": True, "error": "", "wall_s": 0.1})
+    df = pd.DataFrame(rows)
+    bars = energy_bars(sweep_view(df, ["rows"], "t"))
+    assert [sum(b.values()) for b in bars.values()] == pytest.approx(list(df["energy_j"]))
+    assert [b["unit buffers"] for b in bars.values()] == pytest.approx([0.25] * 3)
+    paths = sweep_plots(df, tmp_path, parameters=["rows"], metrics=["energy_j"], objectives=GOALS,
+                        compile_point=None, label="t")
+    assert tmp_path / "energy_breakdown.png" in paths
+    without = sweep_plots(df.drop(columns=["link_energy_j"]), tmp_path / "b", parameters=["rows"],
+                          metrics=["energy_j"], objectives=GOALS, compile_point=None, label="t")
+    assert not any(p.name == "energy_breakdown.png" for p in without)
+    assert "no energy breakdown: it needs the metrics" in (tmp_path / "b" / "plots.log").read_text()
