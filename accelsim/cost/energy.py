@@ -86,7 +86,8 @@ def node_energy_pj(hw: HwSpec, chip: Chip, unit: Unit, flops: int, bytes_read: i
                    buffer_bytes: int) -> float | None:
     """flops x pJ/op + each byte at its memory's (and buffer's) pJ/byte; None when the unit has no figure.
     Operands come from the unit's first `reads` memory and results go to its first `writes` memory, as
-    the cost model streams them."""
+    the cost model streams them: a per-node estimate for the scheduler. A step's energy charges each byte
+    where the placement put it instead (sim/energy.py), and takes from this only what stays inside the unit."""
     per_op = unit_pj_per_op(hw, chip, unit)
     if per_op is None:
         return None
