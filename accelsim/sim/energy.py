@@ -7,7 +7,8 @@ What is charged, per task that ran (pJ figures from cost/energy.py):
 - arithmetic: its FLOPs at its unit's pJ/op (the unit it ran on, at that unit's precision).
 - unit buffers: what the cost model charged it inside its unit (operand and input/output buffers), i.e. its
   cost-model energy (Task.energy_pj) less its arithmetic and its port traffic at its port memory; the
-  schedule does not carry a unit's buffer traffic itself. Never negative.
+  schedule does not carry a unit's buffer traffic itself. Never negative. (A task carries the energy of its
+  node on its fastest unit kind; one that ran on another kind leaves the difference here.)
 - memory reads and writes: its loads (schedule/levels.port_loads: operands through its port, inputs that
   live in other memories, such as parameters in DRAM or spilled activations, through theirs, and its output
   where it was written, step results in the backing memory included) at each memory's pJ/byte. Its port
@@ -33,7 +34,7 @@ from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.schedule.levels import chip_list, memory_of
 from accelsim.schedule.plan import Schedule, memory_label
-from accelsim.schedule.traffic import placed_io, task_loads
+from accelsim.schedule.traffic import Placed, placed_io, task_loads
 
 EnergyKind = Literal["arithmetic", "unit_buffers", "memory_read", "memory_write", "link", "static"]
 ENERGY_KINDS: tuple[str, ...] = get_args(EnergyKind)
@@ -125,9 +126,11 @@ def _unit_items(schedule: Schedule, hw: HwSpec, ran: list[int]) -> list[EnergyIt
 
 Traffic = dict[tuple[int, str], list[int]]
 """(chip, memory) -> [bytes read, bytes written]."""
+PlacedIO = tuple[list[list[Placed]], list[Placed | None]]
+"""schedule.traffic.placed_io's answer: per task its inputs and its output, each as (memory, bytes)."""
 
 
-def _port_traffic(schedule: Schedule, hw: HwSpec, ran: list[int], io) -> Traffic:
+def _port_traffic(schedule: Schedule, hw: HwSpec, ran: list[int], io: PlacedIO) -> Traffic:
     """What the unit tasks in `ran` move through memory ports (their loads), split into reads and writes."""
     loads = task_loads(schedule, hw, io)
     outputs = io[1]
@@ -148,7 +151,7 @@ def _port_traffic(schedule: Schedule, hw: HwSpec, ran: list[int], io) -> Traffic
     return split
 
 
-def _link_end_traffic(schedule: Schedule, ran: list[int], io) -> Traffic:
+def _link_end_traffic(schedule: Schedule, ran: list[int], io: PlacedIO) -> Traffic:
     """What transfers and collectives in `ran` read at their source and write at their destination: their bytes
     from the memory holding their largest input, their output where it was placed (no memory port meters these)."""
     inputs, outputs = io
