@@ -19,6 +19,7 @@ from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.memory_split import chip_memory
 from accelsim.schedule.plan import Schedule, hw_hash, memory_label
 from accelsim.step_flops import step_flops, tensor_peak_flops_per_s
+from accelsim.sim.energy import EnergyBreakdown, timeline_energy
 from accelsim.summary import ChipArea, ChipSummary, MemorySummary, RunSummary, UnitSummary
 
 
@@ -68,13 +69,20 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 def efficiency(schedule: Schedule, hw: HwSpec) -> dict[str, Any]:
-    """Energy, power and area of one step (None where the hardware lacks the figures): energy_j per step
-    and per sample, power_w = energy / makespan (dynamic energy only: leakage is not modelled), the FLOPs
+    """_efficiency with the energy of what the compiled timeline moves (sim/energy.timeline_energy)."""
+    return _efficiency(schedule, hw, timeline_energy(schedule, hw))
+
+
+def _efficiency(schedule: Schedule, hw: HwSpec, breakdown: EnergyBreakdown | None) -> dict[str, Any]:
+    """Energy, power and area of one step (None where the hardware lacks the figures): the energy of what
+    the compiled timeline moves, by component (sim/energy.py: arithmetic, unit buffers, each memory's reads
+    and writes, each link, static power over the makespan), energy_j per step and per sample, power_w =
+    energy / makespan (static included), the FLOPs
     the step's tasks carry (node and accumulate tasks; collectives and transfers do none) per joule as
     tops_per_w, the area of the whole machine (every chip described, idle or not, cost/area.py) and
     samples/s per mm^2."""
     makespan_s = schedule.makespan_cycles / schedule.clock_hz
-    energy_j = None if schedule.energy_pj is None else schedule.energy_pj * 1e-12
+    energy_j = None if breakdown is None else breakdown.total_pj * 1e-12
     ops = sum(t.flops for t in schedule.tasks)
     chips = {c.name: chip_area_mm2(hw, c) for c in hw.chips}
     area = machine_area_mm2(hw)
@@ -169,7 +177,8 @@ def run_summary(schedule: Schedule, hw: HwLike = None, graph: Graph | None = Non
     makespan_s = schedule.makespan_cycles / clock
     comm = communication_cycles(schedule)
     rates = compute_rates(schedule, hw)
-    eff = efficiency(schedule, hw)
+    breakdown = timeline_energy(schedule, hw)
+    eff = _efficiency(schedule, hw, breakdown)
     peaks = peak_memory_bytes(schedule)
     return RunSummary(
         graph=schedule.graph_name,
@@ -192,7 +201,7 @@ def run_summary(schedule: Schedule, hw: HwLike = None, graph: Graph | None = Non
                        for m in schedule.memories),
         allreduce_cycles=comm.get("collective", 0),
         transfer_cycles=comm.get("link", 0),
-        energy_pj=schedule.energy_pj,
+        energy_pj=None if breakdown is None else breakdown.total_pj,
         energy_j=eff["energy_j"],
         energy_per_sample_j=eff["energy_per_sample_j"],
         power_w=eff["power_w"],
@@ -209,4 +218,5 @@ def run_summary(schedule: Schedule, hw: HwLike = None, graph: Graph | None = Non
         bound_ratio=schedule.bound_ratio,
         exposed_communication=exposed_communication(schedule.tasks),
         **training_figures(schedule, hw, graph),
+        energy_breakdown=breakdown,
     )

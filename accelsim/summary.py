@@ -17,6 +17,7 @@ from accelsim.metrics import Rates
 from accelsim.schedule.options import StepOptions
 from accelsim.schedule.plan import memory_label
 from accelsim.step_flops import FLOPS_DEFINITION
+from accelsim.sim.energy import EnergyBreakdown
 
 
 class UnknownSummaryKey(AccelsimError, KeyError):
@@ -86,7 +87,12 @@ class RunSummary:
     Fields in the order of `to_dict()`'s keys; `units`, `chips` and `memories` in the JSON's order (unit
     kinds by name, chips by number, memories as the schedule lists them). The training figures (FLOPs, TFLOP/s
     per chip, MFU, peak memory per chip split by what it holds) are None for an inference step; `chip_memory`
-    also where run_summary was not given the graph. Their JSON keys follow the older ones."""
+    also where run_summary was not given the graph. Their JSON keys follow the older ones.
+
+    energy_pj (and energy_j, power_w, tops_per_w from it) is the energy of what the compiled timeline moves,
+    static power included (`energy_breakdown`, sim/energy.py). Before issue 28 it was the sum of the cost
+    model's task energies, which charged every byte at its unit's first memory (none at DRAM or HBM) and
+    no leakage: that value was wrong and is no longer reported (the schedule keeps it as Schedule.energy_pj)."""
 
     graph: str
     hw: str
@@ -130,6 +136,8 @@ class RunSummary:
     mfu: float | None = None
     chip_memory: tuple[ChipMemory, ...] | None = None
     exposed_communication: tuple[ExposedCommunication, ...] = ()
+    # --- energy by component (sim/energy.py): what the compiled timeline moved; None without figures --------
+    energy_breakdown: EnergyBreakdown | None = None
 
     __iter__ = None  # not a mapping: `for k in summary` would otherwise probe __getitem__ with 0, 1, ...
 
@@ -196,6 +204,41 @@ class RunSummary:
         raise AccelsimError(f"the run summary of {self.graph!r} on {self.hw!r} has no memory {label!r}; its "
                             f"memories: {', '.join(m.label for m in self.memories) or 'none'}")
 
+    # --- energy by component, J (None without energy figures); sweeps record these as metrics ----------------
+
+    def _energy_j(self, pj: float | None) -> float | None:
+        return None if pj is None else pj * 1e-12
+
+    @property
+    def static_energy_j(self) -> float | None:
+        """Leakage of every chip described (and DRAM background power) over the makespan."""
+        return self._energy_j(None if self.energy_breakdown is None else self.energy_breakdown.static_pj)
+
+    @property
+    def dynamic_energy_j(self) -> float | None:
+        """Arithmetic, unit buffers, memory reads and writes and links."""
+        return self._energy_j(None if self.energy_breakdown is None else self.energy_breakdown.dynamic_pj)
+
+    @property
+    def arithmetic_energy_j(self) -> float | None:
+        """Every unit kind's operations at its precision."""
+        return self._energy_j(None if self.energy_breakdown is None else self.energy_breakdown.kind_pj("arithmetic"))
+
+    @property
+    def memory_energy_j(self) -> float | None:
+        """Reads and writes of every memory, on chip and off."""
+        return self._energy_j(None if self.energy_breakdown is None else self.energy_breakdown.memory_pj)
+
+    @property
+    def off_chip_energy_j(self) -> float | None:
+        """Reads and writes of DRAM and HBM."""
+        return self._energy_j(None if self.energy_breakdown is None else self.energy_breakdown.off_chip_pj)
+
+    @property
+    def link_energy_j(self) -> float | None:
+        """Bytes over the links between chips, each link crossed."""
+        return self._energy_j(None if self.energy_breakdown is None else self.energy_breakdown.kind_pj("link"))
+
     # --- the JSON --------------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -230,6 +273,8 @@ class RunSummary:
             "energy_j": self.energy_j,
             "energy_per_sample_j": self.energy_per_sample_j,
             "power_w": self.power_w,
+            "static_energy_j": self.static_energy_j,
+            "energy_by_component_pj": None if self.energy_breakdown is None else self.energy_breakdown.to_dict(),
             "ops_per_step": self.ops_per_step,
             "tops_per_w": self.tops_per_w,
             "area_mm2": self.area_mm2,

@@ -81,12 +81,13 @@ def tpu_power(apps: tuple[str, ...]) -> list[tuple[str, float, float]]:
         s = run_summary(sched, hw)
         arith_j = sum(t.flops * unit_pj_per_op(hw, chip, units[t.resource]) for t in sched.tasks
                       if t.resource in units) * 1e-12
-        power, seconds = s.power_w, s.makespan_s
+        seconds = s.makespan_s
+        power = s.dynamic_energy_j / seconds  # dynamic only (s.power_w adds static), as busy - idle is
         tops = s.ops_per_step / seconds / 1e12
         print(f"  {name:6s} {power:8.2f} {arith_j / seconds:8.2f} {power - arith_j / seconds:8.2f} {tops:6.1f} "
-              f"{s.tops_per_w:7.2f} {power / TPU_BUSY_W:7.3f} {power / (TPU_BUSY_W - TPU_IDLE_W):13.3f}",
+              f"{s.ops_per_step / s.dynamic_energy_j / 1e12:7.2f} {power / TPU_BUSY_W:7.3f} {power / (TPU_BUSY_W - TPU_IDLE_W):13.3f}",
               flush=True)
-        rows.append((name, power, s.tops_per_w))
+        rows.append((name, power, s.ops_per_step / s.dynamic_energy_j / 1e12))
     return rows
 
 

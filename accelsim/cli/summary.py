@@ -22,7 +22,8 @@ SHOWN = frozenset((
     "graph", "hw", "hw_overrides", "training", "options", "samples_per_step", "tasks", "makespan_cycles",
     "makespan_s", "throughput_samples_per_s", "latency_s", "utilization", "mac_utilization", "achieved_tops",
     "peak_tops", "per_unit", "per_chip", "peak_memory_bytes", "memory_capacity_bytes", "allreduce_cycles",
-    "transfer_cycles", "energy_pj", "energy_j", "energy_per_sample_j", "power_w", "ops_per_step", "tops_per_w",
+    "transfer_cycles", "energy_pj", "energy_j", "energy_per_sample_j", "power_w", "static_energy_j",
+    "energy_by_component_pj", "ops_per_step", "tops_per_w",
     "area_mm2", "chip_area_mm2", "throughput_per_mm2", "critical_path_cycles", "resource_bound_cycles",
     "resource_bound_unit", "bound_cycles", "bound_ratio", "model_flops_per_step", "hardware_flops_per_step",
     "model_tflops_per_chip", "hardware_tflops_per_chip", "peak_tflops_per_chip", "mfu", "peak_memory_per_chip",
@@ -54,8 +55,9 @@ def efficiency_lines(s: RunSummary) -> list[str]:
     """Energy, power and area of a run summary (report.efficiency), where the hardware has the figures."""
     lines = []
     if s.energy_j is not None:
-        lines.append(f"energy      {fmt.si(s.energy_j, 'J')} per step, {fmt.si(s.energy_per_sample_j, 'J')} "
-                     f"per sample; power {fmt.si(s.power_w, 'W')} (dynamic only); "
+        static = "" if s.static_energy_j is None else f", {fmt.si(s.static_energy_j, 'J')} of it static"
+        lines.append(f"energy      {fmt.si(s.energy_j, 'J')} per step{static}, {fmt.si(s.energy_per_sample_j, 'J')} "
+                     f"per sample; power {fmt.si(s.power_w, 'W')} (dynamic and static); "
                      f"{fmt.si(s.tops_per_w * 1e12, 'OPS/W')} over {fmt.si(s.ops_per_step, 'op')} per step")
     if s.area_mm2 is not None:
         chips = ", ".join(f"{a.name} {fmt.number(a.area_mm2)} mm^2" for a in s.chip_areas or ())
@@ -200,11 +202,36 @@ def chip_memory_table(s: RunSummary) -> Table | None:
     return table
 
 
+ENERGY_ROWS = 12
+"""The energy table's largest components shown one per row; the rest share a row."""
+
+
+def energy_table(s: RunSummary) -> Table | None:
+    """The step's energy by component (sim/energy.py), largest first; None without energy figures."""
+    b = s.energy_breakdown
+    if b is None or not b.total_pj:
+        return None
+    table = Table(title="energy by component (what the timeline moved; static over the makespan)")
+    for col in ("kind", "component", "moved", "energy", "share"):
+        table.add_column(col, justify="left" if col in ("kind", "component") else "right")
+    ranked = sorted(b.items, key=lambda i: (-i.energy_pj, i.kind, i.name))
+    moved = {"op": lambda q: fmt.si(q, "op"), "B": fmt.nbytes, "W": lambda q: fmt.si(q, "W"), "": lambda q: ""}
+    for i in ranked[:ENERGY_ROWS]:
+        table.add_row(i.kind.replace("_", " "), i.name, moved[i.unit](i.quantity), fmt.si(i.energy_pj * 1e-12, "J"),
+                      fmt.percent(i.energy_pj / b.total_pj))
+    rest = ranked[ENERGY_ROWS:]
+    if rest:
+        pj = sum(i.energy_pj for i in rest)
+        table.add_row("", f"{len(rest)} others", "", fmt.si(pj * 1e-12, "J"), fmt.percent(pj / b.total_pj))
+    return table
+
+
 def print_summary(console: Console, s: RunSummary, schedule: Schedule) -> None:
-    """summary_lines, then the unit, chip, memory and (training) per-chip memory tables."""
+    """summary_lines, then the unit, chip, memory, (training) per-chip memory and energy tables."""
     for line in summary_lines(s, schedule):
         console.print(line)
-    for table in (unit_table(s), chip_table(s), memory_table(s), chip_memory_table(s)):  # None: not shown
+    for table in (unit_table(s), chip_table(s), memory_table(s), chip_memory_table(s),
+                  energy_table(s)):  # None: not shown
         if table is not None:
             console.print(table)
 

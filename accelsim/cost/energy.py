@@ -14,12 +14,28 @@ Derivations:
   accesses together).
 - input/output buffers: only an explicit figure (they have no capacity to derive one from): 0 otherwise.
 - links: an assumed SerDes figure (tech.SERIAL_LINK_PJ_PER_BIT) when every chip has a technology_nm.
-Only dynamic energy is modelled: leakage (static power), clocks, control and wires are not counted.
+- static power (chip_static_power): each component's modelled area (cost/area.py) at tech's leakage per mm^2
+  of logic (a unit's datapath) or SRAM (memories, operand buffers), and DRAM and HBM at tech's background
+  power per GiB; a component of unknown area has none. sim/energy.py charges it over the makespan.
+Clocks, control and wires are not counted.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from accelsim.cost.area import chip_items
 from accelsim.hw import tech
 from accelsim.hw.spec import Chip, HwSpec, Memory, OperandBuffers, Unit
+
+
+@dataclass(frozen=True, slots=True)
+class StaticPower:
+    """The leakage (or DRAM background) power of one component of one copy of a chip: `component` is
+    "unit", "operand_buffers" or "memory" (cost/area.py's AreaItem.component), `name` the unit's or memory's."""
+
+    component: str
+    name: str
+    power_w: float
 
 
 def unit_pj_per_op(hw: HwSpec, chip: Chip, unit: Unit) -> float | None:
@@ -70,7 +86,8 @@ def node_energy_pj(hw: HwSpec, chip: Chip, unit: Unit, flops: int, bytes_read: i
                    buffer_bytes: int) -> float | None:
     """flops x pJ/op + each byte at its memory's (and buffer's) pJ/byte; None when the unit has no figure.
     Operands come from the unit's first `reads` memory and results go to its first `writes` memory, as
-    the cost model streams them."""
+    the cost model streams them: a per-node estimate for the scheduler. A step's energy charges each byte
+    where the placement put it instead (sim/energy.py), and takes from this only what stays inside the unit."""
     per_op = unit_pj_per_op(hw, chip, unit)
     if per_op is None:
         return None
@@ -83,3 +100,21 @@ def node_energy_pj(hw: HwSpec, chip: Chip, unit: Unit, flops: int, bytes_read: i
     if unit.operand_buffers is not None:
         energy += buffer_bytes * (operand_buffers_pj_per_byte(chip, unit.operand_buffers) or 0.0)
     return energy
+
+
+def chip_static_power(hw: HwSpec, chip: Chip) -> tuple[StaticPower, ...]:
+    """Static power of each component of one copy of `chip`, W, in cost/area.py's order (units with their
+    operand buffers, then memories); components of unknown area are left out."""
+    out = []
+    kinds = {m.name: m.kind for m in chip.memories}
+    for item in chip_items(hw, chip):
+        if item.component == "memory" and kinds[item.name] in ("dram", "hbm"):  # another die: by capacity
+            watts = tech.dram_static_w(chip.memory(item.name).capacity_bytes)
+        elif item.total_mm2 is None:
+            continue
+        elif item.component == "unit":
+            watts = tech.logic_static_w(item.total_mm2)
+        else:
+            watts = tech.sram_static_w(item.total_mm2)
+        out.append(StaticPower(item.component, item.name, watts))
+    return tuple(out)

@@ -24,6 +24,7 @@ from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.plan import Schedule
 from accelsim.dse.metrics import DEFAULT_OBJECTIVES, METRICS
+from accelsim.viz.energy import plot_energy_breakdown
 from accelsim.dse.pareto import GOALS, failed_rows, feasible_rows, objective_values, pareto_front, staircase
 
 CompilePoint = Callable[[dict[str, Any]], tuple[Schedule, HwSpec, Graph]]
@@ -72,7 +73,8 @@ def sweep_view(results: pd.DataFrame, parameters: list[str], label: str) -> Swee
 def sweep_plots(results: pd.DataFrame, out_dir: Path, *, parameters: list[str], metrics: list[str],
                 objectives: dict[str, str], compile_point: CompilePoint | None, label: str) -> list[Path]:
     """Write a sweep's PNGs under out_dir: param_<key>.png (every metric against that parameter),
-    pareto_<y>_vs_<x>.png (each front) and timeline_point<N>.png; returns their paths in that order.
+    pareto_<y>_vs_<x>.png (each front), energy_breakdown.png (a stacked bar per point, when the table has
+    the energy-by-component metrics, ENERGY_COLUMNS) and timeline_point<N>.png; returns their paths in that order.
 
     What was skipped and why, and every point whose compile_point or simulation failed, goes to
     out_dir/plots.log instead of raising. A table with no row that ran gives [] and writes nothing."""
@@ -105,6 +107,13 @@ def sweep_plots(results: pd.DataFrame, out_dir: Path, *, parameters: list[str], 
         fig = plot_front(view, x, y, goals, front)
         paths.append(_save(fig, out_dir / f"pareto_{_slug(y)}_vs_{_slug(x)}.png", log))
         first_front = front if first_front is None else first_front
+
+    bars = energy_bars(view)
+    if bars is not None:
+        paths.append(_save(plot_energy_breakdown(bars, ylabel="energy per step (J)", title=f"{label}: energy by "
+                                                 "component"), out_dir / "energy_breakdown.png", log))
+    elif any(c in results.columns for c in ENERGY_COLUMNS[1:]):
+        log.append(f"no energy breakdown: it needs the metrics {', '.join(ENERGY_COLUMNS)} with finite values")
 
     if first_front is not None and compile_point is not None:
         paths += _write_timelines(view, first_front, compile_point, out_dir, log)
@@ -214,6 +223,31 @@ def plot_front(view: SweepView, x: str, y: str, goals: Mapping[str, str], front:
     ax.set_title(_shown(f"{view.label}: Pareto front, {y} ({goals[y]}) vs {x} ({goals[x]})\n({'; '.join(notes)})"),
                  fontsize=9)
     return fig
+
+
+ENERGY_COLUMNS = ("energy_j", "static_energy_j", "dynamic_energy_j", "arithmetic_energy_j", "memory_energy_j",
+                  "off_chip_energy_j", "link_energy_j")
+"""The metrics a sweep records for its energy-by-component plot (RunSummary's energy figures, J per step)."""
+
+
+def energy_bars(view: SweepView) -> dict[str, dict[str, float]] | None:
+    """Per point that ran with finite energies, its step's energy by viz.energy.SEGMENTS, J (unit buffers: the
+    dynamic energy less arithmetic, memory and links), by point_label; None when the table lacks a column of
+    ENERGY_COLUMNS or no point has them all."""
+    if not all(c in view.rows.columns for c in ENERGY_COLUMNS):
+        return None
+    bars = {}
+    for _, r in view.rows.iterrows():
+        v = {c: pd.to_numeric(r[c], errors="coerce") for c in ENERGY_COLUMNS}
+        if not all(np.isfinite(x) for x in v.values()):
+            continue
+        bars[point_label(view, r)] = {
+            "arithmetic": v["arithmetic_energy_j"],
+            "unit buffers": max(0.0, v["dynamic_energy_j"] - v["arithmetic_energy_j"] - v["memory_energy_j"]
+                                - v["link_energy_j"]),
+            "on-chip memory": max(0.0, v["memory_energy_j"] - v["off_chip_energy_j"]),
+            "off-chip memory": v["off_chip_energy_j"], "links": v["link_energy_j"], "static": v["static_energy_j"]}
+    return bars or None
 
 
 def point_label(view: SweepView, row: pd.Series) -> str:

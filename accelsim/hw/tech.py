@@ -10,8 +10,8 @@ Scaling rule (from the 45 nm, 0.9 V of Horowitz's table to a node of L nm at sup
   scaling of both layout dimensions. Limits: below ~16 nm "node names" stopped being gate lengths and
   logic density grew less (or more) than (45/L)^2, so areas at 7 and 5 nm are indicative only.
 - Dynamic energy is C V^2 per transition with switched capacitance C proportional to L:
-  E(L) = E45 * (L / 45) * (V(L) / 0.9)^2. Limits: it ignores leakage (static power, which the model does
-  not count at all), wire capacitance that scales worse than L, and voltages that vary by product.
+  E(L) = E45 * (L / 45) * (V(L) / 0.9)^2. Limits: it ignores leakage (static power has its own figures,
+  below), wire capacitance that scales worse than L, and voltages that vary by product.
 - SRAM area is read from the bit-cell table at the node itself (published high-density 6T cells; no
   scaling), divided by SRAM_ARRAY_EFFICIENCY for the macro's periphery. A node not in NODES is refused with
   the list of known ones rather than interpolated: cell sizes do not follow any smooth rule between nodes.
@@ -21,6 +21,10 @@ Scaling rule (from the 45 nm, 0.9 V of Horowitz's table to a node of L nm at sup
   logic (it is charging of bit lines and wires, C V^2).
 - DRAM and HBM access energy is the memory device's own (its process and interface), so it does not scale
   with the logic node of the chip that reads it.
+- Static (leakage) power is per mm^2 of modelled silicon (logic datapaths, SRAM arrays) and per GiB of DRAM
+  or HBM (background and refresh power), the same at every node: finer nodes pack more transistors per mm^2
+  but FinFETs leak less per transistor, and no publication at hand gives a per-node rule. All three figures
+  are assumptions (STATIC_POWER below); a sweep compares designs by them, it does not predict a chip's idle power.
 """
 from __future__ import annotations
 
@@ -176,6 +180,16 @@ SERIAL_LINK_PJ_PER_BIT = Figure(5.0, "pJ/bit", (
     "assumption: a cabled ~30 Gb/s chip-to-chip SerDes link, transmitter, receiver and clocking together; "
     "a 14 nm receiver data path alone is 0.8 pJ/b at 30 Gb/s (L. Kull et al., 'A 30Gb/s 0.8pJ/b 14nm FinFET "
     "receiver data path', ISSCC 2017), equalization and clock recovery for a cabled channel add several times that"))
+LOGIC_LEAKAGE_W_PER_MM2 = Figure(0.05, "W/mm^2", (
+    "assumption: leakage of high-performance logic taken as ~10-25% of an active datapath's 0.2-0.5 W/mm^2; "
+    "no single publication is cited, and the figure is not scaled by node"))
+SRAM_LEAKAGE_W_PER_MM2 = Figure(0.01, "W/mm^2", (
+    "assumption: large SRAM macros leak less per mm^2 than logic (high-threshold bit cells, periphery "
+    "power-gated between accesses); a few tens of pW per bit at the nodes of the table, not scaled by node"))
+DRAM_BACKGROUND_W_PER_GIB = Figure(0.04, "W/GiB", (
+    "assumption: a DDR4 8 Gb die in precharge standby draws ~30 mA at 1.2 V (IDD2N, recalled from vendor "
+    "datasheets, not rechecked), ~36 mW per GiB, plus refresh; used for HBM stacks too"))
+STATIC_POWER: tuple[Figure, ...] = (LOGIC_LEAKAGE_W_PER_MM2, SRAM_LEAKAGE_W_PER_MM2, DRAM_BACKGROUND_W_PER_GIB)
 PRECISION_OF_BYTES: dict[int, str] = {1: "int8", 2: "fp16", 4: "fp32"}
 """The datapath a unit is assumed to have when it names no `precision`: from the bytes the hardware stores a
 float32 in (hw.bytes_per_element["float32"]): int8 arrays quantize, 2-byte machines compute in fp16."""
@@ -245,3 +259,18 @@ def dram_pj_per_byte(device: str) -> float:
 
 def link_pj_per_byte() -> float:
     return SERIAL_LINK_PJ_PER_BIT.value * 8
+
+
+def logic_static_w(area_mm2: float) -> float:
+    """Leakage of `area_mm2` of logic (a unit's datapath), W."""
+    return area_mm2 * LOGIC_LEAKAGE_W_PER_MM2.value
+
+
+def sram_static_w(area_mm2: float) -> float:
+    """Leakage of `area_mm2` of SRAM arrays (a memory, operand buffers), W."""
+    return area_mm2 * SRAM_LEAKAGE_W_PER_MM2.value
+
+
+def dram_static_w(capacity_bytes: int) -> float:
+    """Background and refresh power of `capacity_bytes` of DRAM or HBM, W."""
+    return capacity_bytes / 2**30 * DRAM_BACKGROUND_W_PER_GIB.value

@@ -12,6 +12,7 @@ from accelsim.hw.topology import topology_of
 from accelsim.schedule.levels import chip_list, memory_of
 from accelsim.schedule.plan import Schedule, Task, memory_label
 from accelsim.schedule.ports import MILLI, Port, port_capacities, port_rate
+from accelsim.sim.energy import timeline_energy
 from accelsim.sim.trace import Channel, MemoryTrace, Result, Span
 
 ChannelKey = tuple[int, int, str]
@@ -123,10 +124,14 @@ def channels(hw: HwSpec, moved: dict[ChannelKey, int]) -> tuple[Channel, ...]:
 def result(mode: str, schedule: Schedule, hw: HwSpec, spans: list[Span | None], memories: Memories,
            moved: dict[ChannelKey, int], events: int) -> Result:
     ran = tuple(s for s in spans if s is not None)
-    energy = None if schedule.energy_pj is None else sum(schedule.tasks[s.task].energy_pj for s in ran)
+    makespan = max((s.end for s in ran), default=0)
+    chans = channels(hw, moved)
+    energy = timeline_energy(schedule, hw, (s.task for s in ran), makespan_cycles=makespan,
+                             port_bytes={(c.chip, c.memory): c.bytes_moved for c in chans if c.memory})
     return Result(
         mode=mode, graph_name=schedule.graph_name, hw_name=hw.name, clock_hz=hw.clock_hz,
         samples_per_step=schedule.samples_per_step, spans=ran,
-        makespan_cycles=max((s.end for s in ran), default=0), compiled_makespan_cycles=schedule.makespan_cycles,
-        memories=memories.traces(), channels=channels(hw, moved),
-        unit_instances=metrics.unit_instances(hw, (s.chip for s in ran)), events=events, energy_pj=energy)
+        makespan_cycles=makespan, compiled_makespan_cycles=schedule.makespan_cycles,
+        memories=memories.traces(), channels=chans,
+        unit_instances=metrics.unit_instances(hw, (s.chip for s in ran)), events=events,
+        energy_pj=None if energy is None else energy.total_pj, energy=energy)

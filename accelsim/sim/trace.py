@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from accelsim import metrics
 from accelsim.schedule.identity import TaskIdentity
 from accelsim.schedule.plan import LINK, memory_label, resource_label
+from accelsim.sim.energy import EnergyBreakdown
 
 STALL_CAUSES = ("data", "unit", "buffer_space", "memory_port")
 
@@ -79,7 +80,8 @@ class Result:
     channels: tuple[Channel, ...]
     unit_instances: dict[str, int]  # unit kind -> instances on the chips in use
     events: int
-    energy_pj: float | None = None  # of the tasks that ran; None: the hardware has no energy figures
+    energy_pj: float | None = None  # energy.total_pj; None: the hardware has no energy figures
+    energy: EnergyBreakdown | None = None  # what the timeline moved, by component (sim/energy.py)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -157,4 +159,5 @@ class Result:
             "stall_cycles": self.stall_cycles(), "peak_occupancy_bytes": self.peak_occupancy_bytes(),
             "port_utilization": self.port_utilization(), "port_bytes": dict(sorted(self.port_bytes.items())),
             "littles_law": self.littles_law(), "events": self.events, "energy_pj": self.energy_pj,
+            "energy_by_component_pj": None if self.energy is None else self.energy.to_dict(),
         }
