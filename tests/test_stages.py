@@ -9,9 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import accelsim as A
+from accelsim.cli import main
 from accelsim.compiler.planning.balance import StageLimits, Units, balanced_split, slowest_cycles
 from accelsim.compiler.planning.expand import Planner
 from accelsim.compiler.planning.layers import find_layers, scope
+from accelsim.compiler.planning.partition_report import partition_report
 from accelsim.compiler.planning.stages import partition
 from accelsim.errors import ScheduleError
 from accelsim.report import run_summary
@@ -233,3 +235,22 @@ def test_a_user_split_that_overflows_a_chip_is_refused():
     small = _with_memory(planner.chips[0], 10 ** 6)
     with pytest.raises(ScheduleError, match=r"stage_layers: stage 0 of graph 'gpt2.train' \(wte, wpe, h0\) needs"):
         partition(g, serial, StepOptions(pipeline_stages=2, stage_layers=(3, 2)), HW, [small, small])
+
+
+# ---- printed --------------------------------------------------------------------------------------------------
+
+def test_the_report_names_each_stages_layers_and_cycles():
+    part = partition_report(gpt2_step(8), HW, StepOptions(pipeline_stages=2, microbatches=2))
+    lines = part.text().splitlines()
+    assert lines[0].startswith("stage partition: 11 layers balanced by cycles per step")
+    assert lines[1].startswith("  stage 0: wte .. h3 (6 layers), ") and f"{part.stages[0].cycles:,} cycles" in lines[1]
+    assert lines[2].startswith("  stage 1: h4 .. ln_f (5 layers), ")
+
+
+def test_run_prints_the_partition_with_pipeline_stages(capsys):
+    assert main(["run", "--hw", "groq_like_x4", "--model", "gpt2", "--set", "layers=2", "--set", "d_model=32",
+                 "--set", "heads=2", "--set", "seq=8", "--set", "vocab=32", "--pipeline-stages", "2",
+                 "--stage-boundaries", "h1", "--no-sim"]) == 0
+    out = capsys.readouterr().out
+    assert "stage partition: 5 layers by stage_boundaries" in out
+    assert "stage 0: wte, wpe, h0 (3 layers)" in out and "stage 1: h1, ln_f (2 layers)" in out
