@@ -40,9 +40,9 @@ def scope(name: str) -> str:
     return parts[0]
 
 
-def find_layers(graph: Graph) -> Layers:
+def find_layers(graph: Graph, consumers: list[list[int]] | None = None) -> Layers:
     """The graph's layers by its parameters' scopes; no names (and every node NO_LAYER) where no forward
-    node reads a parameter."""
+    node reads a parameter. `consumers`: graph.consumers(), if the caller has it."""
     layer = [NO_LAYER] * len(graph.nodes)
     names: list[str] = []
     opened: dict[str, int] = {}
@@ -60,17 +60,17 @@ def find_layers(graph: Graph) -> Layers:
         return Layers((), tuple(layer))
     layer = [0 if lay == NO_LAYER and _is_forward_compute(n) else lay  # work before the first parameter
              for lay, n in zip(layer, graph.nodes)]
-    return Layers(tuple(names), tuple(_training_layers(graph, layer)))
+    return Layers(tuple(names), tuple(_training_layers(graph, layer, consumers)))
 
 
-def node_units(graph: Graph) -> Layers:
+def node_units(graph: Graph, consumers: list[list[int]] | None = None) -> Layers:
     """Every forward compute node a unit of its own, named `%id op` (a graph without layer structure)."""
     layer = [NO_LAYER] * len(graph.nodes)
     names: list[str] = []
     for n in _forward_compute(graph):
         layer[n.id] = len(names)
         names.append(f"%{n.id} {n.op}")
-    return Layers(tuple(names), tuple(_training_layers(graph, layer)))
+    return Layers(tuple(names), tuple(_training_layers(graph, layer, consumers)))
 
 
 def _is_forward_compute(n: Node) -> bool:
@@ -81,9 +81,9 @@ def _forward_compute(graph: Graph) -> list[Node]:
     return [n for n in graph.nodes if _is_forward_compute(n)]
 
 
-def _training_layers(graph: Graph, layer: list[int]) -> list[int]:
+def _training_layers(graph: Graph, layer: list[int], consumers: list[list[int]] | None) -> list[int]:
     """`layer` (forward compute nodes set) completed for backward and update nodes."""
-    consumers = graph.consumers()
+    consumers = graph.consumers() if consumers is None else consumers
     layer = backward_layers(graph, layer, consumers)
     return update_layers(graph, layer, consumers)
 
@@ -135,14 +135,17 @@ def update_layers(graph: Graph, layer: list[int], consumers: list[list[int]]) ->
             readers = [layer[c] for c in consumers[n.id] if _is_forward_compute(graph.nodes[c])]
             if readers:
                 home[n.id] = readers[0]
+    update = [n.phase == "update" for n in graph.nodes]
+    last = max(layer, default=NO_LAYER)
+    gradients: set[int] = set()
     for n in reversed(graph.nodes):
-        if n.phase != "update" or n.is_leaf:
+        if not update[n.id] or n.is_leaf:
             continue
         params = [home[i] for i in n.inputs if i in home]
-        readers = [layer[c] for c in consumers[n.id]
-                   if graph.nodes[c].phase == "update" and layer[c] != NO_LAYER]
+        readers = [layer[c] for c in consumers[n.id] if update[c] and layer[c] != NO_LAYER]
         inputs = [layer[i] for i in n.inputs if layer[i] != NO_LAYER]
-        layer[n.id] = min(params or readers or inputs or [max(layer, default=NO_LAYER)])
-    for g in graph.gradient_nodes():  # a parameter's gradient is summed where its update runs
-        layer[g] = min(layer[c] for c in consumers[g] if graph.nodes[c].phase == "update")
+        layer[n.id] = min(params or readers or inputs or [last])
+        gradients.update(i for i in n.inputs if graph.nodes[i].phase == "backward")
+    for g in sorted(gradients):  # a parameter's gradient is summed where its update runs
+        layer[g] = min(layer[c] for c in consumers[g] if update[c])
     return layer

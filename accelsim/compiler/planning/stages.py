@@ -18,7 +18,7 @@ from accelsim.compiler.planning.balance import StageLimits, Units, balanced_spli
 from accelsim.compiler.planning.layers import NO_LAYER, Layers, find_layers, node_units
 from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.errors import ScheduleError
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip, HwSpec, Memory
 from accelsim.ops.registry import numel
 from accelsim.schedule.options import StepOptions
@@ -125,12 +125,13 @@ def partition(graph: Graph, node_cycles: dict[int, int], options: StepOptions, h
     p = options.pipeline_stages
     if len(stage_chips) != p:
         raise ValueError(f"internal: {len(stage_chips)} chips for {p} stages")
-    layers = find_layers(graph)
+    consumers = graph.consumers()
+    layers = find_layers(graph, consumers)
     user = options.stage_layers is not None or options.stage_boundaries is not None
     unit = "layer" if layers.names and (user or len(layers.names) >= p or p == 1) else "node"
     if unit == "node":
-        layers = node_units(graph)
-    costs = _layer_costs(graph, layers, node_cycles, hw, options)
+        layers = node_units(graph, consumers)
+    costs = _layer_costs(graph, layers, consumers, node_cycles, hw, options)
     m = options.microbatches
     units = Units(tuple(c.step_cycles(m) for c in costs), tuple(c.fixed_bytes for c in costs),
                   tuple(c.stash_bytes for c in costs))
@@ -153,7 +154,7 @@ def partition(graph: Graph, node_cycles: dict[int, int], options: StepOptions, h
                              sum(units.fixed_bytes[starts[s]:starts[s + 1]])
                              + limits[s].in_flight * sum(units.stash_bytes[starts[s]:starts[s + 1]]),
                              limits[s].in_flight, limits[s].capacity_bytes) for s in range(p))
-    return Partition(_node_stages(graph, layers, stage_of_unit), tuple(costs), stages, by, unit, m)
+    return Partition(_node_stages(graph, layers, consumers, stage_of_unit), tuple(costs), stages, by, unit, m)
 
 
 def _in_flight(options: StepOptions, stage: int) -> int:
@@ -167,7 +168,7 @@ def _in_flight(options: StepOptions, stage: int) -> int:
     return max(1, min(held, options.max_in_flight or held))
 
 
-def _layer_costs(graph: Graph, layers: Layers, node_cycles: dict[int, int], hw: HwSpec,
+def _layer_costs(graph: Graph, layers: Layers, consumers: list[list[int]], node_cycles: dict[int, int], hw: HwSpec,
                  options: StepOptions) -> list[LayerCost]:
     """Cycles and bytes of every unit, counting replicated nodes and rank 0's (rank k's are its copies)."""
     n = len(layers.names)
@@ -178,28 +179,29 @@ def _layer_costs(graph: Graph, layers: Layers, node_cycles: dict[int, int], hw: 
         "param": d if options.zero >= 3 else 1, "grad": d if options.zero >= 2 else 1,
         "state": d if options.zero >= 1 else 1}
     training = any(v.phase == "backward" for v in graph.nodes)
-    consumers = graph.consumers()
     stashed = {i for v in graph.nodes if v.phase == "backward" for i in v.inputs}
+    def nbytes(v: Node) -> int:
+        return numel(v.shape) * hw.elem_bytes(v.dtype)
+
     for v in graph.nodes:
         if v.rank > 0:
             continue
-        nbytes = numel(v.shape) * hw.elem_bytes(v.dtype)
         if not v.is_leaf:
             lay = layers.layer_of[v.id]
             if lay != NO_LAYER and v.phase in cycles:
                 cycles[v.phase][lay] += node_cycles.get(v.id, 0)
             if lay != NO_LAYER and v.phase == "forward" and v.id in stashed:
-                stash[lay] += nbytes
+                stash[lay] += nbytes(v)
         elif v.op == "param":
             readers = [layers.layer_of[c] for c in consumers[v.id] if layers.layer_of[c] != NO_LAYER]
             if not readers:
                 continue
             if v.phase == "forward":
-                fixed[readers[0]] += -(-nbytes // share["param"])
+                fixed[readers[0]] += -(-nbytes(v) // share["param"])
                 if v.trainable and training:
-                    fixed[readers[0]] += -(-nbytes // share["grad"])
+                    fixed[readers[0]] += -(-nbytes(v) // share["grad"])
             else:  # optimizer state
-                fixed[readers[0]] += -(-nbytes // share["state"])
+                fixed[readers[0]] += -(-nbytes(v) // share["state"])
     return [LayerCost(name, cycles["forward"][i], cycles["backward"][i], cycles["update"][i], fixed[i], stash[i])
             for i, name in enumerate(layers.names)]
 
@@ -288,7 +290,8 @@ def _no_fit(graph: Graph, layers: Layers, unit: str, units: Units, limits: Seque
             "ZeRO, rematerialization or a hardware description with more memory")
 
 
-def _node_stages(graph: Graph, layers: Layers, stage_of_unit: Sequence[int]) -> tuple[int, ...]:
+def _node_stages(graph: Graph, layers: Layers, consumers: list[list[int]],
+                 stage_of_unit: Sequence[int]) -> tuple[int, ...]:
     """Compute nodes on their unit's stage; a leaf on its first reader's (a parameter where its layer
     runs, optimizer state where its update runs); constants, copied to every chip that reads them, on
     stage 0 by convention; rank-k nodes on their rank-0 twin's stage."""
@@ -296,7 +299,6 @@ def _node_stages(graph: Graph, layers: Layers, stage_of_unit: Sequence[int]) -> 
     for v in graph.nodes:
         if not v.is_leaf and layers.layer_of[v.id] != NO_LAYER:
             stage[v.id] = stage_of_unit[layers.layer_of[v.id]]
-    consumers = graph.consumers()
     for v in graph.nodes:
         if v.is_leaf and v.op != "const" and consumers[v.id]:
             stage[v.id] = stage[consumers[v.id][0]]
