@@ -191,6 +191,23 @@ def test_a_partition_keeps_every_stage_within_its_chips_memory():
         partition(g, serial, StepOptions(pipeline_stages=2, microbatches=2), HW, [_with_memory(chip, 10 ** 6)] * 2)
 
 
+@pytest.mark.parametrize("schedule, held", [(None, [1, 1, 1]), ("gpipe", [4, 4, 4]), ("1f1b", [3, 2, 1])])
+def test_each_stage_holds_the_stashes_of_the_micro_batches_its_pipeline_schedule_keeps_in_flight(schedule, held):
+    part = planned(gpt2_step(4), pipeline_stages=3, microbatches=4, pipeline_schedule=schedule)
+    assert [s.in_flight for s in part.stages] == held
+    for s in part.stages:
+        layers = part.layers[s.first:s.stop]
+        assert s.memory_bytes == sum(lay.fixed_bytes for lay in layers) + s.in_flight * sum(
+            lay.stash_bytes for lay in layers)
+
+
+def test_a_graph_without_parameters_is_split_node_by_node():
+    g = A.training_graph(A.models.build("seed_autodiff"))
+    part = planned(g, pipeline_stages=2)
+    assert part.unit == "node" and part.by == "balanced"
+    assert part.slowest_cycles() == best_contiguous_split(part, 2)
+
+
 # ---- tensor parallelism -------------------------------------------------------------------------------------
 
 def test_a_rank_k_node_runs_on_the_stage_of_its_rank_0_twin():
