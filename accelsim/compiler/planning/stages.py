@@ -151,9 +151,8 @@ def partition(graph: Graph, node_cycles: dict[int, int], options: StepOptions, h
         starts, by = split, "balanced"
     stage_of_unit = [s for s in range(p) for _ in range(starts[s], starts[s + 1])]
     stages = tuple(StagePart(s, starts[s], starts[s + 1], sum(units.cycles[starts[s]:starts[s + 1]]),
-                             sum(units.fixed_bytes[starts[s]:starts[s + 1]])
-                             + limits[s].in_flight * sum(units.stash_bytes[starts[s]:starts[s + 1]]),
-                             limits[s].in_flight, limits[s].capacity_bytes) for s in range(p))
+                             _need(units, limits, s, starts[s], starts[s + 1]), limits[s].in_flight,
+                             limits[s].capacity_bytes) for s in range(p))
     return Partition(_node_stages(graph, layers, consumers, stage_of_unit), tuple(costs), stages, by, unit, m)
 
 
@@ -255,6 +254,7 @@ def _user_starts(graph: Graph, layers: Layers, options: StepOptions) -> tuple[in
 
 
 def _need(units: Units, limits: Sequence[StageLimits], s: int, a: int, b: int) -> int:
+    """Bytes units [a, b) take on stage s: fixed bytes and the stashes of its micro-batches in flight."""
     return sum(units.fixed_bytes[a:b]) + limits[s].in_flight * sum(units.stash_bytes[a:b])
 
 
@@ -302,13 +302,8 @@ def _node_stages(graph: Graph, layers: Layers, consumers: list[list[int]],
     for v in graph.nodes:
         if v.is_leaf and v.op != "const" and consumers[v.id]:
             stage[v.id] = stage[consumers[v.id][0]]
-    for twins in rank_twins(graph)[1:] if graph.tensor_parallel > 1 else ():
+    for twins in (rank_twins(graph)[1:] if graph.tensor_parallel > 1 else ()):
         for node, twin in twins.items():
             stage[node] = stage[twin]
     return tuple(stage)
 
-
-def partition_stages(graph: Graph, node_cycles: dict[int, int], options: StepOptions, hw: HwSpec,
-                     stage_chips: Sequence[Chip]) -> list[int]:
-    """The stage of every node (Partition.stage_of as a list)."""
-    return list(partition(graph, node_cycles, options, hw, stage_chips).stage_of)
