@@ -31,6 +31,7 @@ from accelsim.cli.step_flags import PARALLEL, add_step_flags, step_options
 from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
 from accelsim.compiler import compile as compile_schedule
+from accelsim.compiler.planning.partition_report import partition_report
 from accelsim.schedule.plan import Schedule
 from accelsim.summary import RunSummary
 
@@ -200,6 +201,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if c.note:
         console.print(f"  note: {c.note}")
     print_summary(console, s, c.schedule)
+    if c.schedule.options.pipeline_stages > 1:
+        console.print(partition_report(c.graph, c.hw, c.schedule.options).text(), highlight=False, markup=False)
     payload = s.to_dict()  # the JSON: the summary's figures, then what running the step added
     if c.schedule.exact is not None:
         payload["exact"] = c.schedule.exact.model_dump(mode="json")

@@ -21,7 +21,7 @@ from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
 from accelsim.schedule.options import StepOptions
 from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
-from accelsim.compiler.planning.stages import partition_stages
+from accelsim.compiler.planning.stages import partition
 from accelsim.compiler.planning.tasks import Option, Plan, TaskSpec
 from accelsim.compiler.planning.zero import ZeroSteps
 
@@ -166,7 +166,9 @@ class Planner:
         self.ranks = check_tensor_parallel(graph, options.tensor_parallel)
         serial = {n.id: 0 if get_op(n.op).collective else min(c for _, _, c in self.costs.node(n.id, 0).options)
                   for n in self.compute}
-        self.stage = partition_stages(graph, serial, options.pipeline_stages)
+        self.partition = partition(graph, serial, options, hw, [self.chips[self.chip_of[(0, s, 0)]]
+                                                                for s in range(options.pipeline_stages)])
+        self.stage = list(self.partition.stage_of)
         self.grad_nodes = graph.gradient_nodes()
         # partial values a collective sums whole (a tensor-parallel all-reduce reads each rank's one task)
         self.collective_inputs = {i for n in self.compute if get_op(n.op).collective for i in n.inputs}
