@@ -161,7 +161,8 @@ def conv_pair(g: Graph, x: Var, channels: int, t: int) -> Var:
 def padded_vocab(vocab: int, t: int) -> int:
     """The vocabulary rounded up to a multiple of t, as Megatron-LM pads it (--make-vocab-size-divisible-by;
     Megatron pads to a multiple of 128 t, accelsim only to t). The padded rows are never looked up and
-    their logits are never computed, so the loss and the real rows' gradients are the unpadded model's."""
+    their logits are left out of the loss, so the loss and the real rows' gradients are the unpadded
+    model's (Megatron's padded logits do enter its softmax) and the padded rows' gradient is zero."""
     padded = -(-vocab // t) * t
     rows = padded // t
     if vocab <= (t - 1) * rows:
@@ -189,20 +190,18 @@ def vocab_parallel_embedding(g: Graph, ids: Var, vocab: int, d: int, name: str, 
 def vocab_parallel_lm_head_loss(g: Graph, h: Var, tables: list[Var], labels: Var,
                                 vocab: int) -> tuple[Var, list[Var]]:
     """(the mean cross-entropy of h @ table^T against labels; each rank's logits (..., rows)): the LM head
-    tied to vocab_parallel_embedding's shards, rank k computing only its rows' logits (the last rank's
-    padding rows left out), and the loss from one tp_allreduce_xent of the ranks' per-row log-sum-exp and
-    label logit."""
+    tied to vocab_parallel_embedding's shards, rank k computing only its rows' logits, and the loss from one tp_allreduce_xent of the ranks' per-row log-sum-exp and
+    label logit. The last rank's padding rows get logits, as in Megatron, but no part in the loss (so no
+    gradient), which keeps every rank's nodes the same shapes: copies of rank 0's for the scheduler."""
     n = labels.shape[0]
     rows = tables[0].shape[0]
     logits, partials = [], []
     for k, table in enumerate(tables):
         with g.rank(k):
-            real = min(rows, vocab - k * rows)
-            if real < rows:
-                table = F.slice(table, (0,), (real,))
             z = F.matmul(h, table, transpose_b=True)
             logits.append(z)
-            partials.append(vocab_parallel_xent(F.reshape(z, (n, real)), labels, start=k * rows))
+            partials.append(vocab_parallel_xent(F.reshape(z, (n, rows)), labels, start=k * rows,
+                                                valid=min(rows, vocab - k * rows)))
     totals = tp_allreduce_xent(*partials)  # [:, 0] each row's log-sum-exp, [:, 1] its label's logit
     lse, picked = F.slice(totals, (0, 0), (n, 1)), F.slice(totals, (0, 1), (n, 2))
     return F.mean(lse - picked), logits

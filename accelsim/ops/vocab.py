@@ -4,8 +4,10 @@ Tensor-parallel rank k of t holds rows [start, start + C) of the (padded) vocabu
 
 - vocab_embedding: the rows of rank k's table that the ids pick, zero for ids another rank holds; a
   tp_allreduce (sum) of every rank's result is the whole lookup, exactly (each row has one nonzero term).
-- vocab_parallel_xent: for rank k's logits (N, C), per row (N, 2): [log-sum-exp over its C columns, the
-  label's logit if rank k holds the label, else 0]; one pass over the shard, like softmax_cross_entropy.
+- vocab_parallel_xent: for rank k's logits (N, C), per row (N, 2): [log-sum-exp over its first `valid`
+  columns, the label's logit if rank k holds the label, else 0]; one pass over the shard, like
+  softmax_cross_entropy. Columns past `valid` are the padding of a vocabulary padded to a multiple of t
+  (computed, as Megatron computes them, but left out of the loss here, so the loss is the unpadded one's).
 - tp_allreduce_xent: the collective combining every rank's (N, 2): [log sum_k exp(lse_k), sum_k picked_k],
   i.e. each row's log-sum-exp over the whole vocabulary and its label's logit. Megatron all-reduces the
   max, the sum of exps and the target logit; a log-sum-exp reduction of the (max, sum) pairs is the same
@@ -32,10 +34,11 @@ def vocab_embedding(ids: Any, table: Any, start: int) -> Any:
     return apply("vocab_embedding", ids, table, start=int(start))
 
 
-def vocab_parallel_xent(logits: Any, labels: Any, start: int) -> Any:
-    """Per row of logits (N, C) holding vocabulary columns [start, start + C): (N, 2) of [logsumexp, the
-    label's logit or 0 where the label is outside this shard]."""
-    return apply("vocab_parallel_xent", logits, labels, start=int(start))
+def vocab_parallel_xent(logits: Any, labels: Any, start: int, valid: int | None = None) -> Any:
+    """Per row of logits (N, C) holding vocabulary columns [start, start + C): (N, 2) of [logsumexp of the
+    first `valid` columns (default: all), the label's logit or 0 where the label is outside this shard]."""
+    valid = logits.shape[-1] if valid is None else int(valid)
+    return apply("vocab_parallel_xent", logits, labels, start=int(start), valid=valid)
 
 
 def tp_allreduce_xent(*partials: Any) -> Any:
@@ -102,13 +105,13 @@ register(OpDef(
     dtype_from=1, read_elems=lambda out, ids, table, **a: numel(ids) * table[1] + numel(ids),
     grad=lambda g, out, ids, table, start: (
         None, apply("vocab_embedding_grad", g, ids, start=start, num_embeddings=table.shape[0])),
-    examples=_embedding_examples,
+    examples=_embedding_examples, rank_attrs=("start",),
     doc="table[ids - start] for the ids this vocabulary shard holds, zero rows for the others"))
 register(OpDef(
     "vocab_embedding_grad", "data_movement", infer=_embedding_grad_infer, ref=_embedding_grad_ref,
     integer_inputs=(1,), dtype_from=0, backward_only=True, flops=lambda out, g, ids, **a: numel(g),
     examples=lambda rng: [((rng.normal(size=ids.shape + (3,)), ids), {"start": a["start"], "num_embeddings": 4})
-                          for (ids, _), a in _embedding_examples(rng)],
+                          for (ids, _), a in _embedding_examples(rng)], rank_attrs=("start",),
     doc="scatter-adds the rows of g whose ids this shard holds into a zero (num_embeddings, D) table"))
 
 
@@ -119,40 +122,50 @@ def _check_logits_labels(logits: Shape, labels: Shape) -> None:
         raise ShapeError(f"needs logits (N, C) with C >= 1 and labels (N,), got logits {logits} and labels {labels}")
 
 
-def _xent_infer(logits: Shape, labels: Shape, start: int) -> Shape:
+def _check_valid(logits: Shape, valid: object) -> None:
+    if isinstance(valid, bool) or not isinstance(valid, Integral) or not 1 <= valid <= logits[1]:
+        raise ShapeError(f"valid (the shard's real, unpadded columns) must be an integer from 1 to {logits[1]}, "
+                         f"got {valid!r}")
+
+
+def _xent_infer(logits: Shape, labels: Shape, start: int, valid: int) -> Shape:
     _check_start(start)
     _check_logits_labels(logits, labels)
+    _check_valid(logits, valid)
     return (logits[0], 2)
 
 
-def _xent_ref(logits: np.ndarray, labels: np.ndarray, start: int) -> np.ndarray:
-    top = logits.max(axis=1, keepdims=True)
-    lse = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
-    held, local = _in_shard(labels, start, logits.shape[1])
+def _xent_ref(logits: np.ndarray, labels: np.ndarray, start: int, valid: int) -> np.ndarray:
+    real = logits[:, :valid]
+    top = real.max(axis=1, keepdims=True)
+    lse = top[:, 0] + np.log(np.exp(real - top).sum(axis=1))
+    held, local = _in_shard(labels, start, valid)
     picked = np.where(held, logits[np.arange(logits.shape[0]), local], 0.0)
     return np.stack([lse, picked], axis=1).astype(logits.dtype)
 
 
-def _xent_grad_infer(g: Shape, logits: Shape, labels: Shape, partial: Shape, start: int) -> Shape:
+def _xent_grad_infer(g: Shape, logits: Shape, labels: Shape, partial: Shape, start: int, valid: int) -> Shape:
     _check_start(start)
     _check_logits_labels(logits, labels)
+    _check_valid(logits, valid)
     if g != (logits[0], 2) or partial != (logits[0], 2):
         raise ShapeError(f"g and partial must be (N, 2) = {(logits[0], 2)}, got {g} and {partial}")
     return logits
 
 
 def _xent_grad_ref(g: np.ndarray, logits: np.ndarray, labels: np.ndarray, partial: np.ndarray,
-                   start: int) -> np.ndarray:
+                   start: int, valid: int) -> np.ndarray:
     out = g[:, :1] * np.exp(logits - partial[:, :1])
-    held, local = _in_shard(labels, start, logits.shape[1])
+    out[:, valid:] = 0.0  # padding columns are not in the loss
+    held, local = _in_shard(labels, start, valid)
     rows = np.flatnonzero(held)
     out[rows, local[rows]] += g[rows, 1]
     return out
 
 
 def _xent_examples(rng: np.random.Generator) -> list[Example]:
-    return [((rng.normal(size=(n, c)) * 2.0, rng.integers(0, total, size=n)), {"start": start})
-            for n, c, total, start in ((4, 3, 9, 3), (5, 4, 4, 0), (3, 2, 6, 4))]
+    return [((rng.normal(size=(n, c)) * 2.0, rng.integers(0, total, size=n)), {"start": start, "valid": valid})
+            for n, c, total, start, valid in ((4, 3, 9, 3, 3), (5, 4, 4, 0, 4), (3, 2, 6, 4, 2), (4, 4, 7, 4, 3))]
 
 
 def _xent_grad_examples(rng: np.random.Generator) -> list[Example]:
@@ -162,14 +175,14 @@ def _xent_grad_examples(rng: np.random.Generator) -> list[Example]:
 register(OpDef(
     "vocab_parallel_xent", "reduction", infer=_xent_infer, ref=_xent_ref, integer_inputs=(1,),
     flops=lambda out, logits, labels, **a: 4 * numel(logits) + 2 * logits[0],  # max, sub, exp, sum; log, pick
-    grad=lambda g, out, logits, labels, start: (
-        apply("vocab_parallel_xent_grad", g, logits, labels, out, start=start), None),
-    examples=_xent_examples,
+    grad=lambda g, out, logits, labels, start, valid: (
+        apply("vocab_parallel_xent_grad", g, logits, labels, out, start=start, valid=valid), None),
+    examples=_xent_examples, rank_attrs=("start", "valid"),
     doc="per row of a vocabulary shard's logits: [logsumexp, the label's logit if the shard holds it, else 0]"))
 register(OpDef(
     "vocab_parallel_xent_grad", "reduction", infer=_xent_grad_infer, ref=_xent_grad_ref, integer_inputs=(2,),
     backward_only=True, flops=lambda out, g, logits, *ins, **a: 4 * numel(logits),
-    examples=_xent_grad_examples,
+    examples=_xent_grad_examples, rank_attrs=("start", "valid"),
     doc="g[:, 0] * exp(logits - lse) + g[:, 1] * onehot(label - start): vocab_parallel_xent's adjoint"))
 
 

@@ -50,8 +50,8 @@ def vocab_embedding_grad(g: np.ndarray, ids: np.ndarray, start: int, num_embeddi
 
 
 @numba.njit(parallel=True, cache=True)
-def _xent_rows(logits, labels, start, out):
-    n, c = logits.shape
+def _xent_rows(logits, labels, start, c, out):
+    n = logits.shape[0]
     for r in numba.prange(n):
         top = logits[r, 0]
         for k in range(1, c):
@@ -65,31 +65,31 @@ def _xent_rows(logits, labels, start, out):
 
 
 @numba.njit(parallel=True, cache=True)
-def _xent_grad_rows(g, logits, labels, partial, start, out):
-    n, c = logits.shape
+def _xent_grad_rows(g, logits, labels, partial, start, c, out):
+    n, width = logits.shape
     for r in numba.prange(n):
-        for k in range(c):
-            out[r, k] = g[r, 0] * np.exp(logits[r, k] - partial[r, 0])
+        for k in range(width):
+            out[r, k] = g[r, 0] * np.exp(logits[r, k] - partial[r, 0]) if k < c else 0.0
         col = labels[r] - start
         if 0 <= col < c:
             out[r, col] += g[r, 1]
 
 
 @kernel("vocab_parallel_xent", "numba")
-def vocab_parallel_xent(logits: np.ndarray, labels: np.ndarray, start: int) -> np.ndarray:
+def vocab_parallel_xent(logits: np.ndarray, labels: np.ndarray, start: int, valid: int) -> np.ndarray:
     logits = np.ascontiguousarray(logits)
     out = np.empty((logits.shape[0], 2), dtype=logits.dtype)
-    _xent_rows(logits, np.ascontiguousarray(np.asarray(labels).astype(np.int64)), int(start), out)
+    _xent_rows(logits, np.ascontiguousarray(np.asarray(labels).astype(np.int64)), int(start), int(valid), out)
     return out
 
 
 @kernel("vocab_parallel_xent_grad", "numba")
 def vocab_parallel_xent_grad(g: np.ndarray, logits: np.ndarray, labels: np.ndarray, partial: np.ndarray,
-                             start: int) -> np.ndarray:
+                             start: int, valid: int) -> np.ndarray:
     g = np.ascontiguousarray(g)
     out = np.empty(np.shape(logits), dtype=g.dtype)
     _xent_grad_rows(g, np.ascontiguousarray(logits), np.ascontiguousarray(np.asarray(labels).astype(np.int64)),
-                    np.ascontiguousarray(partial), int(start), out)
+                    np.ascontiguousarray(partial), int(start), int(valid), out)
     return out
 
 

@@ -35,10 +35,9 @@ def _vocab_embedding_grad(g, ids, start, out):
 
 
 @cuda.jit
-def _xent_rows(logits, labels, start, out):
+def _xent_rows(logits, labels, start, c, out):
     r = cuda.grid(1)
     if r < logits.shape[0]:
-        c = logits.shape[1]
         top = logits[r, 0]
         for k in range(1, c):
             top = max(top, logits[r, k])
@@ -51,14 +50,14 @@ def _xent_rows(logits, labels, start, out):
 
 
 @cuda.jit
-def _xent_grad(g, logits, labels, partial, start, out):
-    """One thread per element: g0 * exp(z - lse), plus g1 at the label's column."""
+def _xent_grad(g, logits, labels, partial, start, c, out):
+    """One thread per element: g0 * exp(z - lse), plus g1 at the label's column; 0 in padding columns."""
     e = cuda.grid(1)
     if e < out.size:
-        c = logits.shape[1]
-        r, k = e // c, e % c
-        v = g[r, 0] * math.exp(logits[r, k] - partial[r, 0])
-        if labels[r] - start == k:
+        width = logits.shape[1]
+        r, k = e // width, e % width
+        v = g[r, 0] * math.exp(logits[r, k] - partial[r, 0]) if k < c else 0.0
+        if labels[r] - start == k and k < c:
             v += g[r, 1]
         out[r, k] = v
 
@@ -92,8 +91,8 @@ def _combine_grad(g, partial, total, out):
 _M = "{T}[:, ::1]"
 ptx_cases("vocab_embedding", _vocab_embedding, f"void(int64[::1], {_M}, int64, {_M})")
 ptx_cases("vocab_embedding_grad", _vocab_embedding_grad, f"void({_M}, int64[::1], int64, {_M})")
-ptx_cases("vocab_parallel_xent", _xent_rows, f"void({_M}, int64[::1], int64, {_M})")
-ptx_cases("vocab_parallel_xent_grad", _xent_grad, f"void({_M}, {_M}, int64[::1], {_M}, int64, {_M})")
+ptx_cases("vocab_parallel_xent", _xent_rows, f"void({_M}, int64[::1], int64, int64, {_M})")
+ptx_cases("vocab_parallel_xent_grad", _xent_grad, f"void({_M}, {_M}, int64[::1], {_M}, int64, int64, {_M})")
 ptx_cases("tp_allreduce_xent", _combine_rows, "void({T}[:, :, ::1], {T}[:, ::1])")
 ptx_cases("tp_allreduce_xent_grad", _combine_grad, f"void({_M}, {_M}, {_M}, {_M})")
 
@@ -122,20 +121,20 @@ def vocab_embedding_grad(g: np.ndarray, ids: np.ndarray, start: int, num_embeddi
 
 
 @kernel("vocab_parallel_xent", "cuda")
-def vocab_parallel_xent(logits: np.ndarray, labels: np.ndarray, start: int) -> np.ndarray:
+def vocab_parallel_xent(logits: np.ndarray, labels: np.ndarray, start: int, valid: int) -> np.ndarray:
     logits = np.asarray(logits)
     out = device_empty((max(logits.shape[0], 1), 2), logits.dtype)
-    launch_1d(_xent_rows, logits.shape[0], to_device(logits), to_device(_ids(labels)), int(start), out)
+    launch_1d(_xent_rows, logits.shape[0], to_device(logits), to_device(_ids(labels)), int(start), int(valid), out)
     return to_host(out, (logits.shape[0], 2))
 
 
 @kernel("vocab_parallel_xent_grad", "cuda")
 def vocab_parallel_xent_grad(g: np.ndarray, logits: np.ndarray, labels: np.ndarray, partial: np.ndarray,
-                             start: int) -> np.ndarray:
+                             start: int, valid: int) -> np.ndarray:
     g, logits = np.asarray(g), np.asarray(logits)
     out = device_empty((max(logits.shape[0], 1), logits.shape[1]), g.dtype)
     launch_1d(_xent_grad, logits.size, to_device(g), to_device(logits, g.dtype), to_device(_ids(labels)),
-              to_device(partial, g.dtype), int(start), out)
+              to_device(partial, g.dtype), int(start), int(valid), out)
     return to_host(out, logits.shape)
 
 
