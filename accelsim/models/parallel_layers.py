@@ -190,9 +190,10 @@ def vocab_parallel_embedding(g: Graph, ids: Var, vocab: int, d: int, name: str, 
 def vocab_parallel_lm_head_loss(g: Graph, h: Var, tables: list[Var], labels: Var,
                                 vocab: int) -> tuple[Var, list[Var]]:
     """(the mean cross-entropy of h @ table^T against labels; each rank's logits (..., rows)): the LM head
-    tied to vocab_parallel_embedding's shards, rank k computing only its rows' logits, and the loss from one tp_allreduce_xent of the ranks' per-row log-sum-exp and
-    label logit. The last rank's padding rows get logits, as in Megatron, but no part in the loss (so no
-    gradient), which keeps every rank's nodes the same shapes: copies of rank 0's for the scheduler."""
+    tied to vocab_parallel_embedding's shards, rank k computing only its rows' logits, and the loss from
+    one tp_allreduce_xent of the ranks' per-row log-sum-exp and label logit. The last rank's padding rows
+    get logits, as in Megatron, but no part in the loss (so no gradient), which keeps every rank's nodes
+    the same shapes: copies of rank 0's for the scheduler."""
     n = labels.shape[0]
     rows = tables[0].shape[0]
     logits, partials = [], []
