@@ -37,7 +37,23 @@ def _torch_ops() -> dict[str, Callable[..., Any]]:
         shape = (1, -1) + (1,) * (x.dim() - 2)
         return (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps) * gamma.reshape(shape) + beta.reshape(shape)
 
+    def vocab_embedding(ids, table, start):
+        held = (ids >= start) & (ids < start + table.shape[0])
+        return tf.embedding(torch.where(held, ids - start, 0), table) * held.unsqueeze(-1)
+
+    def vocab_parallel_xent(logits, labels, start, valid):
+        real = logits[:, :valid]
+        held = (labels >= start) & (labels < start + valid)
+        picked = real.gather(1, torch.where(held, labels - start, 0).unsqueeze(1))[:, 0] * held
+        return torch.stack([torch.logsumexp(real, dim=1), picked], dim=1)
+
+    def tp_allreduce_xent(*partials):
+        stacked = torch.stack(partials)
+        return torch.stack([torch.logsumexp(stacked[:, :, 0], dim=0), stacked[:, :, 1].sum(dim=0)], dim=1)
+
     return {
+        "tp_allreduce": lambda *xs: torch.stack(xs).sum(dim=0), "tp_allreduce_xent": tp_allreduce_xent,
+        "vocab_embedding": vocab_embedding, "vocab_parallel_xent": vocab_parallel_xent,
         "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "neg": torch.neg,
         "exp": torch.exp, "log": torch.log, "sin": torch.sin, "cos": torch.cos, "erf": torch.erf, "square": torch.square,
         "pow": lambda x, exponent: torch.pow(x, exponent), "sqrt": torch.sqrt, "relu": torch.relu,

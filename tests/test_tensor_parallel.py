@@ -44,7 +44,11 @@ def unshard(graph: Graph, name: str, values: dict[str, np.ndarray]) -> np.ndarra
         return values[name]
     base, rest = name.split("[", 1)
     shard, suffix = rest.split("]", 1)
-    axis, k, t = graph.by_name(f"{base}[{shard}]").attrs["shard"]
+    if base in ("logits",):  # a rank's vocabulary-parallel logits: its slice of the last axis
+        k, t = (int(v) for v in shard.split("/"))
+        axis = values[base].ndim - 1
+    else:
+        axis, k, t = graph.by_name(f"{base}[{shard}]").attrs["shard"]
     whole = values[base + suffix]
     size = whole.shape[axis] // t
     return np.take(whole, range(k * size, (k + 1) * size), axis=axis)

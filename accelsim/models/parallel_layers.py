@@ -12,6 +12,11 @@ puts rank k's nodes on rank k's chip:
 - attention: Q, K and V column-parallel, so each rank owns heads/t whole heads and computes their
   attention alone; the output projection row-parallel.
 - convolutions the same way by channels: column_conv splits output channels, row_conv input channels.
+- the vocabulary (Megatron-LM's VocabParallelEmbedding and vocab-parallel cross-entropy): rank k holds
+  rows [k V/t, (k+1) V/t) of the tied embedding; the lookup is each rank's rows (zeros for ids it does
+  not hold) summed by one tp_allreduce; the LM head computes each rank's V/t logits, and the loss
+  combines each rank's per-row log-sum-exp and label logit in one collective (ops/vocab.py), so no rank
+  ever holds all V logits.
 
 The zoo's builders call these for t >= 2 and their unsharded layers (models/layers.py) for t == 1, so
 a model built for one rank is exactly the zoo's model. Shards draw their initial values as slices of the whole tensor (Graph.param's
@@ -27,6 +32,7 @@ from accelsim.errors import ModelError
 from accelsim.graph.ir import Graph, Var
 from accelsim.models.layers import batch_norm, conv, layer_norm
 from accelsim.ops.parallel import tp_allreduce
+from accelsim.ops.vocab import tp_allreduce_xent, vocab_embedding, vocab_parallel_xent
 
 
 def _divides(what: str, size: int, t: int) -> None:
@@ -150,3 +156,53 @@ def conv_pair(g: Graph, x: Var, channels: int, t: int) -> Var:
         with g.rank(k):
             acts.append(F.relu(sharded_batch_norm(g, h, "bn1", k, t)))
     return batch_norm(g, row_conv(g, acts, channels, 3, "conv2", padding=1), "bn2")
+
+
+def padded_vocab(vocab: int, t: int) -> int:
+    """The vocabulary rounded up to a multiple of t, as Megatron-LM pads it (--make-vocab-size-divisible-by;
+    Megatron pads to a multiple of 128 t, accelsim only to t). The padded rows are never looked up and
+    their logits are left out of the loss, so the loss and the real rows' gradients are the unpadded
+    model's (Megatron's padded logits do enter its softmax) and the padded rows' gradient is zero."""
+    padded = -(-vocab // t) * t
+    rows = padded // t
+    if vocab <= (t - 1) * rows:
+        raise ModelError(f"vocab={vocab} is too small for tensor_parallel={t}: split in {t} shards of {rows} rows, "
+                         f"the last rank would hold no real word; use a vocabulary of more than {(t - 1) * rows} "
+                         f"words or fewer ranks")
+    return padded
+
+
+def vocab_parallel_embedding(g: Graph, ids: Var, vocab: int, d: int, name: str, t: int,
+                             std: float) -> tuple[Var, list[Var]]:
+    """(the embedding of ids, replicated; each rank's table shard): rank k looks up the ids among its
+    rows and one tp_allreduce sums the ranks' lookups (exactly: every row has one nonzero term)."""
+    padded = padded_vocab(vocab, t)
+    rows = padded // t
+    tables, parts = [], []
+    for k in range(t):
+        with g.rank(k):
+            table = g.param(name, (padded, d), std=std, shard=(0, k, t))
+            tables.append(table)
+            parts.append(vocab_embedding(ids, table, start=k * rows))
+    return tp_allreduce(*parts), tables
+
+
+def vocab_parallel_lm_head_loss(g: Graph, h: Var, tables: list[Var], labels: Var,
+                                vocab: int) -> tuple[Var, list[Var]]:
+    """(the mean cross-entropy of h @ table^T against labels; each rank's logits (..., rows)): the LM head
+    tied to vocab_parallel_embedding's shards, rank k computing only its rows' logits, and the loss from
+    one tp_allreduce_xent of the ranks' per-row log-sum-exp and label logit. The last rank's padding rows
+    get logits, as in Megatron, but no part in the loss (so no gradient), which keeps every rank's nodes
+    the same shapes: copies of rank 0's for the scheduler."""
+    n = labels.shape[0]
+    rows = tables[0].shape[0]
+    logits, partials = [], []
+    for k, table in enumerate(tables):
+        with g.rank(k):
+            z = F.matmul(h, table, transpose_b=True)
+            logits.append(z)
+            partials.append(vocab_parallel_xent(F.reshape(z, (n, rows)), labels, start=k * rows,
+                                                valid=min(rows, vocab - k * rows)))
+    totals = tp_allreduce_xent(*partials)  # [:, 0] each row's log-sum-exp, [:, 1] its label's logit
+    lse, picked = F.slice(totals, (0, 0), (n, 1)), F.slice(totals, (0, 1), (n, 2))
+    return F.mean(lse - picked), logits

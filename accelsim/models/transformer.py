@@ -98,18 +98,31 @@ def gpt2(batch: int = 1, seq: int = 1024, layers: int = _SMALL["layers"], d_mode
          heads: int = _SMALL["heads"], vocab: int = 50257, dtype: str = "float32", seed: int = 0,
          tensor_parallel: int = 1) -> Graph:
     """GPT-2 (small by default): token + position embeddings, blocks, final LN, LM head tied to wte.
-    `tensor_parallel`: the blocks split Megatron-LM's way over that many ranks; the embeddings, final LN
-    and tied LM head stay replicated (Megatron also splits the vocabulary; accelsim does not). Named
-    sizes (GPT2_SIZES) are `models.build`'s `size` option; the builder takes the three numbers."""
+    `tensor_parallel` t > 1: Megatron-LM's split over t ranks: the blocks (models/parallel_layers.py) and
+    the vocabulary: each rank holds V/t rows of the tied embedding (`wte[k/t]`, padded to a multiple of t:
+    parallel_layers.padded_vocab), computes its V/t logits (outputs `logits[k/t]`, not gathered) and its
+    share of the cross-entropy; position embeddings and the final LN stay replicated. Named sizes
+    (GPT2_SIZES) are `models.build`'s `size` option; the builder takes the three numbers."""
     _check_heads(d_model, heads)
     g = Graph("gpt2", dtype=dtype, seed=seed)
     ids = g.input("ids", (batch, seq), dtype="int64", init="randint", high=vocab)
     labels = g.input("labels", (batch * seq,), dtype="int64", init="randint", high=vocab)
-    wte = g.param("wte", (vocab, d_model), std=0.02)
-    h = F.embedding(ids, wte) + g.param("wpe", (seq, d_model), std=0.01)
+    if tensor_parallel > 1:
+        emb, tables = parallel_layers.vocab_parallel_embedding(g, ids, vocab, d_model, "wte", tensor_parallel,
+                                                               std=0.02)
+    else:
+        wte = g.param("wte", (vocab, d_model), std=0.02)
+        emb = F.embedding(ids, wte)
+    h = emb + g.param("wpe", (seq, d_model), std=0.01)
     for i in range(layers):
         h = block(g, h, heads, f"h{i}", std=0.02, tensor_parallel=tensor_parallel)
     h = layer_norm(g, h, "ln_f")
+    if tensor_parallel > 1:
+        loss, shards = parallel_layers.vocab_parallel_lm_head_loss(g, h, tables, labels, vocab)
+        for k, z in enumerate(shards):
+            g.output(f"logits[{k}/{tensor_parallel}]", z)
+        g.set_loss(loss)
+        return g
     logits = F.matmul(h, wte, transpose_b=True)
     g.output("logits", logits)
     g.set_loss(F.softmax_cross_entropy(F.reshape(logits, (batch * seq, vocab)), labels))

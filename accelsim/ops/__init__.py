@@ -21,6 +21,8 @@ from accelsim.ops import conv as _conv, nn as _nn, norm as _norm, pixel as _pixe
 from accelsim.ops import conv_transpose as _conv_transpose
 from accelsim.ops.epilogue import conv2d_epilogue, matmul_epilogue  # noqa: F401  (registers the fused ops)
 from accelsim.ops.parallel import tp_allreduce  # noqa: F401  (registers the tensor-parallel all-reduce)
+from accelsim.ops.fused_optimizer import fused_adam, fused_sgd  # noqa: F401  (multi-tensor optimizer updates)
+from accelsim.ops.vocab import tp_allreduce_xent, vocab_embedding, vocab_parallel_xent  # noqa: F401  (vocab split)
 
 __all__ = [
     "CATEGORIES", "OPS", "OpDef", "apply", "get_op", "register",

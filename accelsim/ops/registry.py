@@ -91,6 +91,10 @@ class OpDef:
     # the collective the planner runs the node as, over the chips of its inputs' tensor-parallel ranks
     # (ops/parallel.py), instead of a task on a unit; None for an op a unit computes
     collective: str | None = None
+    # attributes that say which shard of a tensor-parallel layer a rank's node works on (a vocabulary
+    # shard's first row): they change no shape and no cost, so rank k's node is still a copy of rank 0's
+    # (compiler/planning/rank_twins.py) when only they differ
+    rank_attrs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

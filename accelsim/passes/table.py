@@ -16,6 +16,7 @@ from accelsim.passes.cse import run as cse
 from accelsim.passes.fold_batchnorm import run as fold_batchnorm
 from accelsim.passes.fuse_elementwise import run as fuse_elementwise
 from accelsim.passes.fuse_epilogue import run as fuse_epilogue
+from accelsim.passes.fuse_optimizer import run as fuse_optimizer
 from accelsim.passes.kind import GRAPH_KINDS
 from accelsim.passes.merge_parallel import run_convs, run_qkv
 from accelsim.passes.simplify import run as simplify
@@ -68,4 +69,7 @@ PASSES: dict[str, PassDef] = {p.name: p for p in (
     PassDef("fuse_elementwise", fuse_elementwise, BOTH,
             "chains and trees of elementwise ops whose intermediates have no other reader -> one "
             "fused_elementwise node", sited=True),
+    PassDef("fuse_optimizer", fuse_optimizer, ("training",),
+            "each layer's Adam or SGD update nodes (~14 elementwise nodes per parameter) -> one multi-tensor "
+            "fused_adam/fused_sgd node per layer and rank"),
 )}

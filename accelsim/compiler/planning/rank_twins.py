@@ -2,7 +2,7 @@
 
 A Megatron-style graph builds each rank's shard of a layer with the same ops on the same shapes: rank k's
 matmul reads rank k's weight shard where rank 0's reads rank 0's. Matching every rank-k node to the rank-0
-node built the same way (same op, shape, dtype, phase and attributes, inputs that are twins or the same
+node built the same way (same op, shape, dtype, phase and attributes but its op's rank_attrs, inputs that are twins or the same
 replicated node; a sharded leaf by its unsharded name, axis and count) lets the scheduler time one rank
 and stamp the others (compiler/timing/symmetry.py). Where the ranks differ in any node, there is no map.
 """
@@ -12,6 +12,7 @@ import re
 from collections import defaultdict
 
 from accelsim.graph.ir import Graph, Node
+from accelsim.ops.registry import get_op
 
 _SHARD_NAME = re.compile(r"\[\d+/(\d+)\]")
 
@@ -27,6 +28,12 @@ def _leaf_key(graph: Graph, n: Node) -> tuple:
     if shard is not None:
         attrs["shard"] = (shard[0], shard[2])  # axis and count, not the index
     return (_SHARD_NAME.sub(r"[*/\1]", n.name), repr(sorted(attrs.items())))
+
+
+def _attrs_key(n: Node) -> str:
+    """A computed node's attributes but those naming its rank's shard (OpDef.rank_attrs)."""
+    skip = get_op(n.op).rank_attrs
+    return repr(sorted((k, v) for k, v in n.attrs.items() if k not in skip))
 
 
 def rank_twins(graph: Graph) -> tuple[dict[int, int], ...]:
@@ -51,8 +58,7 @@ def rank_twins(graph: Graph) -> tuple[dict[int, int], ...]:
         inputs = tuple(twin(i) for i in n.inputs)
         if -1 in inputs:
             return ()
-        key = (n.op, n.shape, n.dtype, n.phase, inputs,
-               _leaf_key(graph, n) if n.is_leaf else repr(sorted(n.attrs.items())))
+        key = (n.op, n.shape, n.dtype, n.phase, inputs, _leaf_key(graph, n) if n.is_leaf else _attrs_key(n))
         if n.rank == 0:
             first[key].append(n.id)
             twins[0][n.id] = n.id
