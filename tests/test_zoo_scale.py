@@ -5,6 +5,7 @@ import pytest
 
 import accelsim as A
 from accelsim.cli import main
+from accelsim.limits import estimate_tasks
 from accelsim.models.transformer import GPT2_SIZES, gpt2_param_count
 
 # Brown et al. 2020, Table 2.1: (n_params as named, n_layers, d_model, n_heads); trained at n_ctx 2048.
@@ -100,3 +101,73 @@ def test_what_evaluates_keeps_the_evaluation_limit(argv, capsys):
     assert main(argv + TOO_LARGE_TO_EVALUATE) == 1
     err = capsys.readouterr().err
     assert "too large to evaluate" in err and "max_total_elements" in err
+
+
+# ---- estimate_tasks counts what compile builds ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def a100_x64():
+    return A.load_hw("a100_x64")
+
+
+@pytest.mark.parametrize("model, t, d, p, m", [
+    ("transformer_block", 1, 2, 1, 2), ("transformer_block", 2, 1, 1, 3), ("transformer_block", 4, 2, 1, 2),
+    ("transformer_block", 2, 2, 2, 2), ("transformer_block", 4, 1, 2, 1), ("gpt2", 2, 1, 2, 2),
+])
+def test_estimate_tasks_is_the_compiled_count_but_for_transfers_which_it_bounds(model, t, d, p, m, a100_x64):
+    """Nodes on each rank that computes them, tensor-parallel all-reduce members, accumulations, data-parallel
+    all-reduces and updates are counted exactly; pipeline transfers (none with p = 1) from above."""
+    fwd = A.models.build(model, **{**A.models.sizes.SMALL[model], "heads": 4}, tensor_parallel=t)
+    graph = A.training_graph(fwd, optimizer="momentum")  # optimizer state: per-step tasks per rank
+    tasks = A.compile(graph, a100_x64, microbatches=m, data_parallel=d, pipeline_stages=p, tensor_parallel=t,
+                      split=False, max_in_flight=m).tasks  # one plan: no search over windows or splits
+    transfers = sum(task.kind == "transfer" for task in tasks)
+    assert (transfers == 0) == (p == 1)
+    assert estimate_tasks(graph, m, d, 1) == len(tasks) - transfers
+    assert len(tasks) <= estimate_tasks(graph, m, d, p) <= estimate_tasks(graph, m, d, 1) + 4 * len(tasks)
+
+
+@pytest.mark.parametrize("t, d, m, zero", [(2, 2, 2, 2), (2, 2, 2, 3)])
+def test_estimate_tasks_bounds_a_zero_step_from_above(t, d, m, zero, a100_x64):
+    """ZeRO's reduce-scatters and all-gathers are counted as if every parameter were sharded: exact at
+    stages 1 and 2 where every update shards (transformer_block's do), an upper bound at stage 3 (a
+    parameter read by forward nodes only is gathered once per micro-batch, not twice)."""
+    fwd = A.models.build("transformer_block", **{**A.models.sizes.SMALL["transformer_block"], "heads": 4},
+                         tensor_parallel=t)
+    graph = A.training_graph(fwd, optimizer="adam")
+    tasks = A.compile(graph, a100_x64, microbatches=m, data_parallel=d, tensor_parallel=t, zero=zero,
+                      split=False, max_in_flight=m).tasks
+    assert any(task.kind == "reduce_scatter" for task in tasks)
+    if zero < 3:
+        assert estimate_tasks(graph, m, d, 1, zero) == len(tasks)
+    else:
+        assert len(tasks) <= estimate_tasks(graph, m, d, 1, zero) <= 1.1 * len(tasks)
+
+
+# ---- the SuperPOD-like machine ---------------------------------------------------------------------------
+
+def test_the_superpod_is_128_dgx_a100_nodes_on_hdr_infiniband():
+    """1,024 A100s as a100_like, 8 per node on NVSwitch, one 200 Gb/s HDR port per GPU between nodes."""
+    pod, gpu, x64 = A.load_hw("a100_superpod"), A.load_hw("a100_like"), A.load_hw("a100_x64")
+    assert pod.n_chips == 1024
+    assert pod.chips[0].model_dump(exclude={"count"}) == gpu.chips[0].model_dump(exclude={"count"})
+    scale_out = pod.interconnect.scale_out
+    assert (scale_out.chips_per_node, scale_out.nics) == (8, "per_chip")
+    assert scale_out.bytes_per_cycle(pod.clock_hz) * pod.clock_hz == pytest.approx(200e9 / 8)
+    assert pod.interconnect.bytes_per_cycle(pod.clock_hz) * pod.clock_hz == pytest.approx(300e9)
+    assert pod.interconnect.model_dump() == x64.interconnect.model_dump()  # the same links, more nodes
+
+
+def test_the_1t_machine_is_the_superpod_with_3072_chips():
+    from accelsim.hw.overrides import parse_assignments
+
+    pod = A.load_hw("a100_superpod")
+    selene = A.load_hw("a100_superpod", overrides=parse_assignments(["chips.0.count=3072"]))
+    assert selene.n_chips == 3072 and selene.n_chips // selene.interconnect.scale_out.chips_per_node == 384
+    assert selene.chips[0].model_dump(exclude={"count"}) == pod.chips[0].model_dump(exclude={"count"})
+
+
+def test_hw_show_prints_the_superpod(capsys):
+    assert main(["hw", "show", "a100_superpod"]) == 0
+    out = capsys.readouterr().out
+    assert "a100_superpod" in out and "1,024 chips" in out

@@ -110,7 +110,7 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
         print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
-    check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits)
+    check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero)
     if checking:
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
         with phase(f"loading the {args.backend} kernels"):
