@@ -171,3 +171,37 @@ def test_hw_show_prints_the_superpod(capsys):
     assert main(["hw", "show", "a100_superpod"]) == 0
     out = capsys.readouterr().out
     assert "a100_superpod" in out and "1,024 chips" in out
+
+
+# ---- building at scale: each distinct node type is inferred once ------------------------------------------
+
+def test_a_memoized_node_type_is_still_verified_against_its_node():
+    """A node whose recorded shape differs from what its type infers is reported, memo or not."""
+    import dataclasses
+
+    from accelsim.graph import verify
+
+    g = A.models.build("transformer_block", **A.models.sizes.SMALL["transformer_block"], tensor_parallel=2)
+    verify(g)  # every type is memoized now
+    node = next(n for n in g.nodes if n.op == "matmul")
+    g.nodes[node.id] = dataclasses.replace(node, shape=(3, 3))
+    with pytest.raises(A.GraphError, match=rf"%{node.id} matmul .*shape \(3, 3\) but the op registry infers"):
+        verify(g)
+
+
+def test_type_keys_tell_equal_values_of_different_types_apart():
+    from accelsim.graph.type_memo import type_key
+
+    one = type_key("sum", [((2, 3), "float32")], {"axes": (1,), "keepdims": False}, "float32")
+    assert one == type_key("sum", [((2, 3), "float32")], {"axes": (1,), "keepdims": False}, "float32")
+    assert one != type_key("sum", [((2, 3), "float32")], {"axes": (True,), "keepdims": False}, "float32")
+    assert one != type_key("sum", [((2, 3), "float32")], {"axes": (1,), "keepdims": 0}, "float32")
+    assert one != type_key("sum", [((2, 3.0), "float32")], {"axes": (1,), "keepdims": False}, "float32")
+
+
+def test_a_refused_node_is_refused_each_time_with_its_own_id():
+    g = A.Graph("g")
+    x, w = g.input("x", (2, 3)), g.param("w", (4, 5))
+    for _ in range(2):
+        with pytest.raises(A.ShapeError, match=rf"matmul node %{len(g.nodes)}"):
+            x @ w
