@@ -205,3 +205,17 @@ def test_a_refused_node_is_refused_each_time_with_its_own_id():
     for _ in range(2):
         with pytest.raises(A.ShapeError, match=rf"matmul node %{len(g.nodes)}"):
             x @ w
+
+
+def test_a_saved_schedule_of_a_model_too_large_to_evaluate_replays(tmp_path, capsys):
+    """Its graph is rebuilt from the schedule's source without the evaluation limit; `check` still refuses it
+    (by the bytes it would evaluate)."""
+    too_large = ["--model", "gpt2", "--batch", "200", "--set", "layers=1", "--hw", "a100_like", "--inference"]
+    with pytest.raises(A.ModelError, match="too large to evaluate"):
+        A.models.build("gpt2", batch=200, layers=1)
+    path = tmp_path / "big.json"
+    assert main(["compile", *too_large, "-o", str(path)]) == 0
+    assert main(["simulate", str(path), "--out", str(tmp_path / "plots")]) == 0
+    assert "simulated (static)" in capsys.readouterr().out
+    assert main(["check", str(path)]) == 1
+    assert "would allocate about" in capsys.readouterr().err
