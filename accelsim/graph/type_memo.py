@@ -25,14 +25,21 @@ def _tagged(value: Any) -> tuple:
     return (value.__class__, value)
 
 
-def type_key(op: str, in_types: Sequence[tuple[Any, Any]], attrs: Mapping[str, Any], graph_dtype: str) -> Hashable:
-    """The memo key of inferring `op` on inputs of (shape, dtype) `in_types` with `attrs` (it may not hash)."""
-    return (op, tuple((_tagged(s), d) for s, d in in_types), tuple((k, _tagged(v)) for k, v in attrs.items()),
-            graph_dtype)
+def type_key(op: str, in_types: Sequence[tuple[Any, Any]], attrs: Mapping[str, Any],
+             graph_dtype: str) -> Hashable | None:
+    """The memo key of inferring `op` on inputs of (shape, dtype) `in_types` with `attrs` (it may not hash);
+    None for attrs that are not a mapping (a hostile node: inference itself reports it)."""
+    try:
+        items = tuple((k, _tagged(v)) for k, v in attrs.items())
+    except (AttributeError, TypeError):
+        return None
+    return (op, tuple((_tagged(s), d) for s, d in in_types), items, graph_dtype)
 
 
-def recall(key: Hashable, opdef: Any) -> tuple[tuple[int, ...], str] | None:
+def recall(key: Hashable | None, opdef: Any) -> tuple[tuple[int, ...], str] | None:
     """The memoized (shape, dtype) of `key`, if it was inferred by this very OpDef."""
+    if key is None:
+        return None
     try:
         hit = _memo.get(key)
     except TypeError:  # an unhashable attribute or shape: inferred every time
@@ -40,8 +47,10 @@ def recall(key: Hashable, opdef: Any) -> tuple[tuple[int, ...], str] | None:
     return hit[1:] if hit is not None and hit[0] is opdef else None
 
 
-def remember(key: Hashable, opdef: Any, shape: tuple[int, ...], dtype: str) -> None:
-    """Store a successful inference by `opdef` under `key` (nothing when `key` does not hash)."""
+def remember(key: Hashable | None, opdef: Any, shape: tuple[int, ...], dtype: str) -> None:
+    """Store a successful inference by `opdef` under `key` (nothing when there is no key or it does not hash)."""
+    if key is None:
+        return
     if len(_memo) >= MAX_ENTRIES:
         _memo.clear()
     try:
