@@ -105,40 +105,49 @@ def check_step_options(microbatches: object, data_parallel: object, pipeline_sta
             raise ScheduleError(f"{key} must be >= 1, got {value!r}")
 
 
-def estimate_tasks(graph: Graph, microbatches: int, data_parallel: int, pipeline_stages: int) -> int:
-    """An upper estimate of the tasks `compile` builds for one step, in O(nodes + edges).
+def estimate_tasks(graph: Graph, microbatches: int, data_parallel: int, pipeline_stages: int, zero: int = 0) -> int:
+    """The tasks `compile` builds for one step, in O(nodes + edges): exact without pipeline stages, ZeRO
+    or split nodes; an upper estimate with stages or ZeRO.
 
-    Per replica (d of them) and micro-batch (m): one task per forward or backward compute node.
-    Per gradient that an update reads: m - 1 accumulations per replica, and one all-reduce per replica
-    when d > 1. Per update node: one task per replica. With pipeline stages, a tensor moves to at most
-    one other chip per distinct consumer node and to at most p - 1 other chips, counted for every task
-    that produces one (node tasks and each gradient's final sum)."""
+    A node runs on the tensor-parallel ranks that compute it (compiler/planning/expand.py): once for a
+    rank's own node, on each of the graph's t ranks for a replicated one (a tensor-parallel all-reduce:
+    one member per rank). Per replica (d of them) and micro-batch (m): those copies of every forward or
+    backward compute node. Per copy of a gradient that an update reads: m - 1 accumulations per replica,
+    and one all-reduce member per replica when d > 1. Per copy of an update node: one task per replica.
+    With pipeline stages, a copy of a tensor moves to at most one other chip per distinct consumer node
+    and to at most p - 1 other chips, counted for every task that produces one (node tasks and each
+    gradient's final sum). ZeRO (d > 1, compiler/planning/zero.py) reduce-scatters a gradient instead of
+    all-reducing it, at stage 2 and 3 once per micro-batch; at stages 1 and 2 it all-gathers each updated
+    parameter once, at stage 3 each parameter before its forward and its backward readers of every
+    micro-batch: counted as if every parameter were sharded."""
     m, d, p = microbatches, data_parallel, pipeline_stages
-    # a tensor-parallel graph's replicated nodes run on each of its ranks: count the replica's copies
     t = graph.tensor_parallel
-    d *= t
+    copies = [1 if n.rank >= 0 else t for n in graph.nodes]
     compute = [n for n in graph.nodes if not n.is_leaf]
-    updates = [n for n in compute if n.phase == "update"]
-    per_sample = len(compute) - len(updates)
+    per_sample = sum(copies[n.id] for n in compute if n.phase != "update")
+    per_step = sum(copies[n.id] for n in compute if n.phase == "update")
     grads = graph.gradient_nodes()
-    tasks = per_sample * m * d + len(grads) * (m - 1) * d + (len(grads) * d if d > 1 else 0) + len(updates) * d
+    grad_copies = sum(copies[g] for g in grads)
+    tasks = per_sample * m * d + grad_copies * ((m - 1) * d + (d if d > 1 else 0)) + per_step * d
+    if zero and d > 1:  # one gradient per trained parameter: its reductions, then its parameter's gathers
+        tasks += grad_copies * d * ((m - 1 if zero >= 2 else 0) + (2 * m if zero == 3 else 1))
     if p > 1:
         consumers = [0] * len(graph.nodes)
         for n in compute:
             for i in set(n.inputs):
                 consumers[i] += 1
-        fan_out = [min(p - 1, c) for c in consumers]
+        fan_out = [min(p - 1, c) * k for c, k in zip(consumers, copies)]
         tasks += sum(fan_out[n.id] * (d if n.phase == "update" else m * d) for n in compute)
         tasks += sum(fan_out[g] * d for g in grads)
     return tasks
 
 
 def check_step_size(graph: Graph, microbatches: int, data_parallel: int, pipeline_stages: int,
-                    limits: Limits = DEFAULT_LIMITS) -> int:
-    """The task estimate of one step; ScheduleError when it exceeds `limits.max_tasks`."""
+                    limits: Limits = DEFAULT_LIMITS, zero: int = 0) -> int:
+    """The task estimate of one step (`zero`: its ZeRO stage); ScheduleError when it exceeds `limits.max_tasks`."""
     check_step_options(microbatches, data_parallel, pipeline_stages)
     _check_limits(limits)
-    tasks = estimate_tasks(graph, microbatches, data_parallel, pipeline_stages)
+    tasks = estimate_tasks(graph, microbatches, data_parallel, pipeline_stages, zero)
     if tasks > limits.max_tasks:
         raise ScheduleError(
             f"compiling {graph.name} with microbatches={microbatches}, data_parallel={data_parallel}, "

@@ -29,7 +29,8 @@ def graph_for(schedule: Schedule) -> Graph:
         candidates, src = _from_model_file(src)
     else:
         try:
-            fwd = models.build(src.model, **src.options)
+            # shapes only: replaying evaluates nothing, and a check sizes its own tensors (check_eval_size)
+            fwd = models.build(src.model, limits=None, **src.options)
             candidates = [training_graph(fwd, **src.optimizer)] if src.optimizer is not None else _steps_of(fwd)
         except AccelsimError as e:
             raise ScheduleError(f"the schedule's source (model {src.model!r}) does not rebuild: {e}") from None

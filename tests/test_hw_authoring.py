@@ -249,8 +249,8 @@ def test_the_template_prints_without_o_and_never_overwrites_a_file(tmp_path, cap
     path.write_text("name: mine\n")
     assert main(["hw", "template", "-o", str(path)]) == 1
     assert "the file exists" in capsys.readouterr().err and path.read_text() == "name: mine\n"
-    assert main(["hw", "template", "--chips", "2000"]) == 1
-    assert "expected a whole number from 1 to 1024 chips" in capsys.readouterr().err
+    assert main(["hw", "template", "--chips", "5000"]) == 1
+    assert "expected a whole number from 1 to 4096 chips" in capsys.readouterr().err
 
 
 # ---- did you mean ---------------------------------------------------------------------------------------

@@ -152,10 +152,10 @@ NESTED_UNIT = "        ops: [matmul]\n"
 # (id, file text or bytes, fragments the message must contain)
 FILE_CASES = [
     ("unit_count_10_million", _text(unit_count=10**7), ["chips[0].units[0].count", "1 to 4096", "(got 10000000)"]),
-    ("chip_count_too_many_in_total", _text().replace("    count: 2\n    units:", "    count: 1024\n    units:", 1)
+    ("chip_count_too_many_in_total", _text().replace("    count: 2\n    units:", "    count: 4096\n    units:", 1)
      .replace("chips:\n", "chips:\n  - {name: other, count: 8, units: [{name: v, categories: [elementwise], "
               "vector: {lanes: 1}, reads: [m], writes: [m]}], memories: [{name: m, kind: sram, capacity_bytes: 1, "
-              "bandwidth_bytes_per_cycle: 1}]}\n", 1), ["chips: 1032 chips in all", "1 to 1024"]),
+              "bandwidth_bytes_per_cycle: 1}]}\n", 1), ["chips: 4104 chips in all", "1 to 4096"]),
     ("bytes_per_s_too_slow_for_the_clock", _text(bandwidth_per_s="'1 kB/s'"),
      ["chips[0].memories[1].bandwidth_bytes_per_s: 1000 bytes/s at a 1e+09 Hz clock is 1e-06 bytes per cycle"]),
     ("quantity_overflowing_to_inf", _text(capacity="1e999 MiB"), ["chips[0].memories[0].capacity_bytes", "too large"]),

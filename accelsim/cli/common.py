@@ -207,10 +207,11 @@ def _model_file(args: argparse.Namespace, forced: dict[str, Any]) -> Graph:
     return load_model(args.model, limits=read_limits_from(args))
 
 
-def forward_model(args: argparse.Namespace, **forced: Any) -> Graph:
+def forward_model(args: argparse.Namespace, evaluates: bool = True, **forced: Any) -> Graph:
     """The forward graph of --model with --batch and --set (and `forced` options over them), built for
     --tensor-parallel ranks where that is above 1 (the model's tensor_parallel option); or the graph of
-    a model file (.json, .pt2, .onnx) as it is."""
+    a model file (.json, .pt2, .onnx) as it is. `evaluates`: the command computes the graph's numbers,
+    so the zoo builder's evaluation limit applies (False: shapes only, models.build(limits=None))."""
     if is_model_file(args.model):
         return _model_file(args, forced)
     opts = {**model_options(args), **forced}
@@ -224,16 +225,16 @@ def forward_model(args: argparse.Namespace, **forced: Any) -> Graph:
             raise AccelsimError(f"--tensor-parallel {t} and --set tensor_parallel={opts['tensor_parallel']} "
                                 "disagree; give one")
         opts["tensor_parallel"] = t
-    return models.build(args.model, **opts)
+    return models.build(args.model, **opts) if evaluates else models.build(args.model, limits=None, **opts)
 
 
-def step_graph(args: argparse.Namespace) -> Graph:
+def step_graph(args: argparse.Namespace, evaluates: bool = True) -> Graph:
     """The training step of --model (the default; rematerialized by --remat where the command has it) or,
-    with --inference, its inference graph."""
+    with --inference, its inference graph; `evaluates` as forward_model's."""
     from accelsim.passes import inference_graph
 
     with phase(f"building the model ({args.model})"):
-        fwd = forward_model(args)
+        fwd = forward_model(args, evaluates)
     if getattr(args, "inference", False):
         return apply_remat(inference_graph(fwd), args)  # refuses --remat
     with phase("autodiff: building the training step"):

@@ -32,7 +32,7 @@ def _counts(by: dict[str, int]) -> str:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    graph = step_graph(args)
+    graph = step_graph(args, evaluates=False)  # costs and counts: no tensor is computed
     build_s = time.perf_counter() - start
     with phase("counting nodes, FLOPs and bytes"):
         stats = graph_stats(graph)

@@ -202,7 +202,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
             print(f"{key:22s} {_layer_value(key, value)}")
         write_json(args.json, _cost_json(cost))
         return 0
-    graph = step_graph(args)
+    graph = step_graph(args, evaluates=False)  # costs and counts: no tensor is computed
     with phase(f"costing {fmt.count(len(graph.nodes))} nodes on {hw.name}"):
         costs = graph_costs(hw, graph)
     table = Table(title=f"{graph.name} on {hw.name}")
@@ -241,7 +241,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     if not into_dir:
         check_figure_path(args.output)  # before any work
     hw = load_hw_arg(args)
-    graph = step_graph(args)
+    graph = step_graph(args, evaluates=False)  # costs and counts: no tensor is computed
     with phase(f"costing {fmt.count(len(graph.nodes))} nodes on {hw.name}"):
         costs = graph_costs(hw, graph)
     name = f"roofline_{model_label(args)}_{step_name(args)}_{hw.name}.png"

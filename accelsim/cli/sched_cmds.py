@@ -98,11 +98,12 @@ class Compiled(NamedTuple):
 
 
 def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
-    """Load --hw, build the step, check its chips, rewrite it by --optimize and compile it under
+    """Load --hw, build the step (under the builder's evaluation limit only when `checking`: compiling and
+    simulating compute no tensor), check its chips, rewrite it by --optimize and compile it under
     --max-tasks; `checking` also loads --backend and sizes the check's tensors (every micro-batch and
     replica is evaluated) under --max-bytes first."""
     hw = load_hw_arg(args)
-    step = step_graph(args)  # first: a model's own option errors (heads that --tensor-parallel must divide) lead
+    step = step_graph(args, evaluates=checking)  # first: a model's own option errors (heads that --tensor-parallel must divide) lead
     note = check_chips(hw, args)
     limits = limits_from(args)
     graph, log = optimize_step(step, hw, args, limits)
@@ -110,7 +111,7 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
         print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
-    check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits)
+    check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero)
     if checking:
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
         with phase(f"loading the {args.backend} kernels"):

@@ -131,7 +131,8 @@ def _fit_split(graph: Graph, hw: HwSpec, options: StepOptions, window: int | Non
     if split is False:
         return _fit_best(graph, hw, options, window, chosen, costs)
     extra = _split_extra_tasks(graph, hw, options, costs)
-    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages) + extra
+    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
+                           options.zero) + extra
     if split and tasks > max_tasks:
         raise ScheduleError(f"splitting the tensor nodes of {graph.name} over their units' instances would build "
                             f"about {tasks:,} tasks, above the limit of {max_tasks:,}; compile with split=False "
@@ -178,7 +179,7 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
     options = _options(graph, options, step)
     graph = _rematerialized(graph, options.remat)
     check_step_size(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
-                    limits or DEFAULT_LIMITS)
+                    limits or DEFAULT_LIMITS, options.zero)
     if options.exact is not None:
         check_exact_step(graph, hw, options)  # before the list schedule: refusing late wastes its time
     with paused_gc():  # millions of objects that live to the end: collecting midway is wasted work

@@ -61,7 +61,7 @@ def check_exact_step(graph: Graph, hw: HwSpec, options: StepOptions) -> None:
     the limit is expanded to count its tasks (the count does not depend on the micro-batches in flight)."""
     import_cp_model()
     o = options
-    if estimate_tasks(graph, o.microbatches, o.data_parallel, o.pipeline_stages) > MAX_EXACT_TASKS:
+    if estimate_tasks(graph, o.microbatches, o.data_parallel, o.pipeline_stages, o.zero) > MAX_EXACT_TASKS:
         _refuse_tasks(len(expand(graph, hw, o).tasks))
 
 

@@ -93,7 +93,7 @@ def _node_problems(graph: Graph, inferred: list[Node | None], pos: int, node: No
         out.append(f"{where}: dtype {node.dtype} but the op registry infers {dtype}")
     if node.op == "const":
         out.extend(_const_value(graph, where, node))
-    return out, replace(node, shape=shape, dtype=dtype)
+    return out, node if (node.shape, node.dtype) == (shape, dtype) else replace(node, shape=shape, dtype=dtype)
 
 
 def _const_value(graph: Graph, where: str, node: Node) -> list[str]:

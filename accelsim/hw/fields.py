@@ -35,9 +35,10 @@ RANGES: dict[str, Range] = {
         "tracks every instance")),
     "unit_instances_per_chip": Range(1, 16384, "unit instances per chip", integer=True, why=(
         "all unit kinds of a chip together, 4x a count of 4096")),
-    "chip_count": Range(1, 1024, "chips", integer=True, why=(
-        "1 to 1024 copies of one chip description (a pod-scale machine)")),
-    "total_chips": Range(1, 1024, "chips", integer=True, why=(
+    "chip_count": Range(1, 4096, "chips", integer=True, why=(
+        "1 to 4096 copies of one chip description (a pod-scale machine: Megatron-LM's 1T model ran on "
+        "3,072 A100s, `--hw a100_superpod --hw-set chips.0.count=3072`)")),
+    "total_chips": Range(1, 4096, "chips", integer=True, why=(
         "the machine as a whole; collectives and transfers are planned per chip")),
     "chips_per_node": Range(1, 1024, "chips per node", integer=True, why=(
         "the chips inside one node of a two-level machine (8 in a DGX A100), at most the whole machine")),

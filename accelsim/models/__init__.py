@@ -2,7 +2,9 @@
 
 Options are checked against the type of their default (ints in INT_RANGES or 1..MAX_DIMENSION,
 finite floats, tuples of positive ints, dtype a float dtype), and the built graph against
-ModelLimits (2**31 elements in one tensor, 2**34 in all by default), before anything is allocated.
+ModelLimits (2**31 elements in one tensor, 2**34 in all by default), before anything is allocated:
+the builder's evaluation limit. `limits=None` builds shapes only, for callers that evaluate nothing
+(compile, simulate): a graph's nodes cost the same at any tensor size.
 A preset option (PRESETS: gpt2's size="medium") names values of other options; options given
 explicitly win, and the graph's source records the values used, so it rebuilds the same graph.
 """
@@ -176,10 +178,13 @@ def _preset_values(name: str, checked: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in preset.values[checked[preset.option]].items() if k not in checked}
 
 
-def build(name: str, *, limits: ModelLimits = DEFAULT_LIMITS, **opts: Any) -> Graph:
-    """Build model `name`; unknown or invalid options, or a graph over `limits`, raise ModelError."""
-    if not isinstance(limits, ModelLimits):
-        raise ModelError(f"model {name!r}: limits={limits!r} is invalid; expected a models.ModelLimits")
+def build(name: str, *, limits: ModelLimits | None = DEFAULT_LIMITS, **opts: Any) -> Graph:
+    """Build model `name`; unknown or invalid options, or a graph over `limits`, raise ModelError.
+    `limits=None`: no evaluation limit, for a graph that is compiled or simulated but never evaluated
+    (whatever evaluates it later checks its own byte limit, accelsim.limits.check_eval_size)."""
+    if limits is not None and not isinstance(limits, ModelLimits):
+        raise ModelError(f"model {name!r}: limits={limits!r} is invalid; expected a models.ModelLimits, or None "
+                         "for no evaluation limit")
     defaults = options(name)
     for key in opts:
         if key not in defaults:
@@ -198,6 +203,7 @@ def build(name: str, *, limits: ModelLimits = DEFAULT_LIMITS, **opts: Any) -> Gr
             where = (f" ({set_by} from {preset.option}={checked[preset.option]!r}; give an option explicitly to "
                      "override its preset value)")
         raise type(e)(f"model {name!r} with options {checked}: {e}{where}") from None
-    _check_size(name, checked, graph, limits)
+    if limits is not None:
+        _check_size(name, checked, graph, limits)
     graph.source = ModelSource(name, tuple({**defaults, **checked}.items()))
     return verify(graph)

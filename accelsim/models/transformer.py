@@ -1,6 +1,7 @@
 """Pre-LN causal transformer blocks and GPT-2 (embedding, n blocks, tied LM head), with named sizes."""
 from __future__ import annotations
 
+import inspect
 import math
 from numbers import Integral
 
@@ -64,31 +65,60 @@ GPT2_SIZES: dict[str, dict[str, int]] = {
     "medium": {"layers": 24, "d_model": 1024, "heads": 16},
     "large": {"layers": 36, "d_model": 1280, "heads": 20},
     "xl": {"layers": 48, "d_model": 1600, "heads": 25},
-    # GPT-3-like (Brown et al. 2020, Table 2.1: n_layers, d_model, n_heads; trained with n_ctx 2048).
-    # GPT-3 alternates dense and locally banded sparse attention; this builder's attention is dense.
+    # GPT-3-like (Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1: n_layers,
+    # d_model, n_heads; every size trained with n_ctx 2048, which is --set seq=2048: these presets keep
+    # gpt2's seq and vocabulary, 50,257 as GPT-3's). GPT-3 alternates dense and locally banded sparse
+    # attention; this builder's attention is dense. Two rows of the table do not multiply out: XL
+    # (1.3B) lists d_model 2048 with 24 heads of d_head 128, and 13B d_model 5140 with 40 heads of 128;
+    # here XL has 16 heads of 128 (d_model 2048, as GPT-Neo 1.3B and Megatron-LM's GPT-3 1.3B recipe)
+    # and 13B d_model 5120 (40 x 128). Counts at seq 2048 are within 2% of the names (the paper's
+    # 350M, 1.3B and 2.7B are rounded down as GPT-2's were).
+    "gpt3-125m": {"layers": 12, "d_model": 768, "heads": 12},
+    "gpt3-350m": {"layers": 24, "d_model": 1024, "heads": 16},
+    "gpt3-760m": {"layers": 24, "d_model": 1536, "heads": 16},
+    "gpt3-1.3b": {"layers": 24, "d_model": 2048, "heads": 16},
     "gpt3-2.7b": {"layers": 32, "d_model": 2560, "heads": 32},
     "gpt3-6.7b": {"layers": 32, "d_model": 4096, "heads": 32},
+    "gpt3-13b": {"layers": 40, "d_model": 5120, "heads": 40},
+    "gpt3-175b": {"layers": 96, "d_model": 12288, "heads": 96},
+    # Megatron-LM's weak-scaling GPT models (Narayanan et al., "Efficient Large-Scale Language Model
+    # Training on GPU Clusters Using Megatron-LM", SC21, Table 1: attention heads, hidden size, layers;
+    # "All models use a vocabulary size of 51,200 ... and a sequence length of 2048"). The paper's
+    # parameter counts (its Eq. 2, 12lh^2 (1 + 13/12h + (V + s)/12lh)) are this builder's to 0.1B:
+    # its position table has s rows and its LM head is tied, as Megatron-LM's.
+    "megatron-1.7b": {"layers": 24, "d_model": 2304, "heads": 24, "vocab": 51200, "seq": 2048},
+    "megatron-3.6b": {"layers": 30, "d_model": 3072, "heads": 32, "vocab": 51200, "seq": 2048},
+    "megatron-7.5b": {"layers": 36, "d_model": 4096, "heads": 32, "vocab": 51200, "seq": 2048},
+    "megatron-18.4b": {"layers": 40, "d_model": 6144, "heads": 48, "vocab": 51200, "seq": 2048},
+    "megatron-39.1b": {"layers": 48, "d_model": 8192, "heads": 64, "vocab": 51200, "seq": 2048},
+    "megatron-76.1b": {"layers": 60, "d_model": 10240, "heads": 80, "vocab": 51200, "seq": 2048},
+    "megatron-145.6b": {"layers": 80, "d_model": 12288, "heads": 96, "vocab": 51200, "seq": 2048},
+    "megatron-310.1b": {"layers": 96, "d_model": 16384, "heads": 128, "vocab": 51200, "seq": 2048},
+    "megatron-529.6b": {"layers": 105, "d_model": 20480, "heads": 128, "vocab": 51200, "seq": 2048},
+    "megatron-1t": {"layers": 128, "d_model": 25600, "heads": 160, "vocab": 51200, "seq": 2048},
 }
-"""gpt2's `size` option: `models.build("gpt2", size=...)` takes layers, d_model and heads from here unless
-they are given too (explicit options win)."""
+"""gpt2's `size` option: `models.build("gpt2", size=...)` takes layers, d_model and heads (and, for the
+Megatron-LM configurations, vocab and seq) from here unless they are given too (explicit options win)."""
 
 
-def gpt2_param_count(size: str = "small", seq: int = 1024, vocab: int = 50257, layers: int | None = None,
-                     d_model: int | None = None) -> int:
+def gpt2_param_count(size: str = "small", seq: int | None = None, vocab: int | None = None,
+                     layers: int | None = None, d_model: int | None = None) -> int:
     """Trainable parameters of `models.build("gpt2", size=size, seq=seq, vocab=vocab, ...)`, counted from
     the architecture: wte (vocab x d) + wpe (seq x d: this builder's position table has `seq` rows) +
     per block 12 d^2 + 13 d (Q, K, V, projection: 4 (d^2 + d); MLP d -> 4d -> d: 8 d^2 + 5d; two layer
-    norms: 4d) + the final layer norm's 2d; the LM head is tied to wte. Heads change no count."""
+    norms: 4d) + the final layer norm's 2d; the LM head is tied to wte. Heads change no count. An
+    option left None takes the size's preset value, else the builder's default (seq 1024, vocab 50,257)."""
     if not isinstance(size, str) or size not in GPT2_SIZES:
         raise ModelError(f"gpt2_param_count: unknown size {size!r}; known sizes: {', '.join(GPT2_SIZES)}")
-    preset = GPT2_SIZES[size]
-    layers = preset["layers"] if layers is None else layers
-    d_model = preset["d_model"] if d_model is None else d_model
-    for name, value in (("seq", seq), ("vocab", vocab), ("layers", layers), ("d_model", d_model)):
+    builder = inspect.signature(gpt2).parameters  # the builder's own defaults, read where they are written
+    preset = {"seq": builder["seq"].default, "vocab": builder["vocab"].default, **GPT2_SIZES[size]}
+    given = {"seq": seq, "vocab": vocab, "layers": layers, "d_model": d_model}
+    values = {k: preset[k] if v is None else v for k, v in given.items()}
+    for name, value in values.items():
         if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
             raise ModelError(f"gpt2_param_count: {name}={value!r} is invalid; expected a positive integer")
-    d = int(d_model)
-    return (int(vocab) + int(seq)) * d + int(layers) * (12 * d * d + 13 * d) + 2 * d
+    d = int(values["d_model"])
+    return (int(values["vocab"]) + int(values["seq"])) * d + int(values["layers"]) * (12 * d * d + 13 * d) + 2 * d
 
 
 _SMALL = GPT2_SIZES["small"]
