@@ -95,6 +95,7 @@ class _Search:
         self.improved_at = 0  # work spent when the best was last improved
         self.error: MemoryFitError | None = None
         self.target = -1.0  # a best at or below this many cycles ends the search (set by improve)
+        self.accumulates = any(t.kind == "accumulate" for t in plan.tasks)
 
     def affordable(self, runs: int = 1) -> bool:
         return self.spent + runs * self.n <= self.budget.work_tasks and self.runs + runs <= self.budget.max_runs
@@ -106,18 +107,26 @@ class _Search:
     def run(self, plan: Plan, priority: str = "rank", order: list[float] | None = None,
             forward: bool = True) -> Run | None:
         """One list schedule of `plan` (the reversed plan when not `forward`: never kept as a result)."""
-        self.spent += self.n
-        self.runs += 1
-        try:
-            result = list_schedule(plan, self.hw, priority, order=order,
-                                   classes=self.classes if forward else self.back_classes)
-        except MemoryFitError as exc:
-            self.error = self.error or exc
+        classes = self.classes if forward else self.back_classes
+        result = self._schedule(plan, priority, order, classes, False)
+        if result is None and order is None and self.accumulates:  # retried memory-lean (priorities.FIRST_CLASS)
+            result = self._schedule(plan, priority, order, classes, True)
+        if result is None:
             return None
         if forward and (self.best is None or makespan_of(result[0]) < makespan_of(self.best[0])):
             self.best = result
             self.improved_at = self.spent
         return result
+
+    def _schedule(self, plan: Plan, priority: str, order: list[float] | None, classes: list[int] | None,
+                  lean: bool) -> Run | None:
+        self.spent += self.n
+        self.runs += 1
+        try:
+            return list_schedule(plan, self.hw, priority, order=order, classes=classes, accumulations_first=lean)
+        except MemoryFitError as exc:
+            self.error = self.error or exc
+            return None
 
     def result(self) -> Run:
         if self.best is None:

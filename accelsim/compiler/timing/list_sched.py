@@ -154,7 +154,7 @@ class ListScheduler:
 
     def __init__(self, plan: Plan, hw: HwSpec, priority: str, perturb: int | None = None,
                  order: list[float] | None = None, capacities: dict[tuple[int, str], int] | None = None,
-                 classes: list[int] | None = None) -> None:
+                 classes: list[int] | None = None, accumulations_first: bool = False) -> None:
         if priority not in RULES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
         self.plan, self.hw = plan, hw
@@ -183,7 +183,7 @@ class ListScheduler:
         if order is not None:  # an explicit priority per task, lowest first (forward-backward improvement)
             self.prio: list[tuple] = [(classes[t.id] if classes is not None else 0, order[t.id], t.id) for t in tasks]
         else:  # a rule of priorities.py; `perturb` seeds iterated list scheduling
-            self.prio = priority_keys(RULES[priority], tasks, rank, perturb, classes)
+            self.prio = priority_keys(RULES[priority], tasks, rank, perturb, classes, accumulations_first)
         self.gates = None if classes is None else ItemGates(tasks, classes)
         self.groups: dict[int, list[TaskSpec]] = defaultdict(list)
         for t in tasks:
@@ -351,7 +351,8 @@ class ListScheduler:
 
     def run(self) -> tuple[list[Timed], MemoryPlanner]:
         gates = self.gates
-        ready = [self.prio[t.id] for t in self.tasks if self.waiting[t.id] == 0 and (gates is None or gates.admit(t.id))]
+        ready = [self.prio[t.id] for t in self.tasks
+                 if self.waiting[t.id] == 0 and (gates is None or gates.admit(t.id))]
         heapq.heapify(ready)
         while ready or (gates is not None and gates.held):
             if not ready:
@@ -384,16 +385,18 @@ class ListScheduler:
 
 
 def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch", perturb: int | None = None,
-                  order: list[float] | None = None, classes: list[int] | None = None
-                  ) -> tuple[list[Timed], MemoryPlanner]:
+                  order: list[float] | None = None, classes: list[int] | None = None,
+                  accumulations_first: bool = False) -> tuple[list[Timed], MemoryPlanner]:
     """Time every task of `plan` and place every tensor (see the module docstring). `perturb`: a seed
     for iterated list scheduling: each task's score under the rule is scaled by a factor in [0.8, 1.2)
     drawn from it.
     `order`: an explicit priority per task (lowest first) instead of a rule. `classes`: a class per task,
-    taken before the rule's or the order's priority (a pipeline schedule's order, pipeline_order.py)."""
+    taken before the rule's or the order's priority (a pipeline schedule's order, pipeline_order.py).
+    `accumulations_first`: a rule's run takes gradient accumulations as soon as they are ready
+    (priorities.FIRST_CLASS: a memory-lean run)."""
     capacities: dict[tuple[int, str], int] = {}
     for attempt in range(PACK_TRIES):
-        scheduler = ListScheduler(plan, hw, priority, perturb, order, capacities, classes)
+        scheduler = ListScheduler(plan, hw, priority, perturb, order, capacities, classes, accumulations_first)
         timed, mem = scheduler.run()
         if not scheduler.overflow:
             return timed, mem
