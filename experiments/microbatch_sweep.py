@@ -57,7 +57,8 @@ def main() -> None:
     for name in args.case or list(CASES):
         model, hw, training, ms = CASES[name]
         for schedule in TASK_LEVEL_SCHEDULES if args.schedules else (None,):
-            print(f"\n{name} on {hw}, pipeline schedule: {schedule or 'the list scheduler's own order'}")
+            order = schedule or "the list scheduler's own order"
+            print(f"\n{name} on {hw}, pipeline schedule: {order}")
             print(f"{'M':>4s} {'samples/s':>11s} {'ratio':>6s} {'makespan/bound':>15s} {'in flight':>9s} "
                   f"{'compile s':>9s}  keeps up")
             for r in sweep(model, hw, training, [m for m in ms if m <= args.max_m], schedule):

@@ -61,3 +61,20 @@ def test_interleaved_at_task_granularity_is_refused_with_what_to_do(graph):
     with pytest.raises(A.AccelsimError, match="stage granularity"):
         A.compile(graph, "groq_like_x4", microbatches=M, pipeline_stages=P, pipeline_schedule="interleaved",
                   virtual_stages=2)
+
+
+def test_zb_h1_splits_a_stages_backward_into_input_gradients_and_weight_gradients(graph):
+    """B: the backward tasks the previous stage's gradient depends on; W: the rest (weight gradients only)."""
+    from accelsim.compiler.planning.expand import expand
+    from accelsim.compiler.timing.pipeline_order import input_gradient_tasks
+    from accelsim.schedule.options import StepOptions
+
+    hw = A.load_hw("groq_like_x4")
+    plan = expand(graph, hw, StepOptions(microbatches=1, pipeline_stages=P, split=False))
+    feeds = input_gradient_tasks(plan)
+    backward = [t for t in plan.tasks if t.phase == "backward"]
+    sent_back = [t for t in backward if t.stage == 1 and plan.tasks[t.id].out_chip != plan.tasks[t.id].chip]
+    assert sent_back and all(feeds[t.id] for t in sent_back)  # the gradient sent to stage 0 is B
+    assert any(not feeds[t.id] for t in backward if t.stage == 1)  # stage 1's weight gradients are W
+    assert not any(feeds[t.id] for t in backward if t.stage == 0)  # nothing earlier needs stage 0's gradient
+    assert not any(feeds[t.id] for t in plan.tasks if t.phase != "backward")
