@@ -44,7 +44,9 @@ class Budget:
     seed: int = 0
     patience_tasks: int = 5_000  # stop once this much work found no shorter schedule
     gap_stop: float = 0.0  # a schedule within this fraction above the plan's lower bound ends the search
-    stale_runs: int = 12  # stop once this many perturbed runs in a row gave back the incumbent unchanged
+    # stop once this many perturbed runs in a row gave back the incumbent's start times: on the scheduler
+    # benchmark (200 problems) stopping at 12 lost one improvement, at 16 none; 20 saves 385 of 28,176 runs
+    stale_runs: int = 20
 
     def scaled(self, factor: int) -> "Budget":
         """The same search with `factor` times the work, runs and patience (effort=thorough)."""
