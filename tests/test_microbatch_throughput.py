@@ -1,6 +1,6 @@
 """More micro-batches never make a step slower per sample (issue 27's regression: ResNet-50 training on groq_like
-fell from 7,211 samples/s at M=8 to 5,939 at M=16; experiments/microbatch_sweep.py measures it), and a run
-whose tensors do not fit is retried with gradient accumulations taken first."""
+fell from 7,211 samples/s at M=8 to 5,939 at M=16; experiments/microbatch_sweep.py measures it), and
+a large plan whose rules' tensors do not fit is rescued with gradient accumulations taken first."""
 from __future__ import annotations
 
 import pytest
@@ -31,22 +31,33 @@ def _step():
     return hw, expand(graph, hw, StepOptions(microbatches=3), None)
 
 
-def test_a_rule_run_that_does_not_fit_is_retried_with_accumulations_first(monkeypatch):
+def test_a_large_plan_whose_rules_do_not_fit_is_rescued_memory_lean(monkeypatch):
     hw, plan = _step()
     assert any(t.kind == "accumulate" for t in plan.tasks)
     real, calls = improve.list_schedule, []
 
     def lean_only(plan, hw, priority, *args, accumulations_first=False, **kwargs):
         calls.append((priority, accumulations_first))
-        if not accumulations_first and kwargs.get("order") is None:
+        if not accumulations_first:
             raise MemoryFitError(f"no room under {priority}")
         return real(plan, hw, priority, *args, accumulations_first=accumulations_first, **kwargs)
 
     monkeypatch.setattr(improve, "list_schedule", lean_only)
-    timed, _ = improve.improve(plan, hw, improve.Budget(work_tasks=0))
-    assert calls == [(rule, lean) for rule in improve.ALWAYS for lean in (False, True)]
+    timed, _ = improve.improve(plan, hw, improve.Budget(work_tasks=0))  # a plan too large for more than ALWAYS
+    rules = list(improve.ALWAYS) + [r for r in improve.RESCUE if r not in improve.ALWAYS]
+    assert calls == [(r, False) for r in rules] + [(r, True) for r in improve.ALWAYS]
     lean = min(max(x.end for x in real(plan, hw, r, accumulations_first=True)[0]) for r in improve.ALWAYS)
     assert max(x.end for x in timed) == lean
+
+
+def test_runs_that_fit_are_never_retried(monkeypatch):
+    hw, plan = _step()
+    calls = []
+    real = improve.list_schedule
+    monkeypatch.setattr(improve, "list_schedule",
+                        lambda *a, **k: calls.append(k.get("accumulations_first")) or real(*a, **k))
+    improve.improve(plan, hw, improve.Budget(work_tasks=0))
+    assert calls == [False] * len(improve.ALWAYS)
 
 
 def test_accumulations_first_takes_each_accumulation_as_soon_as_its_gradients_are_ready():

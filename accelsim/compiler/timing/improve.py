@@ -107,28 +107,21 @@ class _Search:
         return self.best is not None and makespan_of(self.best[0]) <= self.target
 
     def run(self, plan: Plan, priority: str = "rank", order: list[float] | None = None,
-            forward: bool = True) -> Run | None:
-        """One list schedule of `plan` (the reversed plan when not `forward`: never kept as a result)."""
-        classes = self.classes if forward else self.back_classes
-        result = self._schedule(plan, priority, order, classes, False)
-        if result is None and order is None and self.accumulates:  # retried memory-lean (priorities.FIRST_CLASS)
-            result = self._schedule(plan, priority, order, classes, True)
-        if result is None:
+            forward: bool = True, lean: bool = False) -> Run | None:
+        """One list schedule of `plan` (the reversed plan when not `forward`: never kept as a result);
+        `lean`: gradient accumulations first (priorities.FIRST_CLASS)."""
+        self.spent += self.n
+        self.runs += 1
+        try:
+            result = list_schedule(plan, self.hw, priority, order=order,
+                                   classes=self.classes if forward else self.back_classes, accumulations_first=lean)
+        except MemoryFitError as exc:
+            self.error = self.error or exc
             return None
         if forward and (self.best is None or makespan_of(result[0]) < makespan_of(self.best[0])):
             self.best = result
             self.improved_at = self.spent
         return result
-
-    def _schedule(self, plan: Plan, priority: str, order: list[float] | None, classes: list[int] | None,
-                  lean: bool) -> Run | None:
-        self.spent += self.n
-        self.runs += 1
-        try:
-            return list_schedule(plan, self.hw, priority, order=order, classes=classes, accumulations_first=lean)
-        except MemoryFitError as exc:
-            self.error = self.error or exc
-            return None
 
     def result(self) -> Run:
         if self.best is None:
@@ -176,7 +169,9 @@ def forward_backward(search: _Search, back: Plan, start: Run) -> Run:
 def improve(plan: Plan, hw: HwSpec, budget: Budget = BUDGET, pipeline: PipelineOrder | None = None) -> Run:
     """The shortest list schedule found for `plan`, the first found on a tie (see the module docstring).
 
-    1. Every distinct priority rule (ALWAYS first, the others while the budget lasts).
+    1. Every distinct priority rule (ALWAYS first, the others while the budget lasts). On a large plan,
+       the RESCUE rules while fewer than two fit, then the rules that did not fit again memory-lean
+       (accumulations first, priorities.FIRST_CLASS) while fewer than two fit.
     2. Forward-backward improvement of the fb_starts best rule schedules.
     3. Until the budget is spent: the best schedule's start times plus random noise as a new priority
        order, a forward run, forward-backward passes; the result replaces the incumbent when no longer, so
@@ -195,12 +190,22 @@ def improve(plan: Plan, hw: HwSpec, budget: Budget = BUDGET, pipeline: PipelineO
     if not large:  # only ALWAYS rules run on a large plan: the bound could stop nothing there
         search.target = lower_bounds(plan, hw).bound_cycles * (1 + budget.gap_stop)
     found: list[tuple[int, int, Run]] = []
+    failed: list[str] = []
     for i, name in enumerate(rules):
         rescue = large and search.error is not None and len(found) < len(ALWAYS)
         if name in ALWAYS or (search.affordable() and not search.near_bound()) or rescue:
             run = search.run(plan, name)
             if run is not None:
                 found.append((makespan_of(run[0]), i, run))
+            else:
+                failed.append(name)
+    if large and search.accumulates:  # the rescue goes on memory-lean: accumulations free gradients first
+        for name in failed:
+            if len(found) >= len(ALWAYS):
+                break
+            run = search.run(plan, name, lean=True)
+            if run is not None:
+                found.append((makespan_of(run[0]), len(rules), run))
     search.result()  # raises when no rule's tensors fit: neither would a perturbation's
     if not search.affordable(2) or search.near_bound():
         return search.result()

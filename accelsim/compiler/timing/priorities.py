@@ -27,8 +27,8 @@ tensor only once its last reader is taken: each micro-batch's weight gradients s
 ResNet-50 training on groq_like with 16 micro-batches held four micro-batches' gradients (4 x 25.6 MB of
 its 220 MiB) that way, every rule but micro-batch-first ran out of memory, and throughput fell below that
 of 8 micro-batches (issue 27). An accumulation frees a gradient, so taking it early never costs memory; it
-can cost time (it takes the vector unit before critical work), so only a run that did not fit is retried
-this way (improve.py)."""
+can cost time (it takes the vector unit before critical work), so only the rescue of a large plan whose
+rules did not fit runs this way (improve.py)."""
 
 PERTURB_SPREAD = 0.2
 """Iterated list scheduling scales each task's score by a factor drawn from [1 - spread, 1 + spread)."""
