@@ -27,7 +27,9 @@ from accelsim.schedule.plan import (PER_STEP, Candidate, MemoryUse, Schedule, So
                                     graph_hash, hw_hash, peak_bytes)
 from accelsim.schedule.options import StepOptions
 from accelsim.schedule.ports import unit_ports
-from accelsim.compiler.timing.search import time_plan
+from accelsim.compiler.timing.search import effort_budget, time_plan
+from accelsim.compiler.timing.pipeline_order import PipelineOrder
+from accelsim.compiler.hierarchy.schedules import pipeline_schedule
 from accelsim.compiler.timing.symmetry import reduce
 from accelsim.compiler.verify import verify_schedule
 from accelsim.remat import REMAT_PASS, rematerialize
@@ -80,11 +82,24 @@ def _fit(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None, cos
         options = options.model_copy(update={"max_in_flight": window})
         plan = expand(graph, hw, options, window, costs)
         try:
-            return (options, plan, *time_plan(plan, hw))
+            return (options, plan, *time_plan(plan, hw, effort_budget(options.effort), _pipeline_order(options)))
         except MemoryFitError:
             if not halve or window is None or window <= 1:  # None: all in flight, or one micro-batch
                 raise
             window //= 2
+
+
+def _pipeline_order(options: StepOptions) -> PipelineOrder | None:
+    """The per-chip order of options.pipeline_schedule for the task-level list scheduler (None: its own)."""
+    if options.pipeline_schedule is None:
+        return None
+    if options.virtual_stages > 1:
+        raise ScheduleError(f"pipeline_schedule={options.pipeline_schedule!r} with virtual_stages="
+                            f"{options.virtual_stages}: the task-level compiler partitions the model into one chunk "
+                            f"per pipeline stage; compile it at stage granularity, or use gpipe, 1f1b or zb-h1")
+    schedule = pipeline_schedule(options.pipeline_schedule)
+    p, m = options.pipeline_stages, options.microbatches
+    return PipelineOrder(schedule.order(p, 1, m), schedule.splits_weight_grad)
 
 
 def _fit_best(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None, chosen: bool,
@@ -218,6 +233,9 @@ def _compile(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits, val
     exact mode's improvement, the Schedule, and its validation."""
     microbatches, max_in_flight = options.microbatches, options.max_in_flight
     costs = CostTable(graph, hw, chip_list(hw))  # every expansion below prices the same nodes on the same chips
+    if _pipeline_order(options) is not None and max_in_flight is None:  # refuses what it cannot follow first
+        # the schedule says how many micro-batches a chip stashes (1F1B: p, GPipe: all): that is the window
+        max_in_flight = pipeline_schedule(options.pipeline_schedule).in_flight(options.pipeline_stages, 1, microbatches)
     window = max_in_flight or (_auto_window(graph, hw, options, costs) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)

@@ -29,6 +29,7 @@ from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
 from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack
+from accelsim.compiler.timing.pipeline_order import ItemGates
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
 from accelsim.compiler.timing.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
@@ -152,7 +153,8 @@ class ListScheduler:
     memory planner, the port profiles, and per task the readers still to come."""
 
     def __init__(self, plan: Plan, hw: HwSpec, priority: str, perturb: int | None = None,
-                 order: list[float] | None = None, capacities: dict[tuple[int, str], int] | None = None) -> None:
+                 order: list[float] | None = None, capacities: dict[tuple[int, str], int] | None = None,
+                 classes: list[int] | None = None, accumulations_first: bool = False) -> None:
         if priority not in RULES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
         self.plan, self.hw = plan, hw
@@ -179,9 +181,10 @@ class ListScheduler:
         self.pending_readers = [len(r) for r in self.readers]
         self.leaf_left = {k: len(v) for k, v in self.leaf_readers.items()}
         if order is not None:  # an explicit priority per task, lowest first (forward-backward improvement)
-            self.prio: list[tuple] = [(0, order[t.id], t.id) for t in tasks]
+            self.prio: list[tuple] = [(classes[t.id] if classes is not None else 0, order[t.id], t.id) for t in tasks]
         else:  # a rule of priorities.py; `perturb` seeds iterated list scheduling
-            self.prio = priority_keys(RULES[priority], tasks, rank, perturb)
+            self.prio = priority_keys(RULES[priority], tasks, rank, perturb, classes, accumulations_first)
+        self.gates = None if classes is None else ItemGates(tasks, classes)
         self.groups: dict[int, list[TaskSpec]] = defaultdict(list)
         for t in tasks:
             if t.group >= 0:
@@ -312,6 +315,8 @@ class ListScheduler:
     def schedule_group(self, group: list[TaskSpec]) -> None:
         """All members of a collective start and end together, once every member's inputs are ready."""
         data_ready = max((self.timed[d].end + x.lag.get(d, 0) for x in group for d in x.preds), default=0)
+        if self.gates is not None:
+            data_ready = max([data_ready] + [self.gates.earliest(x.id) for x in group])
         resource, _, cycles = group[0].options[0]
         start = self.group_start(group, resource, data_ready, cycles)
         placed = [self.place(x, resource, start) for x in group]
@@ -324,6 +329,8 @@ class ListScheduler:
         """Earliest finish over every candidate resource instance (reading the inputs where they are
         placed), then placement of its leaves and output, and the start and length these allow."""
         data_ready = max((self.timed[d].end + t.lag.get(d, 0) for d in t.preds), default=0)
+        if self.gates is not None:
+            data_ready = max(data_ready, self.gates.earliest(t.id))
         best = None
         inputs = self.inputs(t)
         for resource, instances, cycles in t.options:
@@ -343,9 +350,14 @@ class ListScheduler:
         self.book(t, resource, instance, start, start + total, loads)
 
     def run(self) -> tuple[list[Timed], MemoryPlanner]:
-        ready = [self.prio[t.id] for t in self.tasks if self.waiting[t.id] == 0]
+        gates = self.gates
+        ready = [self.prio[t.id] for t in self.tasks
+                 if self.waiting[t.id] == 0 and (gates is None or gates.admit(t.id))]
         heapq.heapify(ready)
-        while ready:
+        while ready or (gates is not None and gates.held):
+            if not ready:
+                ready = [self.prio[h] for h in gates.unblock()]
+                heapq.heapify(ready)
             *_, tid = heapq.heappop(ready)
             if self.timed[tid] is not None:
                 continue  # a collective member, scheduled with its group
@@ -356,12 +368,14 @@ class ListScheduler:
             else:
                 self.schedule_one(t)
             for x in group:
+                for h in gates.taken(x.id, self.timed[x.id].start) if gates is not None else ():
+                    heapq.heappush(ready, self.prio[h])
                 self.finish_reads(x)
                 if not self.readers[x.id] and ("out", x.id) in self.mem.home and not x.keep:
                     self.mem.free(("out", x.id), self.timed[x.id].end)  # nobody reads it: free once written
                 for s in self.succ[x.id]:
                     self.waiting[s] -= 1
-                    if self.waiting[s] == 0:
+                    if self.waiting[s] == 0 and (gates is None or gates.admit(s)):
                         heapq.heappush(ready, self.prio[s])
         if any(x is None for x in self.timed):
             raise ScheduleError("internal: some tasks were never ready (a cycle in the task graph)")
@@ -371,14 +385,18 @@ class ListScheduler:
 
 
 def list_schedule(plan: Plan, hw: HwSpec, priority: str = "microbatch", perturb: int | None = None,
-                  order: list[float] | None = None) -> tuple[list[Timed], MemoryPlanner]:
+                  order: list[float] | None = None, classes: list[int] | None = None,
+                  accumulations_first: bool = False) -> tuple[list[Timed], MemoryPlanner]:
     """Time every task of `plan` and place every tensor (see the module docstring). `perturb`: a seed
     for iterated list scheduling: each task's score under the rule is scaled by a factor in [0.8, 1.2)
     drawn from it.
-    `order`: an explicit priority per task (lowest first) instead of a rule."""
+    `order`: an explicit priority per task (lowest first) instead of a rule. `classes`: a class per task,
+    taken before the rule's or the order's priority (a pipeline schedule's order, pipeline_order.py).
+    `accumulations_first`: a rule's run takes gradient accumulations as soon as they are ready
+    (priorities.FIRST_CLASS: a memory-lean run)."""
     capacities: dict[tuple[int, str], int] = {}
     for attempt in range(PACK_TRIES):
-        scheduler = ListScheduler(plan, hw, priority, perturb, order, capacities)
+        scheduler = ListScheduler(plan, hw, priority, perturb, order, capacities, classes, accumulations_first)
         timed, mem = scheduler.run()
         if not scheduler.overflow:
             return timed, mem

@@ -19,6 +19,17 @@ Key = tuple[float, float, float, int]
 """(class, -score, -upward rank, task id): a class is taken before any later one (micro-batch-first), then
 the higher score, then the longer path; the id breaks the remaining ties, so a run is deterministic."""
 
+FIRST_CLASS = -1
+"""The class of a gradient accumulation in a memory-lean run (`accumulations_first`): taken as soon as it is
+ready. Its upward rank is short (only later micro-batches' accumulations and the update follow it), so by
+score it waits behind every later micro-batch's forward and backward work, and the list scheduler frees a
+tensor only once its last reader is taken: each micro-batch's weight gradients stay placed until then.
+ResNet-50 training on groq_like with 16 micro-batches held four micro-batches' gradients (4 x 25.6 MB of
+its 220 MiB) that way, every rule but micro-batch-first ran out of memory, and throughput fell below that
+of 8 micro-batches (issue 27). An accumulation frees a gradient, so taking it early never costs memory; it
+can cost time (it takes the vector unit before critical work), so only the rescue of a large plan whose
+rules did not fit runs this way (improve.py)."""
+
 PERTURB_SPREAD = 0.2
 """Iterated list scheduling scales each task's score by a factor drawn from [1 - spread, 1 + spread)."""
 STAGGER_BEATS = 0.5
@@ -132,12 +143,22 @@ PRIORITIES = tuple(RULES)
 """Every rule, in the order the search tries them; on equal makespans the earlier rule's schedule is kept."""
 
 
-def priority_keys(rule: PriorityRule, tasks: list[TaskSpec], rank: list[int], perturb: int | None = None) -> list[Key]:
+def priority_keys(rule: PriorityRule, tasks: list[TaskSpec], rank: list[int], perturb: int | None = None,
+                  classes: list[int] | None = None, accumulations_first: bool = False) -> list[Key]:
     """Each task's sort key under `rule` (lowest first). `perturb`: a seed; each score is scaled by a factor
-    drawn from it (iterated list scheduling), the class is kept."""
+    drawn from it (iterated list scheduling), the class is kept. `classes`: a class per task that replaces
+    the rule's (a pipeline schedule's order, pipeline_order.py). `accumulations_first`: gradient
+    accumulations in FIRST_CLASS (a memory-lean run)."""
     score = rule.score(Inputs(tasks, rank))
     if perturb is not None:
         scale = np.random.default_rng(perturb).uniform(1 - PERTURB_SPREAD, 1 + PERTURB_SPREAD, len(tasks))
         score = [float(s * f) for s, f in zip(score, scale)]
     n = len(tasks)
-    return [(_microbatch_class(t, n) if rule.by_microbatch else 0, -score[t.id], -rank[t.id], t.id) for t in tasks]
+    def task_class(t: TaskSpec) -> int:
+        if accumulations_first and t.kind == "accumulate":
+            return FIRST_CLASS
+        if classes is not None:
+            return classes[t.id]
+        return _microbatch_class(t, n) if rule.by_microbatch else 0
+
+    return [(task_class(t), -score[t.id], -rank[t.id], t.id) for t in tasks]
