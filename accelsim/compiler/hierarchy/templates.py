@@ -13,8 +13,8 @@ task-granularity compiler:
   accelsim.remat names them `<forward name>.recompute`);
 - weight-gradient cycles (ZB-H1's W pass): the busy time of the backward tasks of *weight-gradient nodes*:
   a parameter's gradient (a backward node an update reads) and, recursively, a backward node read by
-  exactly one node that is itself a weight-gradient node (a transpose or product feeding only that
-  gradient). A value read by two nodes is counted in the input-gradient pass (B) even when both readers
+  exactly one node that is itself a weight-gradient node of the same chunk (a transpose or product feeding
+  only that gradient; a value sent to another chunk is never W). A value read by two nodes is counted in the input-gradient pass (B) even when both readers
   are weight-gradient nodes: W is the work that certainly computes weight gradients only, and the chain
   of activation gradients (each read by its layer's weight gradient and by the next input gradient) stays
   in B;
@@ -105,14 +105,16 @@ def busy_cycles(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def weight_grad_nodes(graph: Graph) -> frozenset[int]:
+def weight_grad_nodes(graph: Graph, stage: list[int]) -> frozenset[int]:
     """The weight-gradient nodes (module docstring): parameter gradients and the backward nodes read by
-    exactly one node, itself a weight-gradient node."""
+    exactly one node, itself a weight-gradient node on the same stage (`stage`: each node's chunk; a value
+    sent to another chunk is that chunk's input gradient, never W)."""
     consumers = graph.consumers()
     wgrad = set(graph.gradient_nodes())
     for n in reversed(graph.nodes):
-        if n.phase == "backward" and not n.name.endswith(RECOMPUTE_SUFFIX) and len(consumers[n.id]) == 1 \
-                and consumers[n.id][0] in wgrad:
+        readers = consumers[n.id]
+        if n.phase == "backward" and not n.name.endswith(RECOMPUTE_SUFFIX) and len(readers) == 1 \
+                and readers[0] in wgrad and stage[readers[0]] == stage[n.id]:
             wgrad.add(n.id)
     return frozenset(wgrad)
 
@@ -151,7 +153,7 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
     p, v, t = options.pipeline_stages, options.virtual_stages, options.tensor_parallel
     graph, plan = m.graph, m.plan
     chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
-    wgrad, recompute = weight_grad_nodes(graph), recompute_nodes(graph)
+    wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node), recompute_nodes(graph)
     kinds = model_state_kinds(graph) if graph.optimizer is not None else {}
     readers: dict[int, list[TaskSpec]] = {}
     for task in plan.tasks:

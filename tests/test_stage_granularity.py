@@ -1,0 +1,141 @@
+"""Stage granularity: the stage-level work measured from one micro-batch's task schedule (templates.py)."""
+from __future__ import annotations
+
+import pytest
+
+import accelsim as A
+from accelsim.compiler.hierarchy.templates import busy_cycles, step_work, weight_grad_nodes
+from accelsim.errors import ScheduleError
+from accelsim.ops.registry import numel
+from accelsim.schedule.options import StepOptions
+
+HW = "a100_x8"
+
+
+@pytest.fixture(scope="module")
+def hw():
+    return A.load_hw(HW)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return A.training_graph(A.models.build("gpt2", layers=2), optimizer="adam")
+
+
+def _hw_bytes(hw, node) -> int:
+    return numel(node.shape) * hw.elem_bytes(node.dtype)
+
+
+# ---- the pieces ----------------------------------------------------------------------------------
+
+
+def test_busy_cycles_count_overlapping_intervals_once():
+    assert busy_cycles([(5, 15), (0, 10), (20, 30), (22, 25)]) == 25
+    assert busy_cycles([]) == 0
+
+
+def test_weight_gradient_nodes_of_a_two_layer_mlp_by_hand():
+    """fc2's weight and bias gradients, fc1's (whose input x needs no gradient): W. The loss gradient and
+    the gradient through fc2 to the hidden layer (read by fc1's two gradients): B."""
+    g = A.training_graph(A.models.build("mlp", batch=4, sizes=(16, 8, 4)), optimizer="sgd")
+    by_op = {}
+    for n in g.nodes:
+        if n.phase == "backward":
+            by_op.setdefault(n.op, []).append(n.id)
+    w = weight_grad_nodes(g, [0] * len(g.nodes))
+    assert set(g.gradient_nodes()) <= w
+    backward = {n.id for n in g.nodes if n.phase == "backward" and n.op != "const"}
+    (loss_grad,) = by_op["softmax_cross_entropy_grad"]
+    (relu_grad,) = by_op["relu_grad"]
+    hidden_grad = next(i for i in by_op["matmul"] if i not in g.gradient_nodes())
+    assert backward - w == {loss_grad, relu_grad, hidden_grad}
+
+
+def test_a_value_sent_to_another_chunk_is_never_weight_gradient_work():
+    g = A.training_graph(A.models.build("mlp", batch=4, sizes=(16, 8, 4)), optimizer="sgd")
+    bias_grad = g.gradient_nodes()[0]  # fc2.b's gradient: a sum of the loss gradient's rows
+    (reduced,) = g.nodes[bias_grad].inputs
+    stage = [0] * len(g.nodes)
+    stage[bias_grad] = 1
+    assert bias_grad in weight_grad_nodes(g, stage)
+    assert reduced not in weight_grad_nodes(g, stage)
+
+
+# ---- measured from the task schedule -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_stages(gpt2, hw):
+    return step_work(gpt2, hw, StepOptions.of(pipeline_stages=2, microbatches=4))
+
+
+def test_one_stage_phases_bound_the_one_micro_batch_makespan(gpt2, hw):
+    """The phases run one after the other except where units overlap them: the task-level makespan of
+    one micro-batch lies between the longest phase and their sum."""
+    work = step_work(gpt2, hw, StepOptions.of())
+    (chunk,), (stage,) = work.chunks, work.stages
+    makespan = A.compile(gpt2, hw, validate=False).makespan_cycles
+    phases = (chunk.forward_cycles, chunk.backward_cycles, stage.update_cycles)
+    assert min(phases) > 0
+    assert max(phases) <= makespan <= sum(phases)
+    assert chunk.activation_bytes == 0 and chunk.gradient_bytes_back == 0
+
+
+def test_bytes_between_stages_are_the_task_schedules_transfers(gpt2, hw, two_stages):
+    schedule = A.compile(gpt2, hw, pipeline_stages=2, validate=False)
+    sent = {(phase, s): sum(t.out_bytes for t in schedule.tasks if t.kind == "transfer" and t.phase == phase
+                            and t.stage == s) for phase in ("forward", "backward") for s in (0, 1)}
+    first, last = two_stages.chunks
+    assert first.activation_bytes == sent[("forward", 0)] > 0
+    assert last.gradient_bytes_back == sent[("backward", 1)] > 0
+    assert last.activation_bytes == 0 and first.gradient_bytes_back == sent[("backward", 0)]
+
+
+def test_weight_gradient_and_recompute_parts_lie_within_the_backward_pass(two_stages):
+    for chunk in two_stages.chunks:
+        assert 0 <= chunk.weight_grad_cycles <= chunk.backward_cycles
+        assert chunk.recompute_cycles == 0  # nothing is rematerialized
+    assert sum(c.weight_grad_cycles for c in two_stages.chunks) > 0
+
+
+def test_rematerialization_shows_as_recompute_cycles(gpt2, hw):
+    work = step_work(gpt2, hw, StepOptions.of(remat="every:1"))
+    (chunk,) = work.chunks
+    assert 0 < chunk.recompute_cycles < chunk.backward_cycles
+    assert chunk.stash_bytes < step_work(gpt2, hw, StepOptions.of()).chunks[0].stash_bytes
+
+
+def test_accumulating_gradients_over_micro_batches_lengthens_the_backward_pass(gpt2, hw, two_stages):
+    one = step_work(gpt2, hw, StepOptions.of(pipeline_stages=2, microbatches=1))
+    for single, four in zip(one.chunks, two_stages.chunks):
+        assert four.forward_cycles == single.forward_cycles
+        assert four.backward_cycles - single.backward_cycles == four.weight_grad_cycles - single.weight_grad_cycles
+    assert two_stages.chunks[0].backward_cycles > one.chunks[0].backward_cycles
+
+
+def test_model_state_bytes_on_one_stage_are_the_whole_models(gpt2, hw):
+    params = [n for n in gpt2.params if n.trainable]
+    param_bytes = sum(_hw_bytes(hw, n) for n in params)
+    (alone,) = step_work(gpt2, hw, StepOptions.of()).stages
+    assert alone.parameter_bytes == param_bytes
+    assert alone.optimizer_bytes == 2 * param_bytes  # Adam's two moments
+    assert alone.gradient_bytes == 0  # one replica: nothing to all-reduce
+    (replicated,) = step_work(gpt2, hw, StepOptions.of(data_parallel=2)).stages
+    assert replicated.gradient_bytes == sum(_hw_bytes(hw, gpt2.nodes[g]) for g in gpt2.gradient_nodes())
+
+
+def test_virtual_stages_give_p_times_v_chunks_on_p_chips(gpt2, hw):
+    work = step_work(gpt2, hw, StepOptions.of(pipeline_stages=2, virtual_stages=2, microbatches=4))
+    assert [c.chunk for c in work.chunks] == [0, 1, 2, 3]
+    assert [s.chips for s in work.stages] == [(0,), (1,)]
+    assert work.pipeline_stages == 2 and work.virtual_stages == 2
+    assert sum(c.forward_cycles for c in work.chunks) > 0
+
+
+def test_chunks_beyond_the_chips_are_refused_by_name(gpt2, hw):
+    with pytest.raises(ScheduleError, match=r"virtual_stages=3.*\b12\b.*a100_x8 has 8"):
+        step_work(gpt2, hw, StepOptions.of(pipeline_stages=4, virtual_stages=3))
+
+
+def test_measurement_is_deterministic(gpt2, hw, two_stages):
+    assert step_work(gpt2, hw, StepOptions.of(pipeline_stages=2, microbatches=4)) == two_stages
