@@ -7,17 +7,20 @@ data_parallel=1 and pipeline_stages=p*v (one stage per model chunk: the partitio
 below is read from that task schedule, so the costs, collectives and placement are exactly those of the
 task-granularity compiler:
 
-- forward / backward / update cycles: the busy time of a chunk's chips in that phase (the union of its
-  tasks' intervals, transfers out of the chunk excluded: the composition times those over the links);
-- recompute cycles: the busy time of the backward tasks that recompute a forward value (the rewrite of
-  accelsim.remat names them `<forward name>.recompute`);
-- weight-gradient cycles (ZB-H1's W pass): the busy time of the backward tasks of *weight-gradient nodes*:
-  a parameter's gradient (a backward node an update reads) and, recursively, a backward node read by
-  exactly one node that is itself a weight-gradient node of the same chunk (a transpose or product feeding
-  only that gradient; a value sent to another chunk is never W). A value read by two nodes is counted in the input-gradient pass (B) even when both readers
-  are weight-gradient nodes: W is the work that certainly computes weight gradients only, and the chain
-  of activation gradients (each read by its layer's weight gradient and by the next input gradient) stays
-  in B;
+- forward / backward / update cycles: the busy time of a chunk's chip (the union of its tasks' intervals;
+  transfers out of the chunk are left to the composition, which times them over the links), each busy
+  cycle attributed to one phase (PARTS: forward first, then recompute, input gradient, weight gradient,
+  update), so the phases add up to the chip's busy time; with tensor parallelism, of its busiest rank's
+  chip (the ranks work side by side, their collectives inside);
+- recompute cycles: the backward tasks that recompute a forward value (accelsim.remat's rewrite names
+  them `<forward name>.recompute`);
+- weight-gradient cycles (ZB-H1's W pass): the backward tasks of *weight-gradient nodes*: a parameter's
+  gradient (a backward node an update reads) and, recursively, a backward node read by exactly one node,
+  itself a weight-gradient node of the same chunk (a transpose or product feeding only that gradient; a
+  value sent to another chunk is never W). A value read by two nodes is counted in the input-gradient
+  pass (B) even when both readers are weight-gradient nodes: W is the work that certainly computes weight
+  gradients only, and the chain of activation gradients (each read by its layer's weight gradient and by
+  the next input gradient) stays in B;
 - gradient accumulation: with M > 1 micro-batches the task-level step adds every parameter gradient into
   its running sum once per micro-batch after the first. The accumulation of a chunk (the cheapest unit's
   cycles of one add per gradient node, from the planner's cost table) is charged to its backward pass and
@@ -105,6 +108,30 @@ def busy_cycles(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
+PARTS = ("forward", "recompute", "input_grad", "weight_grad", "update")
+"""What a chip's busy cycles are attributed to, first first: a cycle in which tasks of several parts run
+counts once, for the first of them (backward work that runs beside the forward pass, such as a weight's
+transpose, and update work that runs beside the backward pass, such as Adam's decay of its moments,
+costs nothing there)."""
+
+
+def attributed_cycles(intervals: list[tuple[int, int, int]]) -> list[int]:
+    """Cycles per part (PARTS' order) of one chip's `intervals` (start, end, part index): every cycle in
+    which the chip is busy counts once, for the first part (lowest index) running then."""
+    events = sorted([(start, 1, part) for start, _, part in intervals] + [(end, -1, part) for _, end, part in intervals])
+    running = [0] * len(PARTS)
+    cycles = [0] * len(PARTS)
+    last = None
+    for at, change, part in events:
+        if last is not None and at > last:
+            first = next((i for i, n in enumerate(running) if n), None)
+            if first is not None:
+                cycles[first] += at - last
+        running[part] += change
+        last = at
+    return cycles
+
+
 def weight_grad_nodes(graph: Graph, stage: list[int]) -> frozenset[int]:
     """The weight-gradient nodes (module docstring): parameter gradients and the backward nodes read by
     exactly one node, itself a weight-gradient node on the same stage (`stage`: each node's chunk; a value
@@ -124,6 +151,15 @@ def recompute_nodes(graph: Graph) -> frozenset[int]:
     if not any(p.name == REMAT_PASS for p in graph.passes):
         return frozenset()
     return frozenset(n.id for n in graph.nodes if n.phase == "backward" and n.name.endswith(RECOMPUTE_SUFFIX))
+
+
+def _part(task: TaskSpec, wgrad: frozenset[int], recompute: frozenset[int]) -> str:
+    """Which of PARTS a (non-transfer) task's cycles belong to."""
+    if task.phase != "backward":
+        return task.phase
+    if task.node in recompute:
+        return "recompute"
+    return "weight_grad" if task.node in wgrad else "input_grad"
 
 
 def accumulate_cycles(m: Measured, chunk: int) -> int:
@@ -159,7 +195,7 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
     for task in plan.tasks:
         for d in task.deps:
             readers.setdefault(d, []).append(task)
-    spans: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    intervals: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (start, end, part index)
     sent = {(c, phase): 0 for c in range(p * v) for phase in ("forward", "backward")}
     stash = [0] * (p * v)
     for task, x in zip(plan.tasks, m.timed):
@@ -169,20 +205,24 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
             if to != chunk and task.phase in ("forward", "backward"):
                 sent[(chunk, task.phase)] += task.out_bytes
         else:
-            spans.setdefault((chunk, task.phase), []).append((x.start, x.end))
-            if task.node in wgrad and task.phase == "backward":
-                spans.setdefault((chunk, "weight_grad"), []).append((x.start, x.end))
-            if task.node in recompute:
-                spans.setdefault((chunk, "recompute"), []).append((x.start, x.end))
+            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute))))
         if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
             stash[chunk_of_chip[task.out_chip]] += task.out_bytes
+    per_chip = {chip: dict(zip(PARTS, attributed_cycles(spans))) for chip, spans in intervals.items()}
+    ranks = {c: [plan.chip_of[(0, c, k)] for k in range(t)] for c in range(p * v)}
+
+    def busy(c: int, *parts: str) -> int:
+        """The chunk's busiest rank in `parts` (the ranks work side by side, each on its own chip)."""
+        return max(sum(per_chip.get(chip, {}).get(part, 0) for part in parts) for chip in ranks[c])
+
     later = options.microbatches - 1
     chunks = []
     for c in range(p * v):
-        busy = {k: busy_cycles(spans.get((c, k), [])) for k in ("forward", "backward", "weight_grad", "recompute")}
         acc = math.ceil(accumulate_cycles(m, c) * later / options.microbatches)
-        chunks.append(ChunkWork(chunk=c, forward_cycles=busy["forward"], backward_cycles=busy["backward"] + acc,
-                                weight_grad_cycles=busy["weight_grad"] + acc, recompute_cycles=busy["recompute"],
+        # a chunk with no forward or backward work of its own still passes its micro-batch on: one cycle
+        chunks.append(ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
+                                backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),
+                                weight_grad_cycles=busy(c, "weight_grad") + acc, recompute_cycles=busy(c, "recompute"),
                                 activation_bytes=sent[(c, "forward")], stash_bytes=stash[c],
                                 backward_bytes=sent[(c, "backward")]))
     step_chips = chip_map(len(plan.chips), options)
@@ -197,7 +237,7 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
                        for kind in ("param", "optimizer_state")}
         stages.append(StageWork(
             stage=s, chips=tuple(step_chips[(0, s, k)] for k in range(t)),
-            update_cycles=sum(busy_cycles(spans.get((c, "update"), [])) for c in mine),
+            update_cycles=sum(busy(c, "update") for c in mine),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads) if options.data_parallel > 1 else 0,
             parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"]))
     return StepWork(stages=tuple(stages), chunks=tuple(chunks), microbatches=options.microbatches,
