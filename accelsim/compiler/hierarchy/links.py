@@ -1,0 +1,133 @@
+"""Stage-level communication on the machine's links (Topology -> Hold, LinkBook): what a stage-to-stage
+transfer or a gradient bucket's all-reduce of all t tensor-parallel ranks costs and which links it holds,
+and a book that queues holders on shared links.
+
+The link model is hw/topology.py's and schedule/collectives.py's: a transfer lasts its route's latency plus
+bytes over bandwidth, a collective costs what collective_cost says, and either holds every link it crosses
+for its whole duration, so two holders of one link run one after the other.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from accelsim.hw.topology import SWITCH, Link, Topology
+from accelsim.schedule.collectives import collective_cost
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """One stage-level communication: the links it holds and for how many cycles."""
+
+    links: tuple[Link, ...]
+    cycles: int
+
+
+def transfer_hold(topo: Topology, src_chips: Sequence[int], dst_chips: Sequence[int], nbytes: int) -> Hold:
+    """The t ranks of one stage each send `nbytes` to the same rank of another stage, at once: latency plus the
+    busiest link's bytes over its bandwidth (ranks whose routes share a link, as through one NIC per node, add
+    up on it). One rank's transfer is exactly its route's cost."""
+    load: dict[Link, int] = {}
+    latency = 0
+    for a, b in zip(src_chips, dst_chips):
+        route = topo.route(a, b)
+        if not route.links:
+            continue
+        latency = max(latency, route.latency_cycles)
+        for link in route.links:
+            load[link] = load.get(link, 0) + nbytes
+    if not load:
+        return Hold((), 0)
+    busiest = max(math.ceil(n / topo.bandwidth(link)) for link, n in load.items())
+    return Hold(tuple(sorted(load)), max(1, busiest + latency))
+
+
+def allreduce_hold(topo: Topology, groups: Sequence[Sequence[int]], nbytes: int) -> Hold:
+    """One gradient bucket of `nbytes` per rank, all-reduced by each rank's group of replicas' chips at once:
+    the slowest group's cost when the groups' links are disjoint, else their costs one after another (they
+    queue on the links they share)."""
+    costs = [_allreduce(topo, tuple(g), nbytes) for g in groups]
+    links: set[Link] = set()
+    disjoint = True
+    for cycles, group_links in costs:
+        disjoint = disjoint and links.isdisjoint(group_links)
+        links.update(group_links)
+    if not links:
+        return Hold((), 0)
+    cycles = max(c for c, _ in costs) if disjoint else sum(c for c, _ in costs)
+    return Hold(tuple(sorted(links)), cycles)
+
+
+def _allreduce(topo: Topology, chips: tuple[int, ...], nbytes: int) -> tuple[int, tuple[Link, ...]]:
+    """collective_cost's cycles and links of an all-reduce over `chips`, computed once per shape: the group is
+    costed as its canonical twin (shape_of) and the twin's links are mapped back onto the group's chips."""
+    twin, to_chip, to_node = shape_of(topo, chips)
+    cost = collective_cost(topo, "allreduce", twin, nbytes)
+    per_node_nics = topo.nics == "per_node"
+
+    def end(net: str, x: int) -> int:
+        if x == SWITCH:
+            return x
+        return to_node[x] if net == "scale_out" and per_node_nics else to_chip(x)
+
+    return cost.cycles, tuple(Link(link.net, end(link.net, link.src), end(link.net, link.dst)) for link in cost.links)
+
+
+def shape_of(topo: Topology, chips: tuple[int, ...]) -> tuple[tuple[int, ...], Callable[[int], int], dict[int, int]]:
+    """A canonical twin of the group on `chips` that every collective costs alike: its nodes renumbered 0, 1,
+    ... in order of first member, each node's chips rotated so that its first member is the node's chip 0.
+    Both are symmetries of the link model (a ring inside a node is rotation-invariant, a switch any
+    permutation's; nodes meet at one switch), so groups of the same shape (every stage's and every rank's
+    replicas) share one costing. Returns the twin, the map of its chips back to the group's, and of its
+    nodes."""
+    k = topo.chips_per_node
+    node_of: dict[int, int] = {}
+    offset: dict[int, int] = {}
+    twin = []
+    for chip in chips:
+        node = chip // k
+        if node not in node_of:
+            node_of[node], offset[node] = len(node_of), chip % k
+        twin.append(node_of[node] * k + (chip % k - offset[node]) % k)
+    to_node = {twin_node: node for node, twin_node in node_of.items()}
+
+    def to_chip(x: int) -> int:
+        node = to_node[x // k]
+        return node * k + (x % k + offset[node]) % k
+
+    return tuple(twin), to_chip, to_node
+
+
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """A hold as the book keeps it: its links as the book's link numbers."""
+
+    links: tuple[int, ...]
+    cycles: int
+
+
+class LinkBook:
+    """When each link is next free. Holders are booked in the order they ask (the simulation asks in time
+    order): each starts when it is ready and all its links are free, and holds them all until it ends."""
+
+    def __init__(self) -> None:
+        self._number: dict[Link, int] = {}
+        self._free_at: list[int] = []
+
+    def booking(self, hold: Hold) -> Booking:
+        """`hold` in the book's terms (links numbered once, so booking is cheap however often it repeats)."""
+        for link in hold.links:
+            if link not in self._number:
+                self._number[link] = len(self._free_at)
+                self._free_at.append(0)
+        return Booking(tuple(self._number[link] for link in hold.links), hold.cycles)
+
+    def book(self, booking: Booking, ready: int) -> tuple[int, int]:
+        """(start, end) cycles of `booking`, ready at cycle `ready`; its links are taken until end."""
+        free_at = self._free_at
+        start = max(ready, max(map(free_at.__getitem__, booking.links), default=0))
+        end = start + booking.cycles
+        for link in booking.links:
+            free_at[link] = end
+        return start, end

@@ -1,0 +1,281 @@
+"""Composing a step from stage-level work (compiler/hierarchy/compose.py): bubbles against the papers' closed
+forms, transfers and gradient buckets that lengthen the step exactly by their cost when exposed and not at all
+when hidden, links that queue, stash bytes, determinism and refusals of bad work."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from accelsim.compiler.hierarchy.compose import SPAN_KINDS, compose
+from accelsim.compiler.hierarchy.links import allreduce_hold
+from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
+from accelsim.errors import ScheduleError
+from accelsim.hw.load import load_hw
+from accelsim.hw.topology import topology_of
+from accelsim.schedule.collectives import collective_cost
+
+
+@pytest.fixture(scope="module")
+def hw8():
+    return load_hw("a100_x8")
+
+
+def step(p: int, M: int, *, v: int = 1, f: int | list[int] = 10, b: int | list[int] = 20, w: int = 0,
+         act: int = 0, stash: int = 7, d: int = 1, t: int = 1, grad: int | list[int] = 0,
+         update: int = 0) -> StepWork:
+    """p stages of v chunks; per-chunk cycles f, b (the whole backward, w of it weight gradients); stage s on
+    chips s*t .. s*t + t - 1."""
+    fs = f if isinstance(f, list) else [f] * (p * v)
+    bs = b if isinstance(b, list) else [b] * (p * v)
+    grads = grad if isinstance(grad, list) else [grad] * p
+    stages = tuple(StageWork(s, tuple(range(s * t, s * t + t)), update, grads[s], 0, 0) for s in range(p))
+    chunks = tuple(ChunkWork(c, fs[c], bs[c], w, 0, act, stash) for c in range(p * v))
+    return StepWork(stages, chunks, M, d, t, v)
+
+
+def spans_of(comp, kind: str, **match):
+    return [s for s in comp.spans if s.kind == kind and all(getattr(s, k) == x for k, x in match.items())]
+
+
+# --- bubbles against the closed forms, equal chunks, free transfers -------------------------------------------
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p,M", [(1, 3), (2, 1), (4, 4), (4, 8), (8, 3), (8, 32)])
+def test_gpipe_and_1f1b_bubble_is_p_minus_1_over_M_plus_p_minus_1(name, p, M, hw8):
+    # F = 10, B = 2F: the step is (M + p - 1)(F + B) and the bubble (p - 1)/(M + p - 1) of it
+    comp = compose(step(p, M), name, hw8)
+    assert comp.makespan_cycles == (M + p - 1) * 30
+    assert comp.bubble_fraction == pytest.approx((p - 1) / (M + p - 1))
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0}
+
+
+@pytest.mark.parametrize("p,v,M", [(2, 2, 2), (4, 2, 4), (4, 2, 8), (4, 3, 8), (8, 2, 16), (3, 4, 6)])
+def test_interleaved_bubble_is_p_minus_1_over_vM_plus_p_minus_1(p, v, M, hw8):
+    # Narayanan et al. SC21 sec. 2.2.2: a stage's F and B split into v chunks of F/v, B/v shrink the bubble
+    # to (p - 1)(F + B)/v: the step is M(F + B) + (p - 1)(F + B)/v, the bubble (p - 1)/(vM + p - 1)
+    f, b = 10, 20  # per chunk
+    comp = compose(step(p, M, v=v, f=f, b=b), "interleaved", hw8)
+    assert comp.makespan_cycles == M * v * (f + b) + (p - 1) * (f + b)
+    assert comp.bubble_fraction == pytest.approx((p - 1) / (v * M + p - 1))
+
+
+@pytest.mark.parametrize("f,bi,w", [(10, 10, 10), (10, 20, 10), (20, 30, 10), (10, 10, 0)])
+@pytest.mark.parametrize("p,M", [(2, 2), (4, 8), (6, 13)])
+def test_zb_h1_bubble_is_p_minus_1_times_f_plus_b_minus_w(f, bi, w, p, M, hw8):
+    # Qi et al. ICLR 2024 sec. 3.1: ZB-H1's bubble is (p - 1)(F + B - W) with B the input gradient only;
+    # with F = B = W that is a third of 1F1B's (p - 1)(F + B + W)
+    comp = compose(step(p, M, f=f, b=bi + w, w=w), "zb-h1", hw8)
+    bubble = (p - 1) * (f + bi - w)
+    assert comp.makespan_cycles == M * (f + bi + w) + bubble
+    assert comp.bubble_fraction == pytest.approx(bubble / (M * (f + bi + w) + bubble))
+
+
+def test_zb_h1_bubble_is_a_third_of_1f1b_with_equal_passes(hw8):
+    p, M = 8, 64
+    zb = compose(step(p, M, f=10, b=20, w=10), "zb-h1", hw8)
+    base = compose(step(p, M, f=10, b=20, w=10), "1f1b", hw8)
+    idle = [c.makespan_cycles - M * 30 for c in (zb, base)]
+    assert idle[0] * 3 == idle[1]
+
+
+# --- validity of the composed timeline ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1)])
+def test_every_item_runs_once_after_its_inputs_and_never_two_at_once_on_a_chip(name, v, hw8):
+    p, M = 4, 8
+    comp = compose(step(p, M, v=v, f=[10, 30, 20, 5, 15, 10, 25, 5][: p * v], b=40, w=10 if name == "zb-h1" else 0,
+                        act=10**6), name, hw8)
+    work_kinds = ("forward", "backward", "weight_grad")
+    items = {(s.kind, s.microbatch, s.chunk): s for s in comp.spans if s.kind in work_kinds}
+    per_pass = 3 if name == "zb-h1" else 2
+    assert len(items) == len([s for s in comp.spans if s.kind in work_kinds]) == per_pass * p * v * M
+    last = p * v - 1
+    for (kind, m, c), span in items.items():
+        assert span.stage == c % p
+        if kind == "forward" and c > 0:
+            assert items[("forward", m, c - 1)].end < span.start  # a transfer in between
+        if kind == "backward":
+            assert items[("forward", m, c)].end <= span.start
+            if c < last:
+                assert items[("backward", m, c + 1)].end < span.start
+        if kind == "weight_grad":
+            assert items[("backward", m, c)].end <= span.start
+    for s in range(p):
+        on_chip = sorted((x.start, x.end) for x in comp.spans if x.stage == s and x.kind in work_kinds + ("update",))
+        assert all(a[1] <= b[0] for a, b in zip(on_chip, on_chip[1:]))
+    assert {s.kind for s in comp.spans} <= set(SPAN_KINDS)
+    assert list(comp.spans) == sorted(comp.spans, key=lambda s: (s.start, s.stage, s.kind, s.chunk, s.microbatch,
+                                                                  s.end))
+
+
+def test_the_same_work_composes_to_the_same_step(hw8):
+    work = step(4, 8, v=2, act=3 * 10**6, d=2, grad=60 * 2**20, update=50)
+    assert compose(work, "interleaved", hw8) == compose(work, "interleaved", hw8)
+
+
+# --- transfers ---------------------------------------------------------------------------------------------------
+
+def test_exposed_transfers_lengthen_the_step_by_exactly_their_cost(hw8):
+    # p = 2, M = 1: F0, send, F1, B1, send back, B0: both transfers are on the critical path
+    nbytes = 10**6
+    cost = topology_of(hw8).route(0, 1).cycles(nbytes)
+    assert cost == topology_of(hw8).route(1, 0).cycles(nbytes)
+    free = compose(step(2, 1), "1f1b", hw8)
+    paid = compose(step(2, 1, act=nbytes), "1f1b", hw8)
+    assert paid.makespan_cycles == free.makespan_cycles + 2 * cost
+    assert paid.exposed_cycles == {"transfer": 2 * cost, "allreduce": 0}
+    assert [(s.start, s.end) for s in spans_of(paid, "transfer")] == [(10, 10 + cost), (40 + cost, 40 + 2 * cost)]
+
+
+def test_transfers_hidden_behind_a_slower_stage_cost_nothing(hw8):
+    # stage 1 takes 100,000 cycles a forward: the second micro-batch's activation arrives while it works on the
+    # first, and the first gradient while stage 0 waits in its bubble anyway; only the first and last
+    # transfers lengthen the step
+    nbytes = 10**6
+    cost = topology_of(hw8).route(0, 1).cycles(nbytes)
+    assert 2 * cost < 100_000
+    work = dict(f=[10, 100_000], b=[20, 200_000])
+    free = compose(step(2, 2, **work), "gpipe", hw8)
+    paid = compose(step(2, 2, act=nbytes, **work), "gpipe", hw8)
+    assert len(spans_of(paid, "transfer")) == 4
+    assert paid.makespan_cycles == free.makespan_cycles + 2 * cost
+    assert paid.exposed_cycles["transfer"] == 2 * cost
+
+
+def test_two_transfers_on_one_link_queue(hw8):
+    # stage 0 sends micro-batch 1's activation 10 cycles after micro-batch 0's, over the same link: it waits
+    # until the first is through, and stage 1's second forward waits for it
+    nbytes = 10**6
+    cost = topology_of(hw8).route(0, 1).cycles(nbytes)
+    comp = compose(step(2, 2, f=[10, 1], b=[20, 2], act=nbytes), "gpipe", hw8)
+    first, second = spans_of(comp, "transfer", stage=0)
+    assert (first.start, first.end) == (10, 10 + cost)
+    assert (second.start, second.end) == (10 + cost, 10 + 2 * cost)
+    assert spans_of(comp, "forward", stage=1, microbatch=1)[0].start == 10 + 2 * cost
+
+
+def test_transfers_of_several_ranks_sharing_a_nic_add_up_on_it():
+    # per-node NICs: the t = 2 ranks of stage 0 (node 0) send to stage 1 (node 1) through one NIC each way
+    hw = load_hw("a100_x64", {"interconnect.scale_out.nics": "per_node", "interconnect.scale_out.chips_per_node": 2})
+    topo = topology_of(hw)
+    nbytes = 10**7
+    one = topo.route(0, 2).cycles(nbytes)
+    both = topo.route(0, 2).cycles(2 * nbytes)
+    comp = compose(step(2, 1, t=2, act=nbytes), "1f1b", hw)
+    assert [s.end - s.start for s in spans_of(comp, "transfer")] == [both, both]
+    assert both > one
+
+
+# --- data-parallel gradient buckets ------------------------------------------------------------------------------
+
+def test_one_exposed_bucket_lengthens_the_step_by_its_all_reduce(hw8):
+    # p = 1, d = 2: the bucket is complete when the last backward ends; then its all-reduce, then the update
+    grad = 10 * 2**20
+    ar = collective_cost(topology_of(hw8), "allreduce", (0, 1), grad).cycles
+    comp = compose(step(1, 2, d=2, grad=grad, update=5), "1f1b", hw8)
+    assert comp.makespan_cycles == 2 * 30 + ar + 5
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": ar}
+    (bucket,) = spans_of(comp, "allreduce")
+    assert (bucket.start, bucket.end, bucket.stage, bucket.microbatch) == (60, 60 + ar, 0, -1)
+
+
+def test_buckets_start_as_the_backward_pass_completes_them(hw8):
+    # two buckets: the first is complete halfway through the last backward and is reduced under its second
+    # half; only the second bucket's all-reduce is exposed
+    grad, b = 20 * 2**20, 10**6
+    ar = collective_cost(topology_of(hw8), "allreduce", (0, 1), grad // 2).cycles
+    assert ar < b // 2
+    comp = compose(step(1, 1, b=b, d=2, grad=grad), "1f1b", hw8, bucket_bytes=grad // 2)
+    first, second = spans_of(comp, "allreduce")
+    assert first.start == 10 + b // 2 and second.start == 10 + b
+    assert comp.makespan_cycles == 10 + b + ar
+    assert comp.exposed_cycles["allreduce"] == ar
+
+
+def test_a_bucket_reduced_while_another_stage_still_computes_costs_nothing(hw8):
+    # 1F1B, p = 2: stage 1 finishes its backwards B = 200,000 cycles before stage 0; its all-reduce fits in them
+    grad = 10 * 2**20
+    ar = collective_cost(topology_of(hw8), "allreduce", (1, 3), grad).cycles
+    assert ar < 200_000
+    base = compose(step(2, 4, b=200_000), "1f1b", hw8)
+    comp = compose(step(2, 4, b=200_000, d=2, grad=[0, grad]), "1f1b", hw8)
+    assert comp.makespan_cycles == base.makespan_cycles
+    assert comp.exposed_cycles["allreduce"] == 0
+    (bucket,) = spans_of(comp, "allreduce")
+    assert bucket.stage == 1 and bucket.end - bucket.start == ar and bucket.end < comp.makespan_cycles
+
+
+def test_a_bucket_and_a_transfer_on_one_link_queue(hw8):
+    # p = 2, M = 1, 1F1B: stage 1's bucket, complete as its backward ends, holds chip 1's egress port while
+    # the backward's input gradient waits to leave through it
+    grad, nbytes = 40 * 2**20, 10**6
+    topo = topology_of(hw8)
+    ar = collective_cost(topo, "allreduce", (1, 3), grad).cycles
+    cost = topo.route(1, 0).cycles(nbytes)
+    comp = compose(step(2, 1, act=nbytes, d=2, grad=[0, grad]), "1f1b", hw8, bucket_bytes=grad)
+    (bucket,) = spans_of(comp, "allreduce")
+    back = spans_of(comp, "transfer", stage=1)[0]
+    assert bucket.start == spans_of(comp, "backward", stage=1)[0].end
+    assert (back.start, back.end) == (bucket.end, bucket.end + cost)
+
+
+def test_an_allreduce_of_any_group_costs_what_collective_cost_says():
+    # the canonical twin of a group is costed in its place: cycles and links equal the direct costing
+    for overrides in ({}, {"interconnect.topology": "ring"}, {"interconnect.scale_out.nics": "per_node"}):
+        hw = load_hw("a100_x64", overrides)
+        topo = topology_of(hw)
+        for chips in ((3, 11, 19, 27), (5, 6), (9, 2, 12, 63, 40, 41), (7, 8, 16, 17)):
+            direct = collective_cost(topo, "allreduce", chips, 3 * 2**20)
+            hold = allreduce_hold(topo, [chips], 3 * 2**20)
+            assert hold.cycles == direct.cycles and hold.links == tuple(sorted(direct.links)), (overrides, chips)
+
+
+# --- stash -------------------------------------------------------------------------------------------------------
+
+def test_peak_stash_bytes_follow_each_schedules_in_flight_count(hw8):
+    p, M = 4, 8
+    assert compose(step(p, M, stash=7), "gpipe", hw8).peak_stash_bytes == (7 * M,) * p
+    assert compose(step(p, M, stash=7), "1f1b", hw8).peak_stash_bytes == tuple(7 * (p - s) for s in range(p))
+
+
+# --- bad input ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change,words", [
+    (lambda w: dataclasses.replace(w, chunks=(dataclasses.replace(w.chunks[0], forward_cycles=0),) + w.chunks[1:]),
+     ["chunks[0].forward_cycles", "got 0", "positive integer"]),
+    (lambda w: dataclasses.replace(w, chunks=w.chunks[:1] + (dataclasses.replace(w.chunks[1], backward_cycles=-5),)),
+     ["chunks[1].backward_cycles", "got -5"]),
+    (lambda w: dataclasses.replace(w, chunks=w.chunks[:1] + (dataclasses.replace(w.chunks[1], weight_grad_cycles=50),)),
+     ["chunks[1].weight_grad_cycles", "more than the backward_cycles"]),
+    (lambda w: dataclasses.replace(w, stages=(dataclasses.replace(w.stages[0], update_cycles=-1),) + w.stages[1:]),
+     ["stages[0].update_cycles", "got -1"]),
+    (lambda w: dataclasses.replace(w, chunks=w.chunks[:1]), ["holds 1 chunks", "expected p * v"]),
+    (lambda w: dataclasses.replace(w, data_parallel=8), ["needs d * p * t", "16 chips", "has 8"]),
+    (lambda w: dataclasses.replace(w, stages=(dataclasses.replace(w.stages[0], chips=(1,)),) + w.stages[1:]),
+     ["stages[1].chips holds chip 1, already a chip of stages[0]"]),
+])
+def test_bad_work_is_refused_naming_the_field_and_value(change, words, hw8):
+    with pytest.raises(ScheduleError) as err:
+        compose(change(step(2, 2)), "1f1b", hw8)
+    message = str(err.value)
+    assert "\n" not in message and all(w in message for w in words), message
+
+
+@pytest.mark.parametrize("name,p,v,M,words", [
+    ("interleaved", 2, 2, 3, ["multiple", "M=3"]),
+    ("interleaved", 2, 1, 2, ["virtual_stages >= 2"]),
+    ("1f1b", 2, 2, 2, ["virtual_stages must be 1"]),
+    ("pipedream", 2, 1, 2, ["unknown pipeline schedule 'pipedream'"]),
+])
+def test_a_schedule_that_cannot_order_the_work_is_refused(name, p, v, M, words, hw8):
+    with pytest.raises(ScheduleError) as err:
+        compose(step(p, M, v=v), name, hw8)
+    assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_a_zero_bucket_size_and_a_wrong_record_are_refused(hw8):
+    with pytest.raises(ScheduleError, match="bucket_bytes must be a positive integer of bytes, got 0"):
+        compose(step(2, 2), "1f1b", hw8, bucket_bytes=0)
+    with pytest.raises(ScheduleError, match="compose needs a StepWork, got dict"):
+        compose({}, "1f1b", hw8)
