@@ -4,8 +4,10 @@ from __future__ import annotations
 import pytest
 
 import accelsim as A
+from accelsim.compiler.hierarchy.step import AUTO_STAGE_TASKS, DEFAULT_STAGE_SCHEDULE, StageStep, granularity_of
 from accelsim.compiler.hierarchy.templates import busy_cycles, step_work, weight_grad_nodes
 from accelsim.errors import ScheduleError
+from accelsim.limits import estimate_tasks
 from accelsim.ops.registry import numel
 from accelsim.schedule.options import StepOptions
 
@@ -139,3 +141,53 @@ def test_chunks_beyond_the_chips_are_refused_by_name(gpt2, hw):
 
 def test_measurement_is_deterministic(gpt2, hw, two_stages):
     assert step_work(gpt2, hw, StepOptions.of(pipeline_stages=2, microbatches=4)) == two_stages
+
+
+# ---- compile(..., granularity=...) ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def block():
+    return A.training_graph(A.models.build("transformer_block"), optimizer="adam")
+
+
+def test_stage_granularity_returns_a_composed_step(block, hw):
+    step = A.compile(block, hw, granularity="stage", pipeline_stages=2, microbatches=4)
+    assert isinstance(step, StageStep)
+    assert step.options.pipeline_schedule == DEFAULT_STAGE_SCHEDULE
+    assert step.makespan_cycles == step.composition.makespan_cycles > 0
+    assert 0 < step.bubble_fraction < 1
+    assert step.throughput == pytest.approx(step.samples_per_step * hw.clock_hz / step.makespan_cycles)
+    assert step.samples_per_step == 4 * A.compile(block, hw, validate=False).samples_per_step
+    data = step.to_dict()
+    assert data["makespan_cycles"] == step.makespan_cycles and len(data["stages"]) == 2
+
+
+def test_auto_granularity_switches_by_the_estimated_tasks(block):
+    small = StepOptions.of(microbatches=2)
+    assert granularity_of(block, small) == "task"
+    per_microbatch = estimate_tasks(block, 2, 1, 1) - estimate_tasks(block, 1, 1, 1)
+    big = StepOptions.of(microbatches=AUTO_STAGE_TASKS // per_microbatch + 2)
+    assert estimate_tasks(block, big.microbatches, 1, 1) > AUTO_STAGE_TASKS
+    assert granularity_of(block, big) == "stage"
+    assert granularity_of(block, big.model_copy(update={"granularity": "task"})) == "task"
+
+
+def test_a_step_above_the_task_limit_compiles_at_stage_granularity(block, hw):
+    m = 4096
+    with pytest.raises(ScheduleError, match="limit"):
+        A.compile(block, hw, microbatches=m, granularity="task")
+    step = A.compile(block, hw, microbatches=m)
+    assert isinstance(step, StageStep) and step.options.microbatches == m
+
+
+@pytest.mark.parametrize("change, word", [({"zero": 1, "data_parallel": 2}, "zero"), ({"exact": 1.0}, "exact")])
+def test_options_stage_granularity_does_not_model_are_refused_by_name(block, hw, change, word):
+    with pytest.raises(ScheduleError, match=rf"{word}=.*not modelled at stage granularity.*granularity='task'"):
+        A.compile(block, hw, granularity="stage", **change)
+
+
+def test_an_inference_step_is_refused_at_stage_granularity(hw):
+    graph = A.models.build("transformer_block")
+    with pytest.raises(ScheduleError, match="inference graph.*granularity='task'"):
+        A.compile(graph, hw, granularity="stage")
