@@ -1,9 +1,12 @@
 """Stage granularity: the stage-level work measured from one micro-batch's task schedule (templates.py)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import accelsim as A
+from accelsim.cli import main
 from accelsim.compiler.hierarchy.step import AUTO_STAGE_TASKS, DEFAULT_STAGE_SCHEDULE, StageStep, granularity_of
 from accelsim.compiler.hierarchy.templates import busy_cycles, step_work, weight_grad_nodes
 from accelsim.errors import ScheduleError
@@ -191,3 +194,28 @@ def test_an_inference_step_is_refused_at_stage_granularity(hw):
     graph = A.models.build("transformer_block")
     with pytest.raises(ScheduleError, match="inference graph.*granularity='task'"):
         A.compile(graph, hw, granularity="stage")
+
+
+# ---- the CLI --------------------------------------------------------------------------------------
+
+
+def test_run_at_stage_granularity_prints_the_steps_figures_and_writes_them_as_json(tmp_path, capsys):
+    out = tmp_path / "step.json"
+    argv = ["run", "--hw", HW, "--model", "transformer_block", "--training", "--pipeline-stages", "2",
+            "--microbatches", "4", "--granularity", "stage", "--pipeline-schedule", "gpipe", "--json", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["granularity"] == "stage" and data["pipeline_schedule"] == "gpipe"
+    assert f"makespan {data['makespan_cycles']:,} cycles" in text
+    assert "pipeline bubble" in text and "exposed communication" in text and "throughput" in text
+    assert set(data["exposed_cycles"]) == {"transfer", "allreduce"} and len(data["stages"]) == 2
+
+
+@pytest.mark.parametrize("argv, word", [(["run", "--check"], "--check"), (["compile"], "compile writes")])
+def test_commands_that_need_a_task_schedule_refuse_stage_granularity(argv, word, capsys, tmp_path):
+    base = ["--hw", HW, "--model", "transformer_block", "--training", "--granularity", "stage"]
+    extra = ["-o", str(tmp_path / "s.json")] if argv == ["compile"] else []
+    assert main(argv + base + extra) != 0
+    err = capsys.readouterr().err
+    assert word in err and "--granularity task" in err and "Traceback" not in err
