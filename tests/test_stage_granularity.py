@@ -8,7 +8,7 @@ import pytest
 import accelsim as A
 from accelsim.cli import main
 from accelsim.compiler.hierarchy.step import AUTO_STAGE_TASKS, DEFAULT_STAGE_SCHEDULE, StageStep, granularity_of
-from accelsim.compiler.hierarchy.templates import busy_cycles, step_work, weight_grad_nodes
+from accelsim.compiler.hierarchy.templates import busy_cycles, filler_nodes, step_work, weight_grad_nodes
 from accelsim.errors import ScheduleError
 from accelsim.limits import estimate_tasks
 from accelsim.ops.registry import numel
@@ -74,16 +74,25 @@ def two_stages(gpt2, hw):
     return step_work(gpt2, hw, StepOptions.of(pipeline_stages=2, microbatches=4))
 
 
-def test_one_stage_phases_bound_the_one_micro_batch_makespan(gpt2, hw):
-    """The phases run one after the other except where units overlap them: the task-level makespan of
-    one micro-batch lies between the longest phase and their sum."""
+def test_one_stage_phases_add_up_to_the_chips_busy_time(gpt2, hw):
+    """Every busy cycle of the one-micro-batch step's chip counts once, in one phase or as filler."""
     work = step_work(gpt2, hw, StepOptions.of())
     (chunk,), (stage,) = work.chunks, work.stages
-    makespan = A.compile(gpt2, hw, validate=False).makespan_cycles
+    schedule = A.compile(gpt2, hw, validate=False)
+    busy = busy_cycles([(t.start, t.end) for t in schedule.tasks])
     phases = (chunk.forward_cycles, chunk.backward_cycles, stage.update_cycles)
-    assert min(phases) > 0
-    assert max(phases) <= makespan <= sum(phases)
+    assert min(phases) > 0 and stage.filler_cycles > 0  # Adam decays its moments before the gradients come
+    assert sum(phases) + stage.filler_cycles == busy <= schedule.makespan_cycles
     assert chunk.activation_bytes == 0 and chunk.gradient_bytes_back == 0
+
+
+def test_filler_reads_no_micro_batch_data_by_hand():
+    """In an MLP trained with momentum, only the decay of each parameter's momentum reads no data."""
+    g = A.training_graph(A.models.build("mlp", batch=4, sizes=(16, 8, 4)), optimizer="momentum")
+    momenta = {n.id for n in g.params if n.name.endswith(".momentum")}
+    filler = [g.nodes[i] for i in sorted(filler_nodes(g))]
+    assert len(momenta) == 4 and len(filler) == 4
+    assert all(n.op == "mul" and n.phase == "update" and set(n.inputs) & momenta for n in filler)
 
 
 def test_bytes_between_stages_are_the_task_schedules_transfers(gpt2, hw, two_stages):
@@ -219,3 +228,18 @@ def test_commands_that_need_a_task_schedule_refuse_stage_granularity(argv, word,
     assert main(argv + base + extra) != 0
     err = capsys.readouterr().err
     assert word in err and "--granularity task" in err and "Traceback" not in err
+
+
+def test_filler_fits_in_a_stages_idle_time_and_only_the_rest_lengthens_its_update(hw):
+    """p=2, M=1, F=10, B=20, free transfers: stage 0 runs F 0-10 and B 40-60 (30 idle cycles before its
+    update), stage 1 F 10-20 and B 20-40 (10 idle). 25 filler cycles each: stage 0 holds them all, stage 1
+    adds 15 to its update."""
+    from accelsim.compiler.hierarchy.compose import compose
+    from accelsim.compiler.hierarchy.step import with_filler
+    from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
+
+    chunks = tuple(ChunkWork(c, 10, 20, 0, 0, 0, 0) for c in range(2))
+    stages = tuple(StageWork(s, (s,), 5, 0, 0, 0, filler_cycles=25) for s in range(2))
+    work = StepWork(stages, chunks, microbatches=1, data_parallel=1, tensor_parallel=1)
+    filled = with_filler(work, compose(work, "gpipe", hw))
+    assert [s.update_cycles for s in filled.stages] == [5, 20]

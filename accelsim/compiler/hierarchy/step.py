@@ -3,7 +3,7 @@ measured from one micro-batch's task schedule (templates.py), composed by the pi
 simulation (compose.py); and the choice of granularity for `granularity="auto"`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from accelsim.compiler.hierarchy.compose import Composition, compose
@@ -93,6 +93,23 @@ class StageStep:
         }
 
 
+ITEM_KINDS = ("forward", "backward", "weight_grad")
+
+
+def with_filler(work: StepWork, composition: Composition) -> StepWork:
+    """`work` with each stage's update lengthened by the filler (StageWork.filler_cycles) that the stage's
+    idle time before its update, in `composition`, cannot hold: a list scheduler runs such work in the
+    pipeline's bubbles, and only what does not fit there lengthens the step."""
+    stages = []
+    for stage in work.stages:
+        spans = [x for x in composition.spans if x.stage == stage.stage]
+        update_start = min((x.start for x in spans if x.kind == "update"), default=composition.makespan_cycles)
+        busy = sum(x.end - x.start for x in spans if x.kind in ITEM_KINDS and x.end <= update_start)
+        excess = max(0, stage.filler_cycles - (update_start - busy))
+        stages.append(replace(stage, update_cycles=stage.update_cycles + excess))
+    return replace(work, stages=tuple(stages))
+
+
 UNSUPPORTED = {"zero": 0, "exact": None}
 """Options stage granularity does not model yet, with the only value it accepts."""
 
@@ -119,6 +136,9 @@ def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: L
     options = options.model_copy(update={"pipeline_schedule": schedule})
     work = step_work(graph, hw, options)
     composition = compose(work, schedule, hw)
+    if any(s.filler_cycles for s in work.stages):
+        work = with_filler(work, composition)
+        composition = compose(work, schedule, hw)
     return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
                      training=any(n.phase == "update" for n in graph.nodes),
                      samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,

@@ -108,11 +108,11 @@ def busy_cycles(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-PARTS = ("forward", "recompute", "input_grad", "weight_grad", "update")
+PARTS = ("forward", "recompute", "input_grad", "weight_grad", "update", "filler", "update_filler")
 """What a chip's busy cycles are attributed to, first first: a cycle in which tasks of several parts run
-counts once, for the first of them (backward work that runs beside the forward pass, such as a weight's
-transpose, and update work that runs beside the backward pass, such as Adam's decay of its moments,
-costs nothing there)."""
+counts once, for the first of them (work that runs beside another part costs nothing there). Filler is
+work that reads no micro-batch's data (filler_nodes: a weight's transpose, Adam's decay of its moments):
+per micro-batch (filler) or per step (update_filler), it runs whenever its chip would idle."""
 
 
 def attributed_cycles(intervals: list[tuple[int, int, int]]) -> list[int]:
@@ -153,8 +153,23 @@ def recompute_nodes(graph: Graph) -> frozenset[int]:
     return frozenset(n.id for n in graph.nodes if n.phase == "backward" and n.name.endswith(RECOMPUTE_SUFFIX))
 
 
-def _part(task: TaskSpec, wgrad: frozenset[int], recompute: frozenset[int]) -> str:
+def filler_nodes(graph: Graph) -> frozenset[int]:
+    """Computed nodes none of whose inputs depends on a micro-batch's data (an `input` leaf): their value is
+    the same for every micro-batch, so a list scheduler runs them wherever a unit is free."""
+    data: set[int] = set()
+    filler = set()
+    for n in graph.nodes:
+        if n.op == "input" or any(i in data for i in n.inputs):
+            data.add(n.id)
+        elif not n.is_leaf:
+            filler.add(n.id)
+    return frozenset(filler)
+
+
+def _part(task: TaskSpec, wgrad: frozenset[int], recompute: frozenset[int], filler: frozenset[int]) -> str:
     """Which of PARTS a (non-transfer) task's cycles belong to."""
+    if task.node in filler:
+        return "update_filler" if task.phase == "update" else "filler"
     if task.phase != "backward":
         return task.phase
     if task.node in recompute:
@@ -190,6 +205,7 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
     graph, plan = m.graph, m.plan
     chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
     wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node), recompute_nodes(graph)
+    filler = filler_nodes(graph)
     kinds = model_state_kinds(graph) if graph.optimizer is not None else {}
     readers: dict[int, list[TaskSpec]] = {}
     for task in plan.tasks:
@@ -205,12 +221,11 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
             if to != chunk and task.phase in ("forward", "backward"):
                 sent[(chunk, task.phase)] += task.out_bytes
         else:
-            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute))))
+            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute, filler))))
         if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
             stash[chunk_of_chip[task.out_chip]] += task.out_bytes
     per_chip = {chip: dict(zip(PARTS, attributed_cycles(spans))) for chip, spans in intervals.items()}
     ranks = {c: [plan.chip_of[(0, c, k)] for k in range(t)] for c in range(p * v)}
-
     def busy(c: int, *parts: str) -> int:
         """The chunk's busiest rank in `parts` (the ranks work side by side, each on its own chip)."""
         return max(sum(per_chip.get(chip, {}).get(part, 0) for part in parts) for chip in ranks[c])
@@ -238,6 +253,7 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
         stages.append(StageWork(
             stage=s, chips=tuple(step_chips[(0, s, k)] for k in range(t)),
             update_cycles=sum(busy(c, "update") for c in mine),
+            filler_cycles=sum(busy(c, "update_filler") + options.microbatches * busy(c, "filler") for c in mine),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads) if options.data_parallel > 1 else 0,
             parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"]))
     return StepWork(stages=tuple(stages), chunks=tuple(chunks), microbatches=options.microbatches,

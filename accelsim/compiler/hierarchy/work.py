@@ -51,6 +51,10 @@ class StageWork:
     """Gradient bytes per rank that the data-parallel replicas all-reduce (0 with one replica)."""
     parameter_bytes: int
     optimizer_bytes: int
+    filler_cycles: int = 0
+    """Work per step that reads no micro-batch's data (a weight's transpose per micro-batch, Adam's decay
+    of its moments): it runs wherever the chip idles. Not part of update_cycles or any chunk's cycles;
+    compile_stage_step adds to update_cycles what the composed step's idle time cannot hold."""
 
 
 @dataclass(frozen=True, slots=True)
