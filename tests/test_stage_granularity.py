@@ -243,3 +243,31 @@ def test_filler_fits_in_a_stages_idle_time_and_only_the_rest_lengthens_its_updat
     work = StepWork(stages, chunks, microbatches=1, data_parallel=1, tensor_parallel=1)
     filled = with_filler(work, compose(work, "gpipe", hw))
     assert [s.update_cycles for s in filled.stages] == [5, 20]
+
+
+# ---- agreement with the task level (experiments/stage_vs_task.py has the whole table) ----------------
+
+AGREEMENT = 0.03
+"""Issue 27: the stage-level makespan within 3% of the task-level schedule of the same step."""
+
+
+@pytest.mark.parametrize("model, d, p, t, m, schedule", [
+    ("transformer_block", 1, 1, 1, 4, "1f1b"),   # one stage, several micro-batches: the phases in a row
+    ("transformer_block", 1, 1, 2, 1, "1f1b"),   # tensor-parallel ranks and their all-reduces inside a chunk
+    ("transformer_block", 1, 2, 1, 1, "gpipe"),  # two stages, one micro-batch: transfers and the bubble
+    ("transformer_block", 1, 2, 1, 4, "gpipe"),  # two stages, all micro-batches in flight
+    ("gpt2", 2, 1, 1, 1, "1f1b"),                # replicas: gradient buckets all-reduced beside the backward
+    ("gpt2", 1, 1, 2, 4, "1f1b"),                # ranks and micro-batches: accumulation per micro-batch
+])
+def test_stage_granularity_agrees_with_the_task_level(hw, model, d, p, t, m, schedule):
+    """The task level runs the schedule through its in-flight window (GPipe: all M micro-batches; 1F1B: p)
+    until its list scheduler follows pipeline_schedule itself."""
+    options = {"layers": 2} if model == "gpt2" else {}
+    if t > 1:
+        options["tensor_parallel"] = t
+    graph = A.training_graph(A.models.build(model, **options), optimizer="adam")
+    step = dict(microbatches=m, data_parallel=d, pipeline_stages=p)
+    stage = A.compile(graph, hw, granularity="stage", pipeline_schedule=schedule, **step)
+    window = m if schedule == "gpipe" else min(p, m)
+    task = A.compile(graph, hw, granularity="task", max_in_flight=window, validate=False, **step)
+    assert abs(stage.makespan_cycles / task.makespan_cycles - 1) <= AGREEMENT
