@@ -3,15 +3,20 @@ micro-batch of one replica (Graph, HwSpec, StepOptions -> StepWork).
 
 The step is expanded and list-scheduled by the existing planner and timing search with microbatches=1,
 data_parallel=1 and pipeline_stages=p*v (one stage per model chunk: the partition is the planner's own,
-`Planner.stage`, asked for p*v contiguous chunks); chunk c then belongs to pipeline chip c % p. Every figure
+`Planner.stage`, asked for p*v contiguous chunks); chunk c then belongs to pipeline chip c % p. For the
+measurement each chunk has chips of its own (p*v*t of them: one micro-batch visits the chunks one after
+the other, so chunks c and c + p, which share a chip in the step, would not overlap here either). Every figure
 below is read from that task schedule, so the costs, collectives and placement are exactly those of the
 task-granularity compiler:
 
 - forward / backward / update cycles: the busy time of a chunk's chip (the union of its tasks' intervals;
   transfers out of the chunk are left to the composition, which times them over the links), each busy
   cycle attributed to one phase (PARTS: forward first, then recompute, input gradient, weight gradient,
-  update), so the phases add up to the chip's busy time; with tensor parallelism, of its busiest rank's
-  chip (the ranks work side by side, their collectives inside);
+  update, filler), so the phases add up to the chip's busy time; with tensor parallelism, of its busiest
+  rank's chip (the ranks work side by side, their collectives inside);
+- filler cycles: work that reads no micro-batch's data (filler_nodes: a weight's transpose, Adam's decay
+  of its moments), per step (M times the per-micro-batch part); the list scheduler runs it wherever a
+  unit idles, so compile_stage_step fits it into the composed step's idle time (step.with_filler);
 - recompute cycles: the backward tasks that recompute a forward value (accelsim.remat's rewrite names
   them `<forward name>.recompute`);
 - weight-gradient cycles (ZB-H1's W pass): the backward tasks of *weight-gradient nodes*: a parameter's
