@@ -271,3 +271,13 @@ def test_stage_granularity_agrees_with_the_task_level(hw, model, d, p, t, m, sch
     window = m if schedule == "gpipe" else min(p, m)
     task = A.compile(graph, hw, granularity="task", max_in_flight=window, validate=False, **step)
     assert abs(stage.makespan_cycles / task.makespan_cycles - 1) <= AGREEMENT
+
+
+def test_callers_that_read_a_task_schedule_refuse_a_stage_step_by_name(block, hw):
+    from accelsim.compiler.hierarchy.step import task_schedule
+
+    schedule = A.compile(block, hw, validate=False)
+    assert task_schedule(schedule, "a sweep point") is schedule
+    step = A.compile(block, hw, granularity="stage")
+    with pytest.raises(ScheduleError, match=r"a sweep point needs a task-level schedule.*granularity 'task'"):
+        task_schedule(step, "a sweep point")

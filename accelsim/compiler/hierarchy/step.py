@@ -14,6 +14,7 @@ from accelsim.graph.ir import Graph
 from accelsim.graph.stats import samples_per_microbatch
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import Limits, estimate_tasks
+from accelsim.schedule.plan import Schedule
 from accelsim.schedule.options import StepOptions
 
 AUTO_STAGE_TASKS = 200_000
@@ -91,6 +92,18 @@ class StageStep:
                         "activation_bytes": c.activation_bytes, "stash_bytes": c.stash_bytes}
                        for c in self.work.chunks],
         }
+
+
+def task_schedule(compiled: Schedule | StageStep, what: str) -> Schedule:
+    """`compiled` (compile's result) for a caller that reads a task-level Schedule (`what`: who, for the
+    message); a ScheduleError when the step was compiled at stage granularity."""
+    if isinstance(compiled, Schedule):
+        return compiled
+    o = compiled.options
+    raise ScheduleError(f"{what} needs a task-level schedule, but the step of {compiled.graph_name!r} was compiled at "
+                        f"stage granularity (granularity={o.granularity!r}: 'auto' composes steps of more than "
+                        f"{AUTO_STAGE_TASKS:,} estimated tasks from stage templates); set granularity 'task' (and a "
+                        f"task limit above the step's tasks) or use fewer micro-batches or replicas")
 
 
 ITEM_KINDS = ("forward", "backward", "weight_grad")
