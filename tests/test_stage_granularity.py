@@ -183,6 +183,7 @@ def test_auto_granularity_switches_by_the_estimated_tasks(block):
     assert estimate_tasks(block, big.microbatches, 1, 1) > AUTO_STAGE_TASKS
     assert granularity_of(block, big) == "stage"
     assert granularity_of(block, big.model_copy(update={"granularity": "task"})) == "task"
+    assert granularity_of(A.models.build("transformer_block"), big) == "task"  # inference: task level only
 
 
 def test_a_step_above_the_task_limit_compiles_at_stage_granularity(block, hw):

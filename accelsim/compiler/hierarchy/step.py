@@ -27,10 +27,12 @@ DEFAULT_STAGE_SCHEDULE = "1f1b"
 
 
 def granularity_of(graph: Graph, options: StepOptions) -> str:
-    """"task" or "stage": the options' choice, or for "auto" task unless the step's estimated tasks exceed
-    AUTO_STAGE_TASKS."""
+    """"task" or "stage": the options' choice, or for "auto" task unless the step is a training step
+    (stage granularity composes forward and backward passes) of more than AUTO_STAGE_TASKS estimated tasks."""
     if options.granularity != "auto":
         return options.granularity
+    if not any(n.phase == "backward" for n in graph.nodes):
+        return "task"
     tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages)
     return "stage" if tasks > AUTO_STAGE_TASKS else "task"
 
