@@ -5,6 +5,25 @@ The task-level step follows the pipeline schedule through its in-flight window u
 follows `pipeline_schedule` itself: GPipe = all M micro-batches in flight, 1F1B = p. Issue 27 asks for
 agreement within 3% (AGREEMENT); "ok" marks the rows within it.
 Run: python experiments/stage_vs_task.py [--models transformer_block gpt2] [--hw a100_x8] [--quick]
+
+Where the two differ by more than 3% (a100_x8, Adam; measured when this was written):
+- The baseline: an in-flight window is not a pipeline schedule. With all M in flight the list scheduler
+  interleaves forward and backward passes freely (GPipe would not): gpt2-2 p=2 M=4 GPipe is +6.0% although
+  stage 0's busy cycles agree to two cycles in 13.8M. With a window of p, micro-batch k+p waits for all of
+  micro-batch k, which is stricter than 1F1B (gpt2-2 p=2 M=8 1F1B: -8.7%). These rows compare different
+  schedules until the task level follows pipeline_schedule.
+- The partition (compiler/planning/stages.py as of this branch) puts backward nodes on the lowest stage of
+  their inputs and cuts inside residual blocks: gradients skip chunks and backward work starts before the
+  next chunk's is done, which the composition's chain of chunks cannot express (transformer_block p=4:
+  +18% to +26%); gpt2's logits gradient (2 x 103 MB) goes back to stage 0 where the forward sends 1.5 MB,
+  and compose sends activation_bytes both ways (ChunkWork.backward_bytes holds the measured bytes).
+- Replicas: compose all-reduces gradients in 25 MB DDP buckets and updates after the last; the task level
+  all-reduces every gradient as soon as it is ready and updates each parameter after its own. A 1.7 MB
+  transformer_block is one bucket sent after its backward pass (+9% at M=1); with t=2 the task level pays
+  each tensor's all-reduce latency, serialized with the ranks' all-reduces on each chip (-34%).
+- Tensor-parallel ranks with M > 1 on a small block: the task level runs one micro-batch's compute while
+  another's latency-bound rank all-reduces and gradient accumulations are in flight; the composition runs a
+  chunk's items one at a time (transformer_block t=2 M=4: +8%; gpt2-2: under 1%).
 """
 from __future__ import annotations
 
