@@ -6,8 +6,8 @@ Closed forms, for equal chunks with free transfers, F and B a stage's forward an
 (B = 2F here), W the weight-gradient part of B, p stages, v chunks per chip, M micro-batches:
   GPipe, 1F1B (Huang et al. 2019; Narayanan et al. 2021):  bubble (p - 1) / (M + p - 1)
   interleaved 1F1B (Narayanan et al. SC21, sec. 2.2.2):      bubble (p - 1) / (v M + p - 1)
-  ZB-H1 (Qi et al. ICLR 2024, sec. 3.1), B' = B - W:          idle (p - 1)(F + B' - W) per chip, so
-                                                             bubble (p - 1)(F + B' - W) / (M (F + B) + (p - 1)(F + B' - W))
+  ZB-H1 (Qi et al. ICLR 2024, sec. 3.1), B' = B - W:          idle I = (p - 1)(F + B' - W) per chip, so
+                                                             bubble I / (M (F + B) + I)
 Run: python experiments/pipeline_bubbles.py
 """
 from __future__ import annotations
@@ -46,8 +46,8 @@ def bubbles() -> None:
     for p in (4, 8, 16):
         for M in (p, 2 * p, 8 * p):
             for name, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("interleaved", 3), ("zb-h1", 1)):
-                comp = compose(work(p, v, M), name, hw)
-                print(f"{name:12s} {p:3d} {v:2d} {M:4d} {comp.bubble_fraction:10.4f} {closed_form(name, p, v, M):12.4f}")
+                simulated = compose(work(p, v, M), name, hw).bubble_fraction
+                print(f"{name:12s} {p:3d} {v:2d} {M:4d} {simulated:10.4f} {closed_form(name, p, v, M):12.4f}")
 
 
 # Six GPT-3 175B layers per stage (h = 12288, seq 2048, micro-batch 1) on t = 8 A100s at ~140 TFLOP/s each:
@@ -80,13 +80,16 @@ def speed() -> None:
     p, v, M, t, d = 16, 3, 192, 8, 8
     step = work(p, v, M, t=t, d=d, activation_bytes=ACTIVATION_BYTES, gradient_bytes=GRADIENT_BYTES,
                 f=STAGE_F, b=3 * STAGE_F, w=STAGE_F, update=UPDATE)
+    print(f"\n1,024 chips (p={p}, v={v}, M={M}, t={t}, d={d}), CPU seconds (the first call also costs the "
+          f"collectives; the timeline's span records are made on first use)")
     for attempt in range(3):
         start = time.process_time()
         comp = compose(step, "interleaved", hw)
+        composed = time.process_time() - start
+        spans = len(comp.spans)
         cpu = time.process_time() - start
-        print(f"\n1,024 chips (p={p}, v={v}, M={M}, t={t}, d={d}): {len(comp.spans):,} spans, bubble "
-              f"{comp.bubble_fraction:.3f}, exposed {comp.exposed_cycles}, composed in {cpu:.2f} s CPU"
-              + (" (first call)" if attempt == 0 else ""))
+        print(f"  compose {composed:.2f} s, with {spans:,} spans {cpu:.2f} s; bubble {comp.bubble_fraction:.3f}, "
+              f"exposed {comp.exposed_cycles}" + (" (first call)" if attempt == 0 else ""))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelsim.compiler.hierarchy.compose import SPAN_KINDS, compose
-from accelsim.compiler.hierarchy.links import allreduce_hold
+from accelsim.compiler.hierarchy.links import collective_hold
+from accelsim.compiler.hierarchy.schedules import PIPELINE_SCHEDULES, Item, PipelineSchedule
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.errors import ScheduleError
 from accelsim.hw.load import load_hw
@@ -23,13 +26,13 @@ def hw8():
 
 def step(p: int, M: int, *, v: int = 1, f: int | list[int] = 10, b: int | list[int] = 20, w: int = 0,
          act: int = 0, stash: int = 7, d: int = 1, t: int = 1, grad: int | list[int] = 0,
-         update: int = 0) -> StepWork:
+         update: int = 0, params: int = 0) -> StepWork:
     """p stages of v chunks; per-chunk cycles f, b (the whole backward, w of it weight gradients); stage s on
     chips s*t .. s*t + t - 1."""
     fs = f if isinstance(f, list) else [f] * (p * v)
     bs = b if isinstance(b, list) else [b] * (p * v)
     grads = grad if isinstance(grad, list) else [grad] * p
-    stages = tuple(StageWork(s, tuple(range(s * t, s * t + t)), update, grads[s], 0, 0) for s in range(p))
+    stages = tuple(StageWork(s, tuple(range(s * t, s * t + t)), update, grads[s], params, 0) for s in range(p))
     chunks = tuple(ChunkWork(c, fs[c], bs[c], w, 0, act, stash) for c in range(p * v))
     return StepWork(stages, chunks, M, d, t, v)
 
@@ -47,7 +50,7 @@ def test_gpipe_and_1f1b_bubble_is_p_minus_1_over_M_plus_p_minus_1(name, p, M, hw
     comp = compose(step(p, M), name, hw8)
     assert comp.makespan_cycles == (M + p - 1) * 30
     assert comp.bubble_fraction == pytest.approx((p - 1) / (M + p - 1))
-    assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0}
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0, "reduce_scatter": 0, "all_gather": 0}
 
 
 @pytest.mark.parametrize("p,v,M", [(2, 2, 2), (4, 2, 4), (4, 2, 8), (4, 3, 8), (8, 2, 16), (3, 4, 6)])
@@ -86,21 +89,48 @@ def test_every_item_runs_once_after_its_inputs_and_never_two_at_once_on_a_chip(n
     p, M = 4, 8
     comp = compose(step(p, M, v=v, f=[10, 30, 20, 5, 15, 10, 25, 5][: p * v], b=40, w=10 if name == "zb-h1" else 0,
                         act=10**6), name, hw8)
+    assert_valid_timeline(comp, p, v, M, split=name == "zb-h1", transfers=True)
+
+
+@settings(max_examples=40)
+@given(name=st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1"]), p=st.integers(1, 4),
+       groups=st.integers(1, 3), data=st.data())
+def test_any_work_composes_to_a_valid_timeline_no_shorter_than_its_busiest_chip(name, p, groups, data, hw8):
+    v = data.draw(st.integers(2, 3)) if name == "interleaved" else 1
+    M = p * groups if name == "interleaved" else data.draw(st.integers(1, 7))
+    cycles = st.integers(1, 60)
+    f = data.draw(st.lists(cycles, min_size=p * v, max_size=p * v))
+    b = data.draw(st.lists(st.integers(2, 60), min_size=p * v, max_size=p * v))
+    act = data.draw(st.sampled_from([0, 10**4, 10**6]))
+    work = step(p, M, v=v, f=f, b=b, w=1, act=act, d=2, grad=data.draw(st.integers(0, 2**24)),
+                update=data.draw(st.integers(0, 50)))
+    comp = compose(work, name, hw8, bucket_bytes=2**22)
+    assert_valid_timeline(comp, p, v, M, split=name == "zb-h1", transfers=act > 0)
+    assert comp.makespan_cycles >= max(comp.busy_cycles)
+    assert sum(comp.exposed_cycles.values()) <= comp.makespan_cycles
+
+
+def assert_valid_timeline(comp, p: int, v: int, M: int, split: bool, transfers: bool) -> None:
+    """Every item once, on its chunk's chip, after its inputs (strictly after them where a transfer sits in
+    between); a chip runs one thing at a time; spans sorted and of known kinds."""
     work_kinds = ("forward", "backward", "weight_grad")
     items = {(s.kind, s.microbatch, s.chunk): s for s in comp.spans if s.kind in work_kinds}
-    per_pass = 3 if name == "zb-h1" else 2
-    assert len(items) == len([s for s in comp.spans if s.kind in work_kinds]) == per_pass * p * v * M
+    assert len(items) == len([s for s in comp.spans if s.kind in work_kinds]) == (3 if split else 2) * p * v * M
     last = p * v - 1
+
+    def after(a, b):  # b starts after a ends, later by a transfer where the two are on two chips
+        return a.end < b.start if transfers and a.stage != b.stage else a.end <= b.start
+
     for (kind, m, c), span in items.items():
         assert span.stage == c % p
         if kind == "forward" and c > 0:
-            assert items[("forward", m, c - 1)].end < span.start  # a transfer in between
+            assert after(items[("forward", m, c - 1)], span)
         if kind == "backward":
-            assert items[("forward", m, c)].end <= span.start
+            assert after(items[("forward", m, c)], span)
             if c < last:
-                assert items[("backward", m, c + 1)].end < span.start
+                assert after(items[("backward", m, c + 1)], span)
         if kind == "weight_grad":
-            assert items[("backward", m, c)].end <= span.start
+            assert after(items[("backward", m, c)], span)
     for s in range(p):
         on_chip = sorted((x.start, x.end) for x in comp.spans if x.stage == s and x.kind in work_kinds + ("update",))
         assert all(a[1] <= b[0] for a, b in zip(on_chip, on_chip[1:]))
@@ -124,7 +154,7 @@ def test_exposed_transfers_lengthen_the_step_by_exactly_their_cost(hw8):
     free = compose(step(2, 1), "1f1b", hw8)
     paid = compose(step(2, 1, act=nbytes), "1f1b", hw8)
     assert paid.makespan_cycles == free.makespan_cycles + 2 * cost
-    assert paid.exposed_cycles == {"transfer": 2 * cost, "allreduce": 0}
+    assert paid.exposed_cycles == {"transfer": 2 * cost, "allreduce": 0, "reduce_scatter": 0, "all_gather": 0}
     assert [(s.start, s.end) for s in spans_of(paid, "transfer")] == [(10, 10 + cost), (40 + cost, 40 + 2 * cost)]
 
 
@@ -175,7 +205,7 @@ def test_one_exposed_bucket_lengthens_the_step_by_its_all_reduce(hw8):
     ar = collective_cost(topology_of(hw8), "allreduce", (0, 1), grad).cycles
     comp = compose(step(1, 2, d=2, grad=grad, update=5), "1f1b", hw8)
     assert comp.makespan_cycles == 2 * 30 + ar + 5
-    assert comp.exposed_cycles == {"transfer": 0, "allreduce": ar}
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": ar, "reduce_scatter": 0, "all_gather": 0}
     (bucket,) = spans_of(comp, "allreduce")
     assert (bucket.start, bucket.end, bucket.stage, bucket.microbatch) == (60, 60 + ar, 0, -1)
 
@@ -216,8 +246,9 @@ def test_a_bucket_and_a_transfer_on_one_link_queue(hw8):
     comp = compose(step(2, 1, act=nbytes, d=2, grad=[0, grad]), "1f1b", hw8, bucket_bytes=grad)
     (bucket,) = spans_of(comp, "allreduce")
     back = spans_of(comp, "transfer", stage=1)[0]
-    assert bucket.start == spans_of(comp, "backward", stage=1)[0].end
+    assert bucket.start == spans_of(comp, "backward", stage=1)[0].end and bucket.end - bucket.start == ar
     assert (back.start, back.end) == (bucket.end, bucket.end + cost)
+    assert spans_of(comp, "backward", stage=0)[0].start == bucket.end + cost
 
 
 def test_an_allreduce_of_any_group_costs_what_collective_cost_says():
@@ -227,7 +258,7 @@ def test_an_allreduce_of_any_group_costs_what_collective_cost_says():
         topo = topology_of(hw)
         for chips in ((3, 11, 19, 27), (5, 6), (9, 2, 12, 63, 40, 41), (7, 8, 16, 17)):
             direct = collective_cost(topo, "allreduce", chips, 3 * 2**20)
-            hold = allreduce_hold(topo, [chips], 3 * 2**20)
+            hold = collective_hold(topo, "allreduce", [chips], 3 * 2**20)
             assert hold.cycles == direct.cycles and hold.links == tuple(sorted(direct.links)), (overrides, chips)
 
 
@@ -279,3 +310,54 @@ def test_a_zero_bucket_size_and_a_wrong_record_are_refused(hw8):
         compose(step(2, 2), "1f1b", hw8, bucket_bytes=0)
     with pytest.raises(ScheduleError, match="compose needs a StepWork, got dict"):
         compose({}, "1f1b", hw8)
+
+
+def test_an_order_that_contradicts_itself_across_stages_is_reported_as_a_deadlock(hw8, monkeypatch):
+    class BackwardFirst(PipelineSchedule):
+        """Stage 0 wants micro-batch 0's gradient before it has sent its activation."""
+
+        name = "backward-first"
+
+        def _chip_order(self, s, p, v, M):
+            f, b = Item("forward", 0, s), Item("backward", 0, s)
+            return [b, f] if s == 0 else [f, b]
+
+    monkeypatch.setitem(PIPELINE_SCHEDULES, "backward-first", BackwardFirst())
+    with pytest.raises(ScheduleError, match=r"'backward-first' deadlocks: stage 0 waits to start "
+                                            r"Item\(kind='backward', microbatch=0, chunk=0\); stage 1 waits to start "
+                                            r"Item\(kind='forward', microbatch=0, chunk=1\)"):
+        compose(step(2, 1), "backward-first", hw8)
+
+
+# --- ZeRO --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero_reduce_scatters_gradients_and_all_gathers_updated_parameters_after_the_update(zero, hw8):
+    grad, params = 10 * 2**20, 5 * 2**20
+    topo = topology_of(hw8)
+    rs = collective_cost(topo, "reduce_scatter", (0, 1), grad).cycles
+    ag = collective_cost(topo, "all_gather", (0, 1), params).cycles
+    comp = compose(step(1, 2, d=2, grad=grad, update=5, params=params), "1f1b", hw8, zero=zero)
+    assert comp.makespan_cycles == 60 + rs + 5 + ag
+    assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0, "reduce_scatter": rs, "all_gather": ag}
+    (scatter,) = spans_of(comp, "reduce_scatter")
+    (gather,) = spans_of(comp, "all_gather")
+    assert (scatter.start, gather.start, gather.end) == (60, 60 + rs + 5, comp.makespan_cycles)
+    assert not spans_of(comp, "allreduce")
+
+
+def test_zero_3_is_refused_at_stage_granularity(hw8):
+    with pytest.raises(ScheduleError, match="zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got 3"):
+        compose(step(1, 2, d=2), "1f1b", hw8, zero=3)
+
+
+def test_a_step_too_large_to_compose_is_refused_with_its_size(hw8):
+    with pytest.raises(ScheduleError, match=r"p \* v \* M = 2 \* 1 \* 1000000 gives up to 6,000,000 work items, "
+                                            r"above the limit of 5,000,000"):
+        compose(step(2, 1_000_000), "1f1b", hw8)
+
+
+def test_interleaved_on_one_chip_runs_its_chunks_in_turn_without_transfers(hw8):
+    comp = compose(step(1, 3, v=2, act=10**6), "interleaved", hw8)
+    assert comp.makespan_cycles == 3 * 2 * 30 and comp.bubble_fraction == 0
+    assert not spans_of(comp, "transfer")

@@ -23,7 +23,7 @@ def _need(problems: list[str], where: str, value: object, least: int, what: str)
         problems.append(f"{where} must be {what}, got {value!r}")
 
 
-def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int) -> None:
+def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0) -> None:
     """ScheduleError listing every problem of `work` on `hw`, in one paragraph; nothing when it is sound."""
     if not isinstance(work, StepWork):
         raise ScheduleError(f"compose needs a StepWork, got {type(work).__name__}")
@@ -33,6 +33,9 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int) -> None:
     for key in ("microbatches", "data_parallel", "tensor_parallel", "virtual_stages"):
         _need(problems, key, getattr(work, key), 1, "a positive integer")
     _need(problems, "bucket_bytes", bucket_bytes, 1, "a positive integer of bytes")
+    if not _count(zero) or zero not in (0, 1, 2):
+        problems.append(f"zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got {zero!r} (ZeRO 3 gathers "
+                        f"parameters layer by layer inside the stage's work: compile it at task granularity)")
     if not work.stages:
         problems.append("stages is empty: a step needs at least one pipeline stage")
     if problems:

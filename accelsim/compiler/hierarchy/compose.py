@@ -3,27 +3,32 @@ simulation (SimPy) in which every pipeline chip runs its items in the schedule's
 input to arrive; activation and gradient transfers and data-parallel gradient buckets hold the links they
 cross (links.py), so bubbles, exposed communication and link contention come out of the simulation.
 
-Replicas are identical: one replica's pipeline is simulated, with the all-reduces that span every replica's
-chips. The t tensor-parallel ranks of a stage move together (their work is inside the chunk's cycles).
+Replicas are identical: one replica's pipeline is simulated, with the gradient collectives that span every
+replica's chips. Other replicas' transfers are not booked: they cross their own chips' links, which a
+collective shares with them at the same moments as replica 0's shares replica 0's. The t tensor-parallel ranks
+of a stage move together (their work, all-reduces included, is inside the chunk's cycles).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Generator
 
 import simpy
 
 from accelsim.compiler.hierarchy.check import check_work
-from accelsim.compiler.hierarchy.links import Booking, LinkBook, allreduce_hold, transfer_hold
+from accelsim.compiler.hierarchy.links import Booking, LinkBook, collective_hold, transfer_hold
 from accelsim.compiler.hierarchy.schedules import Item, Order, pipeline_schedule
 from accelsim.compiler.hierarchy.work import StageSpan, StepWork
 from accelsim.errors import ScheduleError
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Topology, topology_of
 
-SPAN_KINDS: tuple[str, ...] = ("forward", "backward", "weight_grad", "transfer", "allreduce", "update")
-EXPOSED_KINDS: tuple[str, ...] = ("transfer", "allreduce")
+EXPOSED_KINDS: tuple[str, ...] = ("transfer", "allreduce", "reduce_scatter", "all_gather")
+"""Communication a step can wait on: pipeline transfers; gradient buckets, all-reduced (zero=0) or
+reduce-scattered (ZeRO 1 and 2: each replica updates its shard); the updated parameters' all-gather (ZeRO)."""
+SPAN_KINDS: tuple[str, ...] = ("forward", "backward", "weight_grad", "update") + EXPOSED_KINDS
 
 DDP_BUCKET_BYTES = 25 * 2**20
 """Gradient bytes per all-reduce bucket: PyTorch DDP's default bucket_cap_mb=25 (Megatron's buckets are of
@@ -36,24 +41,33 @@ class Composition:
 
     schedule: str
     makespan_cycles: int
-    """From the first item (cycle 0) to the end of the last stage's update."""
-    spans: tuple[StageSpan, ...]
-    """Sorted by (start, stage, kind, chunk, microbatch, end)."""
+    """From the first item (cycle 0) to the end of the last stage's update (under ZeRO, of its parameters'
+    all-gather)."""
     bubble_fraction: float
     """Idle cycles of the p pipeline chips / (p * makespan): pipeline bubbles and exposed communication."""
     exposed_cycles: dict[str, int]
-    """Per kind (transfer, allreduce): the cycles by which communication of that kind lengthens the step: on
+    """Per kind (EXPOSED_KINDS): the cycles by which communication of that kind lengthens the step: on
     the step's critical path, the time work waits for it beyond when it could otherwise start (a transfer
     hidden behind other work, or waited for in a bubble off the critical path, counts nothing)."""
     busy_cycles: tuple[int, ...]
     """Per stage: its items' and update's cycles."""
     peak_stash_bytes: tuple[int, ...]
     """Per stage: the most activation bytes stashed at once (forward to last backward item)."""
+    span_rows: tuple[tuple[int, int, str, int, int, int], ...] = field(repr=False)
+    """The timeline as plain (start, stage, kind, chunk, microbatch, end) rows, sorted: `spans` makes records
+    of them on first use (a 1,024-chip step has ~40,000, and making them costs as much as composing)."""
+
+    @cached_property
+    def spans(self) -> tuple[StageSpan, ...]:
+        """The timeline, sorted by (start, stage, kind, chunk, microbatch, end)."""
+        return tuple(StageSpan(stage, kind, m, chunk, start, end)
+                     for start, stage, kind, chunk, m, end in self.span_rows)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Planned:
-    """One item as the simulation runs it, everything about it looked up before the clock starts."""
+    """One item as the simulation runs it, everything about it looked up before the clock starts (not frozen:
+    a frozen record costs a setattr call per field, and a step has tens of thousands of these)."""
 
     item: Item
     cycles: int
@@ -97,7 +111,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
             if to is not None:
                 gives = _key(it.kind, m, to, M)
                 transfer = transfers.get((s, to % p, work.chunks[min(c, to)].activation_bytes))
-            mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] == it else ()
+            mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
             plan.append(_Planned(it, cycles, needs, gives, transfer, mine))
         plans.append(plan)
     return plans
@@ -110,6 +124,10 @@ class _Step:
 
     env: simpy.Environment
     book: LinkBook
+    reduce_kind: str
+    """How gradient buckets are reduced: allreduce, or reduce_scatter under ZeRO."""
+    gathers: dict[int, list[Booking]]
+    """Stage -> the all-gathers of its updated parameters, in buckets, after its update (ZeRO; else none)."""
     arrived: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     """Input key -> (producer's stage, its index in the stage's trace, cycle it ended, cycle the input
     arrived)."""
@@ -119,8 +137,9 @@ class _Step:
     trace: list[list[tuple[int, int, tuple[int, int, int, int] | None]]] = field(default_factory=list)
     """Per stage, per item run: (start, end, its input as (producer stage, producer's index, cycle the
     producer ended, cycle the input arrived), or None)."""
-    tail: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """Stage -> (cycle its last item ended, cycle its last gradient bucket was reduced)."""
+    tail: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """Stage -> (cycle its last item ended, cycle its last gradient bucket was reduced, cycle its update
+    ended)."""
     waits_for: dict[int, Item] = field(default_factory=dict)
     """Stage -> the item it waits to start (for the deadlock message)."""
     ends: dict[int, int] = field(default_factory=dict)
@@ -131,12 +150,12 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     """One pipeline chip: each item once its input has arrived, handing its output on; the chunk's gradient
     buckets all-reduced as its last gradient-producing item completes them (bucket i of n after (i + 1)/n of
     the pass, as a backward pass produces gradients layer by layer); then, once every bucket is reduced, the
-    update.
+    update; under ZeRO then the all-gather of the updated parameters, which the next step needs.
 
-    The chip keeps its own `clock` and lets SimPy's time catch up only before it books links or waits for an
-    input not yet produced, so links are booked in time order while items that touch no link cost no event.
-    An input published early (its producer's end, its arrival) is only read once the consumer's clock is past
-    the producer's start, so nothing is seen before it exists."""
+    The chip keeps its own `clock` and lets SimPy's time catch up only before it books links (so links are
+    booked in time order) or waits for an input not yet produced; items that touch no link cost no event. An
+    output that crosses no link is published as soon as its end is known, ahead of SimPy's time: a consumer
+    reads only that cycle, and starts no earlier."""
     env, spans, arrived, book, waiting = step.env, step.spans, step.arrived, step.book, step.waiting
     trace = step.trace[stage]
     clock = reduced = 0
@@ -158,7 +177,7 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             if ready > env.now:
                 yield env.timeout(ready - env.now)
             b_start, b_end = book.book(bucket, ready)
-            spans.append((b_start, stage, "allreduce", item.chunk, -1, b_end))
+            spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
             reduced = max(reduced, b_end)
         clock = start + cycles
         spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
@@ -173,24 +192,39 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             arrived[planned.gives] = (stage, len(trace) - 1, clock, arrival)
             if planned.gives in waiting:
                 waiting.pop(planned.gives).succeed()
-    step.tail[stage] = (clock, reduced)
-    clock = max(clock, reduced)
+    items_end, clock = clock, max(clock, reduced)
     spans.append((clock, stage, "update", -1, -1, clock + update_cycles))
-    step.ends[stage] = clock + update_cycles
+    clock += update_cycles
+    step.tail[stage] = (items_end, reduced, clock)
+    if step.gathers.get(stage):
+        if clock > env.now:
+            yield env.timeout(clock - env.now)
+        for gather in step.gathers[stage]:
+            g_start, g_end = book.book(gather, clock)
+            spans.append((g_start, stage, "all_gather", -1, -1, g_end))
+        clock = max(clock, g_end)
+    step.ends[stage] = clock
 
 
-def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_BUCKET_BYTES) -> Composition:
-    """Time one step of `work` under the pipeline schedule named `schedule` on `hw` (cycles)."""
+def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_BUCKET_BYTES,
+            zero: int = 0) -> Composition:
+    """Time one step of `work` under the pipeline schedule named `schedule` on `hw` (cycles). `zero` is the
+    ZeRO stage (0, 1 or 2): from 1 on, gradient buckets are reduce-scattered over the replicas and the updated
+    parameters all-gathered, in buckets of `bucket_bytes`, after the update (the update's cycles are the
+    shard's, as templates measure them)."""
     sched = pipeline_schedule(schedule)
-    check_work(work, hw, bucket_bytes)
+    check_work(work, hw, bucket_bytes, zero)
     p, v, M = work.pipeline_stages, work.virtual_stages, work.microbatches
     sched.check(p, v, M)
     order = sched.order(p, v, M)
     topo = topology_of(hw)
     split = sched.splits_weight_grad
     book = LinkBook()
-    plans = _plan(work, order, split, _transfers(work, topo, book), _buckets(work, topo, bucket_bytes, book))
-    step = _Step(simpy.Environment(), book, trace=[[] for _ in range(p)])
+    reduce_kind = "reduce_scatter" if zero else "allreduce"
+    buckets = _buckets(work, topo, reduce_kind, bucket_bytes, book)
+    gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
+    plans = _plan(work, order, split, _transfers(work, topo, book), buckets)
+    step = _Step(simpy.Environment(), book, reduce_kind, gathers, trace=[[] for _ in range(p)])
     stages = [step.env.process(_run_stage(step, s, plans[s], work.stages[s].update_cycles)) for s in range(p)]
     step.env.run()
     stuck = [f"stage {s} waits to start {step.waits_for[s]}" for s in range(p) if not stages[s].triggered]
@@ -199,22 +233,22 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
                             f"comes (the schedule's orders of two stages contradict each other)")
     busy = [sum(pl.cycles for pl in plans[s]) + work.stages[s].update_cycles for s in range(p)]
     makespan = max(step.ends.values())
-    spans = tuple(StageSpan(stage, kind, m, chunk, start, end)
-                  for start, stage, kind, chunk, m, end in sorted(step.spans))
     idle = p * makespan - sum(busy)
-    return Composition(schedule, makespan, spans, idle / (p * makespan) if makespan else 0.0, _exposed(step, makespan),
-                       tuple(busy), _peak_stash(work, order, split))
+    return Composition(schedule, makespan, idle / (p * makespan) if makespan else 0.0, _exposed(step, makespan),
+                       tuple(busy), _peak_stash(work, order, split), tuple(sorted(step.spans)))
 
 
 def _exposed(step: _Step, makespan: int) -> dict[str, int]:
     """Communication on the critical path, walked back from the stage that ends last (the lowest on a tie):
-    an update waits for its last bucket beyond its stage's last item (allreduce); an item waits for its input
+    an update waits for its last bucket beyond its stage's last item (allreduce or reduce_scatter), the step
+    ends after the update's all-gathers (all_gather); an item waits for its input
     beyond both its chip's previous item and the input's producer (transfer), and the path goes on through
     whichever of those two ended later (its own chip on a tie)."""
     exposed = dict.fromkeys(EXPOSED_KINDS, 0)
     stage = min(s for s, end in step.ends.items() if end == makespan)
-    items_end, reduced = step.tail[stage]
-    exposed["allreduce"] += max(0, reduced - items_end)
+    items_end, reduced, updated = step.tail[stage]
+    exposed[step.reduce_kind] += max(0, reduced - items_end)
+    exposed["all_gather"] += makespan - updated
     index = len(step.trace[stage]) - 1
     while index >= 0:
         came = step.trace[stage][index][2]
@@ -248,10 +282,10 @@ def _transfers(work: StepWork, topo: Topology | None, book: LinkBook) -> dict[tu
     return holds
 
 
-def _buckets(work: StepWork, topo: Topology | None, bucket_bytes: int,
+def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int,
              book: LinkBook) -> dict[tuple[int, int], list[Booking]]:
-    """Per (stage, chunk): the all-reduce holds of its gradient buckets. A stage's gradient bytes are split
-    evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller)."""
+    """Per (stage, chunk): the collectives (of `kind`) of its gradient buckets. A stage's gradient bytes are
+    split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller)."""
     p, t, d, v = work.pipeline_stages, work.tensor_parallel, work.data_parallel, work.virtual_stages
     out: dict[tuple[int, int], list[Booking]] = {}
     if d == 1 or topo is None:
@@ -265,9 +299,24 @@ def _buckets(work: StepWork, topo: Topology | None, bucket_bytes: int,
                                                                  else [])
             for n in sizes:
                 if n not in bookings:
-                    hold = allreduce_hold(topo, groups, n)
+                    hold = collective_hold(topo, kind, groups, n)
                     bookings[n] = book.booking(hold) if hold.links else None
             out[(stage.stage, stage.stage + j * p)] = [b for b in map(bookings.get, sizes) if b is not None]
+    return out
+
+
+def _gathers(work: StepWork, topo: Topology | None, bucket_bytes: int, book: LinkBook) -> dict[int, list[Booking]]:
+    """Per stage: the all-gathers of its updated parameters (parameter_bytes per rank) over the replicas, in
+    buckets of `bucket_bytes`."""
+    p, t, d = work.pipeline_stages, work.tensor_parallel, work.data_parallel
+    out: dict[int, list[Booking]] = {}
+    if d == 1 or topo is None:
+        return out
+    for stage in work.stages:
+        groups = [[chip + r * p * t for r in range(d)] for chip in stage.chips]
+        n, rest = divmod(stage.parameter_bytes, bucket_bytes)
+        holds = [collective_hold(topo, "all_gather", groups, size) for size in [bucket_bytes] * n + [rest] if size]
+        out[stage.stage] = [book.booking(h) for h in holds if h.links]
     return out
 
 

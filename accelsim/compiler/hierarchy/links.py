@@ -1,5 +1,5 @@
 """Stage-level communication on the machine's links (Topology -> Hold, LinkBook): what a stage-to-stage
-transfer or a gradient bucket's all-reduce of all t tensor-parallel ranks costs and which links it holds,
+transfer or a bucket's collective of all t tensor-parallel ranks costs and which links it holds,
 and a book that queues holders on shared links.
 
 The link model is hw/topology.py's and schedule/collectives.py's: a transfer lasts its route's latency plus
@@ -43,11 +43,12 @@ def transfer_hold(topo: Topology, src_chips: Sequence[int], dst_chips: Sequence[
     return Hold(tuple(sorted(load)), max(1, busiest + latency))
 
 
-def allreduce_hold(topo: Topology, groups: Sequence[Sequence[int]], nbytes: int) -> Hold:
-    """One gradient bucket of `nbytes` per rank, all-reduced by each rank's group of replicas' chips at once:
-    the slowest group's cost when the groups' links are disjoint, else their costs one after another (they
-    queue on the links they share)."""
-    costs = [_allreduce(topo, tuple(g), nbytes) for g in groups]
+def collective_hold(topo: Topology, kind: str, groups: Sequence[Sequence[int]], nbytes: int) -> Hold:
+    """One collective of `kind` (allreduce, reduce_scatter, all_gather) of `nbytes` per rank (a gradient
+    bucket, a parameter bucket), run by each rank's group of replicas' chips at once: the slowest group's cost
+    when the groups' links are disjoint, else their costs one after another (they queue on the links they
+    share)."""
+    costs = [_collective(topo, kind, tuple(g), nbytes) for g in groups]
     links: set[Link] = set()
     disjoint = True
     for cycles, group_links in costs:
@@ -59,11 +60,11 @@ def allreduce_hold(topo: Topology, groups: Sequence[Sequence[int]], nbytes: int)
     return Hold(tuple(sorted(links)), cycles)
 
 
-def _allreduce(topo: Topology, chips: tuple[int, ...], nbytes: int) -> tuple[int, tuple[Link, ...]]:
-    """collective_cost's cycles and links of an all-reduce over `chips`, computed once per shape: the group is
+def _collective(topo: Topology, kind: str, chips: tuple[int, ...], nbytes: int) -> tuple[int, tuple[Link, ...]]:
+    """collective_cost's cycles and links of a collective over `chips`, computed once per shape: the group is
     costed as its canonical twin (shape_of) and the twin's links are mapped back onto the group's chips."""
     twin, to_chip, to_node = shape_of(topo, chips)
-    cost = collective_cost(topo, "allreduce", twin, nbytes)
+    cost = collective_cost(topo, kind, twin, nbytes)
     per_node_nics = topo.nics == "per_node"
 
     def end(net: str, x: int) -> int:
