@@ -98,7 +98,10 @@ def measure_step(graph: Graph, hw: HwSpec, options: StepOptions) -> Measured:
     if options.remat is not None and not any(p.name == REMAT_PASS for p in graph.passes):
         graph = rematerialize(graph, options.remat)
     costs = CostTable(graph, hw, chip_list(hw))
-    plan = Planner(graph, hw, one, costs).plan(None)
+    planner = Planner(graph, hw, one, costs)
+    if options.microbatches > 1:  # the step's partition, which may weigh M micro-batches' work against one update
+        planner.stage = Planner(graph, hw, one.model_copy(update={"microbatches": options.microbatches}), costs).stage
+    plan = planner.plan(None)
     timed, _ = time_plan(plan, hw)
     return Measured(graph, hw, one, plan, tuple(timed), costs)
 
