@@ -16,6 +16,7 @@ from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_ar
                                  load_hw_arg, model_label, out_console, path_arg, positive_int, step_graph, step_name,
                                  write_json, write_problem)
 from accelsim.cli.progress import counter, phase
+from accelsim.cli.stage_step import print_stage_step
 from accelsim.cli.summary import exact_line, print_check, print_summary
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
@@ -31,6 +32,7 @@ from accelsim.cli.step_flags import PARALLEL, add_step_flags, step_options
 from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
 from accelsim.compiler import compile as compile_schedule
+from accelsim.compiler.hierarchy.step import StageStep, granularity_of
 from accelsim.compiler.planning.partition_report import partition_report
 from accelsim.schedule.plan import Schedule
 from accelsim.summary import RunSummary
@@ -92,7 +94,7 @@ def optimize_step(graph: Graph, hw: HwSpec, args: argparse.Namespace,
 class Compiled(NamedTuple):
     hw: HwSpec
     graph: Graph
-    schedule: Schedule
+    schedule: Schedule | StageStep  # a StageStep at stage granularity (--granularity stage, or auto on a large step)
     seconds: float  # wall time of the compile
     note: str | None  # check_chips's note on replicas sharing chips or chips left idle
 
@@ -111,7 +113,12 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
         print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
-    check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero)
+    stage = granularity_of(graph, step_options(args)) == "stage"
+    if stage and checking:
+        raise AccelsimError("--check executes a task-level schedule; a step at stage granularity has none: use "
+                            "--granularity task (a smaller step if auto chose stage)")
+    if not stage:  # at stage granularity compile bounds the one micro-batch it schedules
+        check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero)
     if checking:
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
         with phase(f"loading the {args.backend} kernels"):
@@ -146,6 +153,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     check_file_target(args.output, "-o")
     c = _compile(args)
+    if isinstance(c.schedule, StageStep):
+        raise AccelsimError("compile writes a task-level schedule; a step at stage granularity has none: use "
+                            "`accelsim run --granularity stage` for its figures, or --granularity task")
     out = args.output or str(default_schedule_path(args, c.hw))
     check_file_target(out, "-o")
     save_schedule(c.schedule, out)
@@ -196,8 +206,12 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console)
 
 def cmd_run(args: argparse.Namespace) -> int:
     c = _compile(args, checking=args.check)
-    s = run_summary(c.schedule, c.hw, c.graph)
     console = out_console()
+    if isinstance(c.schedule, StageStep):
+        print_stage_step(console, c.schedule, c.seconds)
+        write_json(args.json, c.schedule.to_dict())
+        return 0
+    s = run_summary(c.schedule, c.hw, c.graph)
     console.print(_step_header(s, c))
     if c.note:
         console.print(f"  note: {c.note}")

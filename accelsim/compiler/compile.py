@@ -15,6 +15,7 @@ from accelsim.limits import (DEFAULT_LIMITS, Limits, check_step_options, check_s
 from accelsim.compiler.timing.bounds import lower_bounds
 from accelsim.compiler.exact import MAX_EXACT_TASKS
 from accelsim.compiler.exact_step import check_exact_step, exact_seconds, solve_step
+from accelsim.compiler.hierarchy.step import StageStep, compile_stage_step, granularity_of
 from accelsim.compiler.planning.expand import CostTable, expand
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.schedule.levels import chip_list
@@ -166,7 +167,7 @@ def _fit_split(graph: Graph, hw: HwSpec, options: StepOptions, window: int | Non
 
 
 def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: StepOptions | None = None,  # noqa: A001
-            *, validate: bool = True, limits: Limits | None = None, **step: Any) -> Schedule:
+            *, validate: bool = True, limits: Limits | None = None, **step: Any) -> Schedule | StageStep:
     """List-schedule one step of `graph` (training or inference) on `hw` under `options` (StepOptions; its
     fields may also be given as keyword arguments, which change `options`: `compile(g, hw, microbatches=4)`).
 
@@ -184,7 +185,11 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
     (0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over the data-parallel replicas,
     each on its own chip; compiler/planning/zero.py); with data_parallel=1 it changes nothing. `remat`: a
     rematerialization policy; a training graph not rematerialized yet is rewritten by it first (the
-    schedule's source records the rewrite, so the schedule is of the rewritten graph)."""
+    schedule's source records the rewrite, so the schedule is of the rewritten graph). `granularity`:
+    "task" schedules every task (a Schedule); "stage" measures each stage's work from one micro-batch and
+    composes the step under `pipeline_schedule` (a StageStep, compiler/hierarchy/step.py; the step's size
+    limit applies to that one micro-batch); "auto" (default) is "task" up to AUTO_STAGE_TASKS estimated
+    tasks and "stage" above."""
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
@@ -193,6 +198,8 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
     options = _options(graph, options, step)
     graph = _rematerialized(graph, options.remat)
+    if granularity_of(graph, options) == "stage":
+        return compile_stage_step(graph, hw, options, limits or DEFAULT_LIMITS)
     check_step_size(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
                     limits or DEFAULT_LIMITS, options.zero)
     if options.exact is not None:

@@ -17,6 +17,7 @@ from accelsim.limits import DEFAULT_LIMITS, check_eval_size
 from accelsim.passes import inference_graph
 from accelsim.pydantic_errors import describe_errors
 from accelsim.compiler import compile as compile_schedule
+from accelsim.compiler.hierarchy.step import task_schedule
 from accelsim.schedule.plan import Schedule, hw_hash
 from accelsim.dse.checks import constraints
 from accelsim.dse.load import load_spec
@@ -74,7 +75,7 @@ def _graph(spec: SweepSpec, config: PointConfig) -> Graph:
 
 
 def _compile(graph: Graph, hw: HwSpec, config: PointConfig) -> Schedule:
-    return compile_schedule(graph, hw, config.options.step())
+    return task_schedule(compile_schedule(graph, hw, config.options.step()), "a sweep point")
 
 
 def _plain_params(spec: SweepSpec, params: dict[str, Any]) -> dict[str, Any]:

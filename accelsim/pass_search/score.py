@@ -19,6 +19,7 @@ from accelsim.limits import Limits
 from accelsim.passes.equivalence import CHECK_LIMITS
 from accelsim.passes.manager import apply_pass, moved_bytes, resolve_passes
 from accelsim.compiler.compile import compile as compile_step
+from accelsim.compiler.hierarchy.step import task_schedule
 from accelsim.schedule.options import StepOptions
 
 
@@ -79,7 +80,7 @@ def compare_scores(before: Score | None, after: Score | None) -> str:
 def score(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> Score:
     """Compile `graph` for `hw` with `options` (under `limits`: the ceiling on one step's tasks, default
     accelsim.limits.DEFAULT_LIMITS) and measure it; compile's errors propagate."""
-    sched = compile_step(graph, hw, options, validate=False, limits=limits)
+    sched = task_schedule(compile_step(graph, hw, options, validate=False, limits=limits), "the pass search")
     return Score(sched.makespan_cycles, moved_bytes(graph), tuple(sorted(sched.peak_memory_bytes.items())))
 
 

@@ -28,6 +28,14 @@ class ChunkWork:
     """The activation sent to the next chunk (and the gradient sent back to the previous one)."""
     stash_bytes: int
     """Activations kept from this chunk's forward until its backward, per micro-batch in flight."""
+    backward_bytes: int = -1
+    """The backward values sent to earlier chunks per micro-batch, when they differ from activation_bytes
+    (a partition that computes a gradient on a later chunk than its forward value); -1: activation_bytes."""
+
+    @property
+    def gradient_bytes_back(self) -> int:
+        """What the chunk's backward pass sends to the previous chunk per micro-batch."""
+        return self.activation_bytes if self.backward_bytes < 0 else self.backward_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +51,10 @@ class StageWork:
     """Gradient bytes per rank that the data-parallel replicas all-reduce (0 with one replica)."""
     parameter_bytes: int
     optimizer_bytes: int
+    filler_cycles: int = 0
+    """Work per step that reads no micro-batch's data (a weight's transpose per micro-batch, Adam's decay
+    of its moments): it runs wherever the chip idles. Not part of update_cycles or any chunk's cycles;
+    compile_stage_step adds to update_cycles what the composed step's idle time cannot hold."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,33 @@
+"""`accelsim run --granularity stage`: a step composed from stage templates, summarized (StageStep -> lines
+and the --json payload). Stage granularity has no task schedule, so nothing is simulated or plotted."""
+from __future__ import annotations
+
+from rich.console import Console
+
+from accelsim.cli import fmt
+from accelsim.compiler.hierarchy.step import StageStep
+
+
+def print_stage_step(console: Console, step: StageStep, seconds: float) -> None:
+    """The step's header, its makespan, throughput, pipeline bubble and exposed communication, and one line
+    per stage (its busy cycles and peak stash)."""
+    o = step.options
+    parts = [fmt.plural(step.samples_per_step, "sample") + " per step",
+             fmt.plural(o.microbatches, "micro-batch", "micro-batches"), fmt.plural(o.data_parallel, "replica"),
+             fmt.plural(o.pipeline_stages, "stage")]
+    parts += [f"{o.virtual_stages} virtual stages"] * (o.virtual_stages > 1)
+    parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
+    console.print(f"{'training step' if step.training else 'inference'} of {step.graph_name} on {step.hw_name}: "
+                  f"{', '.join(parts)}; stage granularity, pipeline schedule {o.pipeline_schedule}, composed in "
+                  f"{fmt.wall(seconds)}")
+    makespan = step.makespan_cycles
+    console.print(f"  makespan {fmt.cycles(makespan)} ({fmt.seconds(step.makespan_seconds)}), throughput "
+                  f"{fmt.rate(step.throughput)}, pipeline bubble {fmt.percent(step.bubble_fraction)}")
+    exposed = ", ".join(f"{kind} {fmt.cycles(c)} ({fmt.percent(c / (o.pipeline_stages * makespan) if makespan else 0)}"
+                        f" of the stages' time)" for kind, c in step.exposed_cycles.items())
+    console.print(f"  exposed communication (summed over stages): {exposed}")
+    for s, busy, stash in zip(step.work.stages, step.composition.busy_cycles, step.composition.peak_stash_bytes):
+        console.print(f"  stage {s.stage} (chip{'s' if len(s.chips) > 1 else ''} "
+                      f"{', '.join(map(str, s.chips))}): busy {fmt.cycles(busy)} "
+                      f"({fmt.percent(busy / makespan if makespan else 0)}), update {fmt.cycles(s.update_cycles)}, "
+                      f"peak stash {fmt.nbytes(stash)}, parameters {fmt.nbytes(s.parameter_bytes)}")

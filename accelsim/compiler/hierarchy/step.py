@@ -1,0 +1,160 @@
+"""A step compiled at stage granularity (Graph, HwSpec, StepOptions -> StageStep): the stage-level work
+measured from one micro-batch's task schedule (templates.py), composed by the pipeline schedule's event
+simulation (compose.py); and the choice of granularity for `granularity="auto"`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from accelsim.compiler.hierarchy.compose import Composition, compose
+from accelsim.compiler.hierarchy.templates import step_work
+from accelsim.compiler.hierarchy.work import StepWork
+from accelsim.errors import ScheduleError
+from accelsim.graph.ir import Graph
+from accelsim.graph.stats import samples_per_microbatch
+from accelsim.hw.spec import HwSpec
+from accelsim.limits import Limits, estimate_tasks
+from accelsim.schedule.plan import Schedule
+from accelsim.schedule.options import StepOptions
+
+AUTO_STAGE_TASKS = 200_000
+"""`granularity="auto"` schedules a step task by task up to this many estimated tasks (limits.estimate_tasks)
+and at stage granularity above: about three minutes of CPU and 1.5 GiB at task level (issue 27 measured
+~0.9 ms and ~7.5 KiB per task), below the default task limit, so every step that compiled at task level
+before keeps its schedule."""
+DEFAULT_STAGE_SCHEDULE = "1f1b"
+"""The pipeline schedule of a stage-granularity step whose options name none (StepOptions.pipeline_schedule)."""
+
+
+def granularity_of(graph: Graph, options: StepOptions) -> str:
+    """"task" or "stage": the options' choice, or for "auto" task unless the step is a training step
+    (stage granularity composes forward and backward passes) of more than AUTO_STAGE_TASKS estimated tasks."""
+    if options.granularity != "auto":
+        return options.granularity
+    if not any(n.phase == "backward" for n in graph.nodes):
+        return "task"
+    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages)
+    return "stage" if tasks > AUTO_STAGE_TASKS else "task"
+
+
+@dataclass(frozen=True)
+class StageStep:
+    """One step compiled at stage granularity: how it was compiled, the work measured per stage and chunk,
+    and the composed step's timeline and figures (cycles at the hardware clock)."""
+
+    graph_name: str
+    hw_name: str
+    clock_hz: float
+    options: StepOptions
+    """As given, with the pipeline schedule the composition followed filled in."""
+    training: bool
+    samples_per_step: int
+    """Samples of every micro-batch of every replica."""
+    work: StepWork
+    composition: Composition
+
+    @property
+    def makespan_cycles(self) -> int:
+        return self.composition.makespan_cycles
+
+    @property
+    def makespan_seconds(self) -> float:
+        return self.makespan_cycles / self.clock_hz
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second."""
+        return self.samples_per_step / self.makespan_seconds if self.makespan_cycles else 0.0
+
+    @property
+    def bubble_fraction(self) -> float:
+        return self.composition.bubble_fraction
+
+    @property
+    def exposed_cycles(self) -> dict[str, int]:
+        """Per kind of communication (transfer, allreduce): cycles pipeline chips wait on it, summed over chips."""
+        return dict(self.composition.exposed_cycles)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The step's figures as JSON-ready data (the CLI's --json)."""
+        o = self.options
+        return {
+            "granularity": "stage", "graph": self.graph_name, "hw": self.hw_name, "training": self.training,
+            "options": o.model_dump(mode="json"), "pipeline_schedule": o.pipeline_schedule,
+            "samples_per_step": self.samples_per_step, "makespan_cycles": self.makespan_cycles,
+            "makespan_s": self.makespan_seconds, "throughput_samples_per_s": self.throughput,
+            "bubble_fraction": self.bubble_fraction, "exposed_cycles": self.exposed_cycles,
+            "stages": [{"stage": s.stage, "chips": list(s.chips), "busy_cycles": busy, "update_cycles": s.update_cycles,
+                        "parameter_bytes": s.parameter_bytes, "optimizer_bytes": s.optimizer_bytes,
+                        "gradient_bytes": s.gradient_bytes, "peak_stash_bytes": stash}
+                       for s, busy, stash in zip(self.work.stages, self.composition.busy_cycles,
+                                                 self.composition.peak_stash_bytes)],
+            "chunks": [{"chunk": c.chunk, "forward_cycles": c.forward_cycles, "backward_cycles": c.backward_cycles,
+                        "weight_grad_cycles": c.weight_grad_cycles, "recompute_cycles": c.recompute_cycles,
+                        "activation_bytes": c.activation_bytes, "stash_bytes": c.stash_bytes}
+                       for c in self.work.chunks],
+        }
+
+
+def task_schedule(compiled: Schedule | StageStep, what: str) -> Schedule:
+    """`compiled` (compile's result) for a caller that reads a task-level Schedule (`what`: who, for the
+    message); a ScheduleError when the step was compiled at stage granularity."""
+    if isinstance(compiled, Schedule):
+        return compiled
+    o = compiled.options
+    raise ScheduleError(f"{what} needs a task-level schedule, but the step of {compiled.graph_name!r} was compiled at "
+                        f"stage granularity (granularity={o.granularity!r}: 'auto' composes steps of more than "
+                        f"{AUTO_STAGE_TASKS:,} estimated tasks from stage templates); set granularity 'task' (and a "
+                        f"task limit above the step's tasks) or use fewer micro-batches or replicas")
+
+
+ITEM_KINDS = ("forward", "backward", "weight_grad")
+
+
+def with_filler(work: StepWork, composition: Composition) -> StepWork:
+    """`work` with each stage's update lengthened by the filler (StageWork.filler_cycles) that the stage's
+    idle time before its update, in `composition`, cannot hold: a list scheduler runs such work in the
+    pipeline's bubbles, and only what does not fit there lengthens the step."""
+    stages = []
+    for stage in work.stages:
+        spans = [x for x in composition.spans if x.stage == stage.stage]
+        update_start = min((x.start for x in spans if x.kind == "update"), default=composition.makespan_cycles)
+        busy = sum(x.end - x.start for x in spans if x.kind in ITEM_KINDS and x.end <= update_start)
+        excess = max(0, stage.filler_cycles - (update_start - busy))
+        stages.append(replace(stage, update_cycles=stage.update_cycles + excess))
+    return replace(work, stages=tuple(stages))
+
+
+UNSUPPORTED = {"zero": 0, "exact": None}
+"""Options stage granularity does not model yet, with the only value it accepts."""
+
+
+def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
+    """Measure the stage-level work of the step from one micro-batch of one replica and compose the step
+    under the options' pipeline schedule (DEFAULT_STAGE_SCHEDULE when none). `limits` bound the
+    measurement's tasks (one micro-batch, one replica), not the step's."""
+    for key, accepted in UNSUPPORTED.items():
+        if getattr(options, key) != accepted:
+            raise ScheduleError(f"{key}={getattr(options, key)!r} is not modelled at stage granularity yet; compile "
+                                f"with granularity='task' (--granularity task) or {key}={accepted!r}")
+    if not any(n.phase == "backward" for n in graph.nodes):
+        raise ScheduleError(f"stage granularity composes training steps (forward and backward passes per "
+                            f"micro-batch); {graph.name!r} is an inference graph: compile it with granularity="
+                            f"'task' (--granularity task)")
+    if limits is not None:
+        measured = estimate_tasks(graph, 1, 1, options.pipeline_stages * options.virtual_stages)
+        if measured > limits.max_tasks:
+            raise ScheduleError(f"stage granularity list-schedules one micro-batch of {graph.name!r}: about "
+                                f"{measured:,} tasks, above the limit of {limits.max_tasks:,}; raise the limit "
+                                f"(--max-tasks, or limits=Limits(max_tasks=N) from Python)")
+    schedule = options.pipeline_schedule or DEFAULT_STAGE_SCHEDULE
+    options = options.model_copy(update={"pipeline_schedule": schedule})
+    work = step_work(graph, hw, options)
+    composition = compose(work, schedule, hw)
+    if any(s.filler_cycles for s in work.stages):
+        work = with_filler(work, composition)
+        composition = compose(work, schedule, hw)
+    return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
+                     training=any(n.phase == "update" for n in graph.nodes),
+                     samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,
+                     work=work, composition=composition)

@@ -1,0 +1,268 @@
+"""Stage templates: the stage-level work of a step, measured from the fine-grained schedule of one
+micro-batch of one replica (Graph, HwSpec, StepOptions -> StepWork).
+
+The step is expanded and list-scheduled by the existing planner and timing search with microbatches=1,
+data_parallel=1 and pipeline_stages=p*v (one stage per model chunk: the partition is the planner's own,
+`Planner.stage`, asked for p*v contiguous chunks); chunk c then belongs to pipeline chip c % p. For the
+measurement each chunk has chips of its own (p*v*t of them: one micro-batch visits the chunks one after
+the other, so chunks c and c + p, which share a chip in the step, would not overlap here either). Every figure
+below is read from that task schedule, so the costs, collectives and placement are exactly those of the
+task-granularity compiler:
+
+- forward / backward / update cycles: the busy time of a chunk's chip (the union of its tasks' intervals;
+  transfers out of the chunk are left to the composition, which times them over the links), each busy
+  cycle attributed to one phase (PARTS: forward first, then recompute, input gradient, weight gradient,
+  update, filler), so the phases add up to the chip's busy time; with tensor parallelism, of its busiest
+  rank's chip (the ranks work side by side, their collectives inside);
+- filler cycles: work that reads no micro-batch's data (filler_nodes: a weight's transpose, Adam's decay
+  of its moments), per step (M times the per-micro-batch part); the list scheduler runs it wherever a
+  unit idles, so compile_stage_step fits it into the composed step's idle time (step.with_filler);
+- recompute cycles: the backward tasks that recompute a forward value (accelsim.remat's rewrite names
+  them `<forward name>.recompute`);
+- weight-gradient cycles (ZB-H1's W pass): the backward tasks of *weight-gradient nodes*: a parameter's
+  gradient (a backward node an update reads) and, recursively, a backward node read by exactly one node,
+  itself a weight-gradient node of the same chunk (a transpose or product feeding only that gradient; a
+  value sent to another chunk is never W). A value read by two nodes is counted in the input-gradient
+  pass (B) even when both readers are weight-gradient nodes: W is the work that certainly computes weight
+  gradients only, and the chain of activation gradients (each read by its layer's weight gradient and by
+  the next input gradient) stays in B;
+- gradient accumulation: with M > 1 micro-batches the task-level step adds every parameter gradient into
+  its running sum once per micro-batch after the first. The accumulation of a chunk (the cheapest unit's
+  cycles of one add per gradient node, from the planner's cost table) is charged to its backward pass and
+  W pass as its average per micro-batch, (M - 1) / M of it, rounded up;
+- activation_bytes / backward_bytes: the bytes of the forward values a chunk sends to later chunks and of
+  the backward values it sends to earlier chunks (the transfer tasks leaving its chips, summed);
+- stash bytes: the forward values on a chunk's chips (its own and those received) that its backward pass
+  reads;
+- parameter / optimizer bytes: the leaves each chunk's rank-0 chip reads (accelsim.model_states' kinds);
+  gradient bytes: the parameter gradients computed on that chip (reduced over replicas when d > 1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
+from accelsim.compiler.planning.expand import CostTable, Planner, chip_map
+from accelsim.compiler.planning.tasks import Plan, TaskSpec
+from accelsim.compiler.timing.list_sched import Timed
+from accelsim.compiler.timing.search import time_plan
+from accelsim.errors import ScheduleError
+from accelsim.graph.ir import Graph
+from accelsim.hw.spec import HwSpec
+from accelsim.model_states import model_state_kinds
+from accelsim.ops.registry import numel
+from accelsim.remat import REMAT_PASS, rematerialize
+from accelsim.schedule.levels import chip_list
+from accelsim.schedule.options import StepOptions
+
+RECOMPUTE_SUFFIX = ".recompute"
+"""How accelsim.remat's rewrite names the backward copy of a recomputed forward node."""
+TRANSFER = "transfer"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The one-micro-batch step a StepWork is read from: its plan and each task's time."""
+
+    graph: Graph
+    """The step graph measured (rematerialized when the options ask for it)."""
+    hw: HwSpec
+    options: StepOptions
+    """The measured step's options: one micro-batch, one replica, p*v stages."""
+    plan: Plan
+    timed: tuple[Timed, ...]
+    costs: CostTable
+
+
+def chunk_options(options: StepOptions) -> StepOptions:
+    """The options of the one-micro-batch, one-replica step whose stages are the step's model chunks."""
+    return options.model_copy(update={
+        "microbatches": 1, "data_parallel": 1, "max_in_flight": None, "zero": 0, "exact": None,
+        "split": bool(options.split), "granularity": "task",
+        "pipeline_stages": options.pipeline_stages * options.virtual_stages})
+
+
+def measure_step(graph: Graph, hw: HwSpec, options: StepOptions) -> Measured:
+    """List-schedule one micro-batch of one replica on p*v stages (one per model chunk). The chunks run
+    on chips of their own for the measurement (p*v*t chips): a micro-batch visits them one after the
+    other, so the chips chunk c and c + p share in the step would not overlap here either."""
+    one = chunk_options(options)
+    chunks, t = one.pipeline_stages, options.tensor_parallel
+    n_chips = len(chip_list(hw))
+    if chunks * t > n_chips:
+        raise ScheduleError(f"stage granularity measures each of the {chunks} model chunks (pipeline_stages="
+                            f"{options.pipeline_stages} x virtual_stages={options.virtual_stages}) on chips of its "
+                            f"own ({chunks * t} with tensor_parallel={t}), but {hw.name} has {n_chips}; use fewer "
+                            f"virtual stages or hardware with at least {chunks * t} chips")
+    if options.remat is not None and not any(p.name == REMAT_PASS for p in graph.passes):
+        graph = rematerialize(graph, options.remat)
+    costs = CostTable(graph, hw, chip_list(hw))
+    planner = Planner(graph, hw, one, costs)
+    if options.microbatches > 1:  # the step's partition, which may weigh M micro-batches' work against one update
+        planner.stage = Planner(graph, hw, one.model_copy(update={"microbatches": options.microbatches}), costs).stage
+    plan = planner.plan(None)
+    timed, _ = time_plan(plan, hw)
+    return Measured(graph, hw, one, plan, tuple(timed), costs)
+
+
+def busy_cycles(intervals: list[tuple[int, int]]) -> int:
+    """Cycles covered by at least one of `intervals` (start, end): the time a chip is doing something."""
+    total, reach = 0, -1
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+PARTS = ("forward", "recompute", "input_grad", "weight_grad", "update", "filler", "update_filler")
+"""What a chip's busy cycles are attributed to, first first: a cycle in which tasks of several parts run
+counts once, for the first of them (work that runs beside another part costs nothing there). Filler is
+work that reads no micro-batch's data (filler_nodes: a weight's transpose, Adam's decay of its moments):
+per micro-batch (filler) or per step (update_filler), it runs whenever its chip would idle."""
+
+
+def attributed_cycles(intervals: list[tuple[int, int, int]]) -> list[int]:
+    """Cycles per part (PARTS' order) of one chip's `intervals` (start, end, part index): every cycle in
+    which the chip is busy counts once, for the first part (lowest index) running then."""
+    events = sorted([(start, 1, part) for start, _, part in intervals] + [(end, -1, part) for _, end, part in intervals])
+    running = [0] * len(PARTS)
+    cycles = [0] * len(PARTS)
+    last = None
+    for at, change, part in events:
+        if last is not None and at > last:
+            first = next((i for i, n in enumerate(running) if n), None)
+            if first is not None:
+                cycles[first] += at - last
+        running[part] += change
+        last = at
+    return cycles
+
+
+def weight_grad_nodes(graph: Graph, stage: list[int]) -> frozenset[int]:
+    """The weight-gradient nodes (module docstring): parameter gradients and the backward nodes read by
+    exactly one node, itself a weight-gradient node on the same stage (`stage`: each node's chunk; a value
+    sent to another chunk is that chunk's input gradient, never W)."""
+    consumers = graph.consumers()
+    wgrad = set(graph.gradient_nodes())
+    for n in reversed(graph.nodes):
+        readers = consumers[n.id]
+        if n.phase == "backward" and not n.name.endswith(RECOMPUTE_SUFFIX) and len(readers) == 1 \
+                and readers[0] in wgrad and stage[readers[0]] == stage[n.id]:
+            wgrad.add(n.id)
+    return frozenset(wgrad)
+
+
+def recompute_nodes(graph: Graph) -> frozenset[int]:
+    """The backward nodes that recompute a forward value (none unless the graph was rematerialized)."""
+    if not any(p.name == REMAT_PASS for p in graph.passes):
+        return frozenset()
+    return frozenset(n.id for n in graph.nodes if n.phase == "backward" and n.name.endswith(RECOMPUTE_SUFFIX))
+
+
+def filler_nodes(graph: Graph) -> frozenset[int]:
+    """Computed nodes none of whose inputs depends on a micro-batch's data (an `input` leaf): their value is
+    the same for every micro-batch, so a list scheduler runs them wherever a unit is free."""
+    data: set[int] = set()
+    filler = set()
+    for n in graph.nodes:
+        if n.op == "input" or any(i in data for i in n.inputs):
+            data.add(n.id)
+        elif not n.is_leaf:
+            filler.add(n.id)
+    return frozenset(filler)
+
+
+def _part(task: TaskSpec, wgrad: frozenset[int], recompute: frozenset[int], filler: frozenset[int]) -> str:
+    """Which of PARTS a (non-transfer) task's cycles belong to."""
+    if task.node in filler:
+        return "update_filler" if task.phase == "update" else "filler"
+    if task.phase != "backward":
+        return task.phase
+    if task.node in recompute:
+        return "recompute"
+    return "weight_grad" if task.node in wgrad else "input_grad"
+
+
+def accumulate_cycles(m: Measured, chunk: int) -> int:
+    """One accumulation (an add on the fastest unit) of every parameter gradient computed on the chunk's
+    rank-0 chip."""
+    chip = m.plan.chip_of[(0, chunk, 0)]
+    total = 0
+    for g in m.graph.gradient_nodes():
+        node = m.graph.nodes[g]
+        if m.plan.stage_of_node[g] == chunk and node.rank in (-1, 0):
+            total += min(c for _, _, c in m.costs.add(node.shape, node.dtype, chip).options)
+    return total
+
+
+def _node_bytes(m: Measured, node_id: int) -> int:
+    node = m.graph.nodes[node_id]
+    return numel(node.shape) * m.hw.elem_bytes(node.dtype)
+
+
+def step_work(graph: Graph, hw: HwSpec, options: StepOptions) -> StepWork:
+    """The stage-level work of the step `options` describe, measured from one micro-batch (module docstring)."""
+    return work_of(measure_step(graph, hw, options), options)
+
+
+def work_of(m: Measured, options: StepOptions) -> StepWork:
+    """Read a StepWork for `options` (M micro-batches, d replicas) from the one-micro-batch measurement."""
+    p, v, t = options.pipeline_stages, options.virtual_stages, options.tensor_parallel
+    graph, plan = m.graph, m.plan
+    chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
+    wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node), recompute_nodes(graph)
+    filler = filler_nodes(graph)
+    kinds = model_state_kinds(graph) if graph.optimizer is not None else {}
+    readers: dict[int, list[TaskSpec]] = {}
+    for task in plan.tasks:
+        for d in task.deps:
+            readers.setdefault(d, []).append(task)
+    intervals: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (start, end, part index)
+    sent = {(c, phase): 0 for c in range(p * v) for phase in ("forward", "backward")}
+    stash = [0] * (p * v)
+    for task, x in zip(plan.tasks, m.timed):
+        chunk = chunk_of_chip[task.chip]
+        if task.kind == TRANSFER:
+            to = chunk_of_chip[task.out_chip]
+            if to != chunk and task.phase in ("forward", "backward"):
+                sent[(chunk, task.phase)] += task.out_bytes
+        else:
+            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute, filler))))
+        if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
+            stash[chunk_of_chip[task.out_chip]] += task.out_bytes
+    per_chip = {chip: dict(zip(PARTS, attributed_cycles(spans))) for chip, spans in intervals.items()}
+    ranks = {c: [plan.chip_of[(0, c, k)] for k in range(t)] for c in range(p * v)}
+    def busy(c: int, *parts: str) -> int:
+        """The chunk's busiest rank in `parts` (the ranks work side by side, each on its own chip)."""
+        return max(sum(per_chip.get(chip, {}).get(part, 0) for part in parts) for chip in ranks[c])
+
+    later = options.microbatches - 1
+    chunks = []
+    for c in range(p * v):
+        acc = math.ceil(accumulate_cycles(m, c) * later / options.microbatches)
+        # a chunk with no forward or backward work of its own still passes its micro-batch on: one cycle
+        chunks.append(ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
+                                backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),
+                                weight_grad_cycles=busy(c, "weight_grad") + acc, recompute_cycles=busy(c, "recompute"),
+                                activation_bytes=sent[(c, "forward")], stash_bytes=stash[c],
+                                backward_bytes=sent[(c, "backward")]))
+    step_chips = chip_map(len(plan.chips), options)
+    stages = []
+    for s in range(p):
+        mine = range(s, p * v, p)
+        rank0 = {plan.chip_of[(0, c, 0)] for c in mine}
+        leaves = {node for task in plan.tasks if task.chip in rank0 for node, _ in task.reads}
+        grads = {task.node for task in plan.tasks
+                 if task.chip in rank0 and kinds.get(task.node) == "gradient" and task.kind != TRANSFER}
+        state_bytes = {kind: sum(plan.leaf_bytes[n] for n in leaves if kinds.get(n) == kind)
+                       for kind in ("param", "optimizer_state")}
+        stages.append(StageWork(
+            stage=s, chips=tuple(step_chips[(0, s, k)] for k in range(t)),
+            update_cycles=sum(busy(c, "update") for c in mine),
+            filler_cycles=sum(busy(c, "update_filler") + options.microbatches * busy(c, "filler") for c in mine),
+            gradient_bytes=sum(_node_bytes(m, g) for g in grads) if options.data_parallel > 1 else 0,
+            parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"]))
+    return StepWork(stages=tuple(stages), chunks=tuple(chunks), microbatches=options.microbatches,
+                    data_parallel=options.data_parallel, tensor_parallel=t, virtual_stages=v)
