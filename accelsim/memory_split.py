@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.model_states import model_state_kinds
-from accelsim.schedule.plan import Schedule, graph_hash
+from accelsim.schedule.plan import Schedule, graph_hash, live_by_column
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
 """The four parts of a chip's peak, in the order records, JSON and the terminal list them."""
@@ -81,17 +81,9 @@ def chip_memory(schedule: Schedule, graph: Graph) -> tuple[ChipMemory, ...]:
 
 
 def _at_peak(chip: int, events: list[tuple[int, int, int]]) -> ChipMemory:
-    """Sweep (cycle, category column, +-bytes) in time order; a tensor lives over [start, end), so one that
-    ends when another starts never coexists with it (as schedule.plan.peak_bytes counts)."""
-    events.sort()
-    live = [0] * len(CATEGORIES)
-    best, best_cycle, peak = list(live), 0, 0
-    i = 0
-    while i < len(events):
-        cycle = events[i][0]
-        while i < len(events) and events[i][0] == cycle:
-            live[events[i][1]] += events[i][2]
-            i += 1
+    """Sweep (cycle, category column, +-bytes) in time order (schedule.plan.live_by_column)."""
+    best, best_cycle, peak = [0] * len(CATEGORIES), 0, 0
+    for cycle, live in live_by_column(events, len(CATEGORIES)):
         if sum(live) > peak:
             peak, best, best_cycle = sum(live), list(live), cycle
     return ChipMemory(chip, peak, *best, peak_cycle=best_cycle)

@@ -12,7 +12,7 @@ from accelsim.errors import GraphError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.ops.registry import numel
-from accelsim.schedule.plan import Schedule, graph_hash
+from accelsim.schedule.plan import Schedule, graph_hash, live_by_column
 
 STAGES = ("baseline", "P_os", "P_os+g", "P_os+g+p")
 """ZeRO stage k's name in the paper: 0 nothing sharded, 1 optimizer state, 2 + gradients, 3 + parameters."""
@@ -195,17 +195,10 @@ def schedule_model_states(schedule: Schedule, graph: Graph) -> tuple[ChipModelSt
 def _chip_states(chip: int, events: list[tuple[int, int, int]]) -> ChipModelStates:
     """Sweep the chip's allocations and frees in time order; a tensor lives over [start, end), so one
     that ends when another starts never coexists with it (as plan.peak_bytes counts)."""
-    live = [0] * (len(KINDS) + 1)
-    peaks = [0] * len(live)
+    peaks = [0] * (len(KINDS) + 1)
     levels: list[tuple[int, int, int]] = []
     peak = model_peak = model_at_peak = 0
-    events.sort()
-    i = 0
-    while i < len(events):
-        cycle = events[i][0]
-        while i < len(events) and events[i][0] == cycle:
-            live[events[i][1]] += events[i][2]
-            i += 1
+    for cycle, live in live_by_column(events, len(peaks)):
         model, total = sum(live[:-1]), sum(live)
         peaks = [max(a, b) for a, b in zip(peaks, live)]
         model_peak = max(model_peak, model)

@@ -9,7 +9,7 @@ to re-run the scheduler's planning code or rebuild the model.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
@@ -290,6 +290,21 @@ def peak_bytes(intervals: list[tuple[int, int, int]]) -> int:
         live += delta
         peak = max(peak, live)
     return peak
+
+
+def live_by_column(events: list[tuple[int, int, int]], columns: int) -> Iterator[tuple[int, list[int]]]:
+    """(cycle, live bytes per column) after each cycle's (cycle, column, +-bytes) events, in time order: a
+    tensor lives over [start, end), so one that ends when another starts never coexists with it (as
+    peak_bytes counts). The list is reused between yields: copy it to keep it."""
+    events = sorted(events)
+    live = [0] * columns
+    i = 0
+    while i < len(events):
+        cycle = events[i][0]
+        while i < len(events) and events[i][0] == cycle:
+            live[events[i][1]] += events[i][2]
+            i += 1
+        yield cycle, live
 
 
 def graph_hash(graph: Graph) -> str:
