@@ -8,12 +8,14 @@ import pytest
 import accelsim as A
 from accelsim.cli import main
 from accelsim.compiler.hierarchy.compose import EXPOSED_KINDS
-from accelsim.compiler.hierarchy.step import AUTO_STAGE_TASKS, DEFAULT_STAGE_SCHEDULE, StageStep, granularity_of
+from accelsim.compiler.hierarchy.step import (AUTO_STAGE_TASKS, DEFAULT_STAGE_SCHEDULE, StageStep, granularity_of,
+                                             stage_refusal)
 from accelsim.compiler.hierarchy.templates import busy_cycles, filler_nodes, step_work, weight_grad_nodes
 from accelsim.errors import ScheduleError
-from accelsim.limits import estimate_tasks
+from accelsim.limits import DEFAULT_LIMITS, estimate_tasks
 from accelsim.ops.registry import numel
 from accelsim.schedule.options import StepOptions
+from work_meter import WorkMeter
 
 HW = "a100_x8"
 
@@ -177,14 +179,31 @@ def test_stage_granularity_returns_a_composed_step(block, hw):
 
 
 def test_auto_granularity_switches_by_the_estimated_tasks(block):
+    chips = 8
     small = StepOptions.of(microbatches=2)
-    assert granularity_of(block, small) == "task"
+    assert granularity_of(block, small, chips, DEFAULT_LIMITS) == "task"
     per_microbatch = estimate_tasks(block, 2, 1, 1) - estimate_tasks(block, 1, 1, 1)
     big = StepOptions.of(microbatches=AUTO_STAGE_TASKS // per_microbatch + 2)
     assert estimate_tasks(block, big.microbatches, 1, 1) > AUTO_STAGE_TASKS
-    assert granularity_of(block, big) == "stage"
-    assert granularity_of(block, big.model_copy(update={"granularity": "task"})) == "task"
-    assert granularity_of(A.models.build("transformer_block"), big) == "task"  # inference: task level only
+    assert granularity_of(block, big, chips, DEFAULT_LIMITS) == "stage"
+    assert granularity_of(block, big.model_copy(update={"granularity": "task"}), chips, DEFAULT_LIMITS) == "task"
+    # inference: task level only
+    assert granularity_of(A.models.build("transformer_block"), big, chips, DEFAULT_LIMITS) == "task"
+
+
+@pytest.mark.parametrize("change", [{"microbatches": 10**6}, {"data_parallel": 16}, {"zero": 1, "data_parallel": 2}])
+def test_auto_keeps_a_step_the_stage_level_cannot_take_at_task_level(block, change):
+    # a million micro-batches (more composed items than the limit), more replicas than chips, ZeRO: auto
+    # leaves them to the task level, whose own limits and messages apply (a hostile size is refused there)
+    options = StepOptions.of(**{"microbatches": AUTO_STAGE_TASKS, **change})
+    assert stage_refusal(block, options, 8, DEFAULT_LIMITS) is not None
+    assert granularity_of(block, options, 8, DEFAULT_LIMITS) == "task"
+
+
+def test_a_million_micro_batches_at_stage_granularity_are_refused_before_any_work(block, hw):
+    with WorkMeter(max_steps=2_000_000):
+        with pytest.raises(ScheduleError, match=r"3,000,000 work items \(microbatches=1000000 x pipeline_stages=1 x virtual_stages=1 x 3\).*--max-tasks"):
+            A.compile(block, hw, microbatches=10**6, granularity="stage")
 
 
 def test_a_step_above_the_task_limit_compiles_at_stage_granularity(block, hw):

@@ -34,6 +34,7 @@ from accelsim.report import run_summary
 from accelsim.compiler import compile as compile_schedule
 from accelsim.compiler.hierarchy.step import StageStep, granularity_of
 from accelsim.compiler.planning.partition_report import partition_report
+from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import Schedule
 from accelsim.summary import RunSummary
 
@@ -113,7 +114,7 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
         print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
-    stage = granularity_of(graph, step_options(args)) == "stage"
+    stage = granularity_of(graph, step_options(args), len(chip_list(hw)), limits) == "stage"
     if stage and checking:
         raise AccelsimError("--check executes a task-level schedule; a step at stage granularity has none: use "
                             "--granularity task (a smaller step if auto chose stage)")

@@ -198,7 +198,7 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
     options = _options(graph, options, step)
     graph = _rematerialized(graph, options.remat)
-    if granularity_of(graph, options) == "stage":
+    if granularity_of(graph, options, len(chip_list(hw)), limits or DEFAULT_LIMITS) == "stage":
         return compile_stage_step(graph, hw, options, limits or DEFAULT_LIMITS)
     check_step_size(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
                     limits or DEFAULT_LIMITS, options.zero)

@@ -13,7 +13,8 @@ from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.graph.stats import samples_per_microbatch
 from accelsim.hw.spec import HwSpec
-from accelsim.limits import Limits, estimate_tasks
+from accelsim.limits import DEFAULT_LIMITS, Limits, estimate_tasks
+from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import Schedule
 from accelsim.schedule.options import StepOptions
 
@@ -26,15 +27,51 @@ DEFAULT_STAGE_SCHEDULE = "1f1b"
 """The pipeline schedule of a stage-granularity step whose options name none (StepOptions.pipeline_schedule)."""
 
 
-def granularity_of(graph: Graph, options: StepOptions) -> str:
-    """"task" or "stage": the options' choice, or for "auto" task unless the step is a training step
-    (stage granularity composes forward and backward passes) of more than AUTO_STAGE_TASKS estimated tasks."""
+ITEMS_PER_CHUNK = 3
+"""Work items a chunk runs per micro-batch in the composition: forward, backward and (ZB-H1) weight gradient."""
+
+
+def composed_items(options: StepOptions) -> int:
+    """Work items the composition simulates: one replica's micro-batches through every chunk (replicas are
+    identical: their pipelines are not simulated)."""
+    return options.microbatches * options.pipeline_stages * options.virtual_stages * ITEMS_PER_CHUNK
+
+
+def stage_refusal(graph: Graph, options: StepOptions, chips: int, limits: Limits) -> str | None:
+    """Why stage granularity cannot take this step (None: it can): an inference graph, an option it does
+    not model, more composed items than limits.max_tasks, or replicas x stages x ranks beyond the chips."""
+    if not any(n.phase == "backward" for n in graph.nodes):
+        return (f"stage granularity composes training steps (forward and backward passes per micro-batch); "
+                f"{graph.name!r} is an inference graph")
+    for key, accepted in UNSUPPORTED.items():
+        if getattr(options, key) != accepted:
+            return f"{key}={getattr(options, key)!r} is not modelled at stage granularity yet"
+    items = composed_items(options)
+    if items > limits.max_tasks:
+        return (f"the composition would simulate {items:,} work items (microbatches={options.microbatches} x "
+                f"pipeline_stages={options.pipeline_stages} x virtual_stages={options.virtual_stages} x "
+                f"{ITEMS_PER_CHUNK}), above the limit of {limits.max_tasks:,} (--max-tasks, or "
+                f"limits=Limits(max_tasks=N) from Python)")
+    used = options.data_parallel * options.pipeline_stages * options.tensor_parallel
+    if used > chips:
+        return (f"stage granularity puts every replica's stages and ranks on chips of their own: data_parallel="
+                f"{options.data_parallel} x pipeline_stages={options.pipeline_stages} x tensor_parallel="
+                f"{options.tensor_parallel} = {used:,} chips, but the hardware has {chips:,}")
+    return None
+
+
+def granularity_of(graph: Graph, options: StepOptions, chips: int, limits: Limits) -> str:
+    """"task" or "stage": the options' choice, or for "auto" task unless the step is a training step of
+    more than AUTO_STAGE_TASKS estimated tasks that stage granularity can take (stage_refusal): a step it
+    cannot take stays at task level, with the task level's own limits and messages."""
     if options.granularity != "auto":
         return options.granularity
     if not any(n.phase == "backward" for n in graph.nodes):
         return "task"
     tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages)
-    return "stage" if tasks > AUTO_STAGE_TASKS else "task"
+    if tasks <= AUTO_STAGE_TASKS:
+        return "task"
+    return "task" if stage_refusal(graph, options, chips, limits) is not None else "stage"
 
 
 @dataclass(frozen=True)
@@ -133,14 +170,10 @@ def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: L
     """Measure the stage-level work of the step from one micro-batch of one replica and compose the step
     under the options' pipeline schedule (DEFAULT_STAGE_SCHEDULE when none). `limits` bound the
     measurement's tasks (one micro-batch, one replica), not the step's."""
-    for key, accepted in UNSUPPORTED.items():
-        if getattr(options, key) != accepted:
-            raise ScheduleError(f"{key}={getattr(options, key)!r} is not modelled at stage granularity yet; compile "
-                                f"with granularity='task' (--granularity task) or {key}={accepted!r}")
-    if not any(n.phase == "backward" for n in graph.nodes):
-        raise ScheduleError(f"stage granularity composes training steps (forward and backward passes per "
-                            f"micro-batch); {graph.name!r} is an inference graph: compile it with granularity="
-                            f"'task' (--granularity task)")
+    limits = limits or DEFAULT_LIMITS
+    refusal = stage_refusal(graph, options, len(chip_list(hw)), limits)
+    if refusal is not None:
+        raise ScheduleError(f"{refusal}; compile with granularity='task' (--granularity task) or change the step")
     if limits is not None:
         measured = estimate_tasks(graph, 1, 1, options.pipeline_stages * options.virtual_stages)
         if measured > limits.max_tasks:
