@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -164,8 +165,11 @@ def _connect(distributed: Any, address: str) -> Any:
     m = _DASK_ADDRESS.fullmatch(address)
     scheme, host, port = m.group(1), m.group(2).strip("[]"), int(m.group(3))
     try:
-        if scheme == "tcp":  # a tls:// peer's greeting is encrypted: the Client's own checks only
+        if scheme == "tcp":
             probe_scheduler(host, port, DASK_CONNECT_TIMEOUT_S)
+        else:  # a tls:// peer's greeting is encrypted: reach it, and have the TLS settings to talk to it
+            socket.create_connection((host, port), timeout=DASK_CONNECT_TIMEOUT_S).close()
+            _require_tls_settings(distributed, address)
     except NotAScheduler as e:
         raise SweepError(f"--dask {address}: what answered there is not a Dask scheduler: {e}; {START_SCHEDULER}"
                          ) from None
@@ -178,8 +182,19 @@ def _connect(distributed: Any, address: str) -> Any:
         raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there within {DASK_CONNECT_TIMEOUT_S} s "
                          f"({_reason(e)}); {START_SCHEDULER}") from None
     except Exception as e:  # noqa: BLE001 - MemoryError and decoding errors from a peer that only looked like one
-        raise SweepError(f"--dask {address}: the peer there answered the handshake but failed as a Dask scheduler "
+        said = "answered the handshake but" if scheme == "tcp" else "accepted the connection but"
+        raise SweepError(f"--dask {address}: the peer there {said} failed as a Dask scheduler "
                          f"({_reason(e)}); {START_SCHEDULER}") from None
+
+
+def _require_tls_settings(distributed: Any, address: str) -> None:
+    """SweepError unless dask's configuration holds the TLS settings a tls:// client needs (without them
+    distributed fails deep inside with a TypeError about ssl_context)."""
+    if distributed.security.Security().get_connection_args("client").get("ssl_context") is None:
+        raise SweepError(f"--dask {address}: a tls:// Dask scheduler needs dask's TLS settings (distributed.comm.tls."
+                         "ca-file, .client.cert and .client.key in dask's configuration, e.g. "
+                         "~/.config/dask/distributed.yaml, or DASK_DISTRIBUTED__COMM__TLS__CA_FILE and friends), and "
+                         "none are set; set them, or reach the scheduler over tcp:// (an SSH tunnel, for one)")
 
 
 def make_executor(workers: int, dask: str | None) -> InProcess | LocalPool | DaskPool:

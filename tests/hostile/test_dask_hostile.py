@@ -160,6 +160,25 @@ def test_an_address_nobody_listens_on_is_refused(hostile, tmp_path):
     hostile.names(message, "cannot reach a Dask scheduler", "--dask local")
 
 
+def test_a_tls_address_nobody_listens_on_is_refused_as_unreachable(hostile, tmp_path):
+    # before: "the peer there answered the handshake", about a port where nothing listens
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    message = refused(f"tls://127.0.0.1:{port}", tmp_path / "out", hostile)
+    hostile.names(message, "cannot reach a Dask scheduler")
+    assert "answered" not in message
+
+
+def test_a_tls_scheduler_without_dask_s_tls_settings_is_refused_naming_them(peer, hostile, tmp_path, monkeypatch):
+    for key in ("CA_FILE", "CLIENT__CERT", "CLIENT__KEY"):
+        monkeypatch.delenv(f"DASK_DISTRIBUTED__COMM__TLS__{key}", raising=False)
+    server = peer(b"\x16\x03\x01")  # a TLS record header: something that speaks TLS is listening
+    address = server.address.replace("tcp://", "tls://")
+    message = refused(address, tmp_path / "out", hostile)
+    hostile.names(message, "TLS settings", "distributed.comm.tls", "tcp://")
+
+
 @pytest.mark.parametrize("case", ["length_prefix_2_62", "http_banner"])
 def test_the_cli_refuses_a_peer_that_is_not_a_scheduler_with_exit_1(case, peer, hostile, tmp_path):
     server = peer(HOSTILE_REPLIES[case][0])
