@@ -158,6 +158,21 @@ def test_exposed_transfers_lengthen_the_step_by_exactly_their_cost(hw8):
     assert [(s.start, s.end) for s in spans_of(paid, "transfer")] == [(10, 10 + cost), (40 + cost, 40 + 2 * cost)]
 
 
+def test_a_backward_transfer_carries_the_gradient_bytes_its_chunk_measured(hw8):
+    # gpt2's logit gradients are far larger than its activations: the send back costs what its own bytes cost
+    act, grad = 10**6, 64 * 10**6
+    route = topology_of(hw8).route(1, 0)
+    work = step(2, 1, act=act)
+    work = dataclasses.replace(work, chunks=(work.chunks[0], dataclasses.replace(work.chunks[1], backward_bytes=grad)))
+    comp = compose(work, "1f1b", hw8)
+    forward, backward = sorted(spans_of(comp, "transfer"), key=lambda s: s.start)
+    assert forward.end - forward.start == topology_of(hw8).route(0, 1).cycles(act)
+    assert backward.end - backward.start == route.cycles(grad) > route.cycles(act)
+    unmeasured = compose(step(2, 1, act=act), "1f1b", hw8)  # backward_bytes -1: the boundary's activation
+    back = max(spans_of(unmeasured, "transfer"), key=lambda s: s.start)
+    assert back.end - back.start == route.cycles(act)
+
+
 def test_transfers_hidden_behind_a_slower_stage_cost_nothing(hw8):
     # stage 1 takes 100,000 cycles a forward: the second micro-batch's activation arrives while it works on the
     # first, and the first gradient while stage 0 waits in its bubble anyway; only the first and last

@@ -86,7 +86,7 @@ def test_one_stage_phases_add_up_to_the_chips_busy_time(gpt2, hw):
     phases = (chunk.forward_cycles, chunk.backward_cycles, stage.update_cycles)
     assert min(phases) > 0 and stage.filler_cycles > 0  # Adam decays its moments before the gradients come
     assert sum(phases) + stage.filler_cycles == busy <= schedule.makespan_cycles
-    assert chunk.activation_bytes == 0 and chunk.gradient_bytes_back == 0
+    assert chunk.activation_bytes == 0 and chunk.backward_bytes == 0
 
 
 def test_filler_reads_no_micro_batch_data_by_hand():
@@ -104,8 +104,8 @@ def test_bytes_between_stages_are_the_task_schedules_transfers(gpt2, hw, two_sta
                             and t.stage == s) for phase in ("forward", "backward") for s in (0, 1)}
     first, last = two_stages.chunks
     assert first.activation_bytes == sent[("forward", 0)] > 0
-    assert last.gradient_bytes_back == sent[("backward", 1)] > 0
-    assert last.activation_bytes == 0 and first.gradient_bytes_back == sent[("backward", 0)]
+    assert last.backward_bytes == sent[("backward", 1)] > 0
+    assert last.activation_bytes == 0 and first.backward_bytes == sent[("backward", 0)]
 
 
 def test_weight_gradient_and_recompute_parts_lie_within_the_backward_pass(two_stages):

@@ -110,7 +110,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
             gives = transfer = None
             if to is not None:
                 gives = _key(it.kind, m, to, M)
-                transfer = transfers.get((s, to % p, work.chunks[min(c, to)].activation_bytes))
+                transfer = transfers.get((s, to % p, _sent_bytes(work, c, to)))
             mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
             plan.append(_Planned(it, cycles, needs, gives, transfer, mine))
         plans.append(plan)
@@ -271,15 +271,25 @@ def _transfers(work: StepWork, topo: Topology | None, book: LinkBook) -> dict[tu
     p, holds = work.pipeline_stages, {}
     if topo is None:
         return holds
-    for c, chunk in enumerate(work.chunks[:-1]):
-        a, b = c % p, (c + 1) % p
-        if a == b or chunk.activation_bytes == 0 or (a, b, chunk.activation_bytes) in holds:
-            continue
-        for src, dst in ((a, b), (b, a)):
-            hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, chunk.activation_bytes)
+    for c in range(len(work.chunks) - 1):
+        for src_chunk, dst_chunk in ((c, c + 1), (c + 1, c)):
+            src, dst, nbytes = src_chunk % p, dst_chunk % p, _sent_bytes(work, src_chunk, dst_chunk)
+            if src == dst or nbytes == 0 or (src, dst, nbytes) in holds:
+                continue
+            hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
             if hold.links:
-                holds[(src, dst, chunk.activation_bytes)] = book.booking(hold)
+                holds[(src, dst, nbytes)] = book.booking(hold)
     return holds
+
+
+def _sent_bytes(work: StepWork, c: int, to: int) -> int:
+    """Bytes chunk `c` sends to its neighbour `to` per micro-batch: its activation forward; backward, the
+    gradients it measured sending (ChunkWork.backward_bytes), else the activation that crossed that boundary
+    forward (the previous chunk's)."""
+    if to > c:
+        return work.chunks[c].activation_bytes
+    back = work.chunks[c].backward_bytes
+    return back if back >= 0 else work.chunks[to].activation_bytes
 
 
 def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int,

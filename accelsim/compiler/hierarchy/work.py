@@ -30,12 +30,8 @@ class ChunkWork:
     """Activations kept from this chunk's forward until its backward, per micro-batch in flight."""
     backward_bytes: int = -1
     """The backward values sent to earlier chunks per micro-batch, when they differ from activation_bytes
-    (a partition that computes a gradient on a later chunk than its forward value); -1: activation_bytes."""
-
-    @property
-    def gradient_bytes_back(self) -> int:
-        """What the chunk's backward pass sends to the previous chunk per micro-batch."""
-        return self.activation_bytes if self.backward_bytes < 0 else self.backward_bytes
+    (gpt2's logit gradients are far larger than its activations); -1: the previous chunk's activation_bytes,
+    the activation that crossed the same boundary forward (compose.py)."""
 
 
 @dataclass(frozen=True, slots=True)
