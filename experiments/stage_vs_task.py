@@ -15,8 +15,9 @@ Where the two differ by more than 3% (a100_x8, Adam; measured when this was writ
 - The partition (compiler/planning/stages.py as of this branch) puts backward nodes on the lowest stage of
   their inputs and cuts inside residual blocks: gradients skip chunks and backward work starts before the
   next chunk's is done, which the composition's chain of chunks cannot express (transformer_block p=4:
-  +18% to +26%); gpt2's logits gradient (2 x 103 MB) goes back to stage 0 where the forward sends 1.5 MB,
-  and compose sends activation_bytes both ways (ChunkWork.backward_bytes holds the measured bytes).
+  +18% to +26%); gpt2's logits gradient (2 x 103 MB) goes back to stage 0 where the forward sends 1.5 MB
+  (compose sent activation_bytes both ways when this was measured; it now sends ChunkWork.backward_bytes
+  back, and the rows have not been measured again).
 - Replicas: compose all-reduces gradients in 25 MB DDP buckets and updates after the last; the task level
   all-reduces every gradient as soon as it is ready and updates each parameter after its own. A 1.7 MB
   transformer_block is one bucket sent after its backward pass (+9% at M=1); with t=2 the task level pays
