@@ -62,8 +62,31 @@ def _toolkit_problem() -> str | None:
         cuda.compile_ptx(_probe_kernel, "void(float32[:])", cc=(7, 5))
     except Exception as e:  # numba-cuda raises several kinds here (library not found, NVVM/NVRTC errors)
         first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        return first_line if len(first_line) <= 200 else first_line[:197] + "..."
+        first_line = first_line if len(first_line) <= 200 else first_line[:197] + "..."
+        if isinstance(e, _MISMATCH_ERRORS):  # Python-level: numba-cuda's own code broke, not a missing library
+            return f"{_MISMATCH}{type(e).__name__}: {first_line}"
+        return first_line
     return None
+
+
+_MISMATCH_ERRORS = (AttributeError, ImportError, TypeError, NameError)
+"""What numba-cuda raises when it cannot run beside the installed numpy or numba (seen on an H200 machine:
+numba-cuda 0.30.4 with numpy 2.5 fails on the removed `np.row_stack`), as opposed to the toolkit's
+library-not-found and NVVM/NVRTC errors."""
+_MISMATCH = "numba-cuda's own code fails with the installed packages (a version mismatch, not the toolkit) "
+
+
+def _versions() -> str:
+    """numba-cuda, numba and numpy's versions, for a message about how they fit together."""
+    from importlib import metadata
+
+    found = []
+    for name in ("numba-cuda", "numba", "numpy"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} (not found)")
+    return ", ".join(found)
 
 
 def cuda_available() -> tuple[bool, str]:
@@ -78,6 +101,10 @@ def cuda_available() -> tuple[bool, str]:
     if not cuda.is_available():
         return False, f"no CUDA GPU is available. {ENABLE_CUDA}"
     problem = _toolkit_problem()
+    if problem is not None and problem.startswith(_MISMATCH):
+        return False, (f"a CUDA GPU is present but numba-cuda cannot compile a kernel: {problem}; installed: "
+                       f"{_versions()}. Install versions that work together: `pip install -U numba numba-cuda` lets pip "
+                       f"pick a numpy that numba supports.")
     if problem is not None:
         return False, f"a CUDA GPU is present but the CUDA toolkit cannot be loaded ({problem}). {ENABLE_CUDA}"
     return True, "GPU"
