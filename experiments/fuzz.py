@@ -355,26 +355,31 @@ def fuzz_schedule(examples: int, seed_value: int | None = 0, guard_s: float | No
 
 
 def _mutate_lists(data: st.DataObject, tree: dict) -> str:
-    """Delete, duplicate or swap tasks or tensors, or reverse one of the lists."""
+    """Delete, duplicate or swap tasks or tensors, clear one of the lists or reverse it."""
     key = data.draw(st.sampled_from(["tasks", "tensors"]), label="list")
-    items = tree[key]
     op = data.draw(st.sampled_from(["delete", "duplicate", "swap", "reverse", "clear"]), label="list op")
+    return _mutate_items(data, tree[key], key, op)
+
+
+def _mutate_items(data: st.DataObject, items: list, label: str, op: str) -> str:
+    """Apply one list operation to `items` (a schedule's tasks or tensors, a graph file's nodes): reverse (also
+    whenever fewer than two items leave nothing else to do), clear, or delete, duplicate or swap drawn items."""
     if op == "reverse" or len(items) < 2:
         items.reverse()
-        return f"reverse {key}"
+        return f"reverse {label}"
     if op == "clear":
         items.clear()
-        return f"no {key}"
+        return f"no {label}"
     i = data.draw(st.integers(0, len(items) - 1), label="i")
     if op == "delete":
         del items[i]
-        return f"delete {key}[{i}]"
+        return f"delete {label}[{i}]"
     if op == "duplicate":
         items.insert(i, copy.deepcopy(items[i]))
-        return f"duplicate {key}[{i}]"
+        return f"duplicate {label}[{i}]"
     j = (i + data.draw(st.integers(1, len(items) - 1), label="j")) % len(items)  # never a no-op swap
     items[i], items[j] = items[j], items[i]
-    return f"swap {key}[{i}] and {key}[{j}]"
+    return f"swap {label}[{i}] and {label}[{j}]"
 
 
 def _node_units(tree: Any) -> list[dict]:
@@ -428,28 +433,20 @@ def fuzz_graph(examples: int, seed_value: int | None = 0, guard_s: float | None 
 
 
 def _mutate_nodes(data: st.DataObject, tree: dict) -> str:
-    """Delete, duplicate or swap nodes, rewire an input, or reverse the node list."""
+    """Rewire one node's input to a drawn source (in range, out of range, huge, or not an integer), or apply a
+    list operation to the nodes."""
     nodes = tree["nodes"]
     op = data.draw(st.sampled_from(["delete", "duplicate", "swap", "rewire", "rewire", "reverse"]), label="node op")
-    if op == "reverse" or len(nodes) < 2:
-        nodes.reverse()
-        return "reverse nodes"
+    if op != "rewire" or len(nodes) < 2:
+        return _mutate_items(data, nodes, "nodes", op)
     i = data.draw(st.integers(0, len(nodes) - 1), label="i")
-    if op == "rewire" and nodes[i].get("inputs"):
-        k = data.draw(st.integers(0, len(nodes[i]["inputs"]) - 1), label="input")
-        src = data.draw(st.one_of(st.integers(-3, len(nodes) + 3), st.sampled_from([10**12, -(2**63), 1.5, "0"])),
-                        label="source")
-        nodes[i]["inputs"][k] = src
-        return f"node {i} input {k} = {_short(src)}"
-    if op == "delete":
-        del nodes[i]
-        return f"delete node {i}"
-    if op == "duplicate":
-        nodes.insert(i, copy.deepcopy(nodes[i]))
-        return f"duplicate node {i}"
-    j = (i + data.draw(st.integers(1, len(nodes) - 1), label="j")) % len(nodes)
-    nodes[i], nodes[j] = nodes[j], nodes[i]
-    return f"swap nodes {i} and {j}"
+    if not nodes[i].get("inputs"):
+        return _mutate_items(data, nodes, "nodes", "swap")
+    k = data.draw(st.integers(0, len(nodes[i]["inputs"]) - 1), label="input")
+    src = data.draw(st.one_of(st.integers(-3, len(nodes) + 3), st.sampled_from([10**12, -(2**63), 1.5, "0"])),
+                    label="source")
+    nodes[i]["inputs"][k] = src
+    return f"node {i} input {k} = {_short(src)}"
 
 
 # -- ONNX ---------------------------------------------------------------------------------------------------
