@@ -53,11 +53,11 @@ def test_grid_gives_one_typed_row_per_point_in_generation_order():
     df = A.sweep(GRID)
     metrics = [m for m, d in METRICS.items() if d.needs is None or d.needs == "simulate"]
     assert list(df.columns) == ["point", "point_id", "config_hash", "model.batch", "options.microbatches",
-                                *metrics, "feasible", "error", "wall_s"]
+                                *metrics, "feasible", "violated", "error", "wall_s"]
     assert list(df["point"]) == [0, 1, 2, 3]
     assert list(zip(df["model.batch"], df["options.microbatches"])) == [(2, 1), (2, 2), (4, 1), (4, 2)]
     assert str(df["model.batch"].dtype) == "int64" and str(df["makespan_cycles"].dtype) == "float64"
-    assert df["feasible"].all() and (df["error"] == "").all() and df["point_id"].is_unique
+    assert df["feasible"].all() and (df["error"] == "").all() and (df["violated"] == "").all() and df["point_id"].is_unique
     assert df["config_hash"].nunique() == 1  # the hardware is the same at every point
     assert (df["simulated_makespan_cycles"] == df["makespan_cycles"]).all()
 

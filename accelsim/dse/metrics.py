@@ -109,6 +109,23 @@ _DEFS = (
     MetricDef("tops_per_w", "TOPS/W", "operations per second per watt"),
     MetricDef("area_mm2", "mm^2", "silicon area of the chips in use"),
     MetricDef("throughput_per_mm2", "samples/s/mm^2", "throughput over area"),
+    # the rest of what `accelsim run` prints, so a sweep can rank or constrain by it
+    MetricDef("training", "1/0", "1.0 for a training step, 0.0 for inference"),
+    MetricDef("samples_per_step", "samples", "inputs one step processes (micro-batches x replicas x batch)"),
+    MetricDef("mac_utilization", "ratio", "useful MACs over the MAC slots of the array units in use"),
+    MetricDef("achieved_tops", "TOPS", "operations per step over the makespan"),
+    MetricDef("peak_tops", "TOPS", "the peak of the units in use"),
+    MetricDef("energy_pj", "pJ", "energy of one step (energy_j in picojoules)"),
+    MetricDef("ops_per_step", "ops", "operations of one step (a MAC is two)"),
+    MetricDef("critical_path_cycles", "cycles", "the longest dependence chain, every task at its own cost"),
+    MetricDef("resource_bound_cycles", "cycles", "the busiest unit kind's work over its instances"),
+    MetricDef("bound_cycles", "cycles", "the larger of the critical path and resource bounds"),
+    MetricDef("model_flops_per_step", "FLOP", "model FLOPs of one training step (Megatron's convention)"),
+    MetricDef("hardware_flops_per_step", "FLOP", "FLOPs the chips execute in one step, recomputation included"),
+    MetricDef("model_tflops_per_chip", "TFLOP/s", "model FLOPs per second per chip"),
+    MetricDef("hardware_tflops_per_chip", "TFLOP/s", "hardware FLOPs per second per chip"),
+    MetricDef("peak_tflops_per_chip", "TFLOP/s", "a chip's dense tensor peak"),
+    MetricDef("mfu", "ratio", "model FLOPs utilization: model TFLOP/s per chip over its peak"),
 )
 METRICS: dict[str, MetricDef] = {m.name: m for m in _DEFS}
 
