@@ -226,10 +226,14 @@ def test_timelines_of_the_first_front_come_from_a_real_compile_and_a_failure_is_
 
     # every point is on the throughput-area front (both grow together)
     df = table(**{MB: [1, 2, 3], THR: [1.0, 2.0, 3.0], AREA: [1.0, 2.0, 3.0]})
+    heard = []
     paths = sweep_plots(df, tmp_path, parameters=[MB], metrics=[THR], objectives={}, compile_point=compile_point,
-                        label="tiny")
+                        label="tiny", on_figure=heard.append)
     assert [p.name for p in paths] == [f"param_{MB}.png", f"pareto_{THR}_vs_{AREA}.png",
                                        "timeline_point0.png", "timeline_point1.png"]
+    # progress hears every figure before it is drawn, the failing timeline too
+    assert heard == [f"metrics vs {MB}", f"Pareto front {THR} vs {AREA}", "timeline of point #0",
+                     "timeline of point #1", "timeline of point #2"]
     assert seen == [{MB: 1}, {MB: 2}, {MB: 3}] and all(type(p[MB]) is int for p in seen)
     assert "timeline point #2: compile_point failed: ValueError: cannot compile this point" in \
         (tmp_path / LOG_NAME).read_text()

@@ -71,13 +71,17 @@ def sweep_view(results: pd.DataFrame, parameters: list[str], label: str) -> Swee
 
 
 def sweep_plots(results: pd.DataFrame, out_dir: Path, *, parameters: list[str], metrics: list[str],
-                objectives: dict[str, str], compile_point: CompilePoint | None, label: str) -> list[Path]:
+                objectives: dict[str, str], compile_point: CompilePoint | None, label: str,
+                on_figure: Callable[[str], None] | None = None) -> list[Path]:
     """Write a sweep's PNGs under out_dir: param_<key>.png (every metric against that parameter),
     pareto_<y>_vs_<x>.png (each front), energy_breakdown.png (a stacked bar per point, when the table has
     the energy-by-component metrics, ENERGY_COLUMNS) and timeline_point<N>.png; returns their paths in that order.
 
     What was skipped and why, and every point whose compile_point or simulation failed, goes to
-    out_dir/plots.log instead of raising. A table with no row that ran gives [] and writes nothing."""
+    out_dir/plots.log instead of raising. A table with no row that ran gives [] and writes nothing.
+    `on_figure` hears each figure's name before it is drawn (a timeline compiles and simulates its point,
+    which can take as long as the point did), so a caller can show progress instead of silence."""
+    step = on_figure or (lambda name: None)
     _check_arguments(results, out_dir, parameters, metrics, objectives, compile_point, label)
     failed = failed_rows(results)
     if failed.all():  # also the empty table: its metric columns may never have been made
@@ -92,6 +96,7 @@ def sweep_plots(results: pd.DataFrame, out_dir: Path, *, parameters: list[str], 
         if parameter not in view.varying:
             log.append(f"skipped metrics vs {parameter}: it has one value")
             continue
+        step(f"metrics vs {parameter}")
         fig = plot_metrics_vs_parameter(view, parameter, metric_names, log)
         if fig is not None:
             paths.append(_save(fig, out_dir / f"param_{_slug(parameter)}.png", log))
@@ -103,6 +108,7 @@ def sweep_plots(results: pd.DataFrame, out_dir: Path, *, parameters: list[str], 
         if not drawn.any():
             log.append(f"skipped the front {y} vs {x}: no feasible point has finite values of both")
             continue
+        step(f"Pareto front {y} vs {x}")
         front = pareto_front(view.rows[drawn], x, y, goals)
         fig = plot_front(view, x, y, goals, front)
         paths.append(_save(fig, out_dir / f"pareto_{_slug(y)}_vs_{_slug(x)}.png", log))
@@ -110,13 +116,14 @@ def sweep_plots(results: pd.DataFrame, out_dir: Path, *, parameters: list[str], 
 
     bars = energy_bars(view)
     if bars is not None:
+        step("energy breakdown")
         paths.append(_save(plot_energy_breakdown(bars, ylabel="energy per step (J)", title=f"{label}: energy by "
                                                  "component"), out_dir / "energy_breakdown.png", log))
     elif any(c in results.columns for c in ENERGY_COLUMNS[1:]):
         log.append(f"no energy breakdown: it needs the metrics {', '.join(ENERGY_COLUMNS)} with finite values")
 
     if first_front is not None and compile_point is not None:
-        paths += _write_timelines(view, first_front, compile_point, out_dir, log)
+        paths += _write_timelines(view, first_front, compile_point, out_dir, log, step)
     elif compile_point is not None:
         log.append("no timelines: no Pareto front was drawn")
     _write_log(out_dir / LOG_NAME, log)
@@ -265,7 +272,7 @@ def axis_label(metric: str) -> str:
 
 
 def _write_timelines(view: SweepView, front: pd.DataFrame, compile_point: CompilePoint, out_dir: Path,
-                     log: list[str]) -> list[Path]:
+                     log: list[str], step: Callable[[str], None]) -> list[Path]:
     from accelsim.api import simulate
     from accelsim.viz.timeline import plot_timeline
 
@@ -277,6 +284,7 @@ def _write_timelines(view: SweepView, front: pd.DataFrame, compile_point: Compil
         row = front.iloc[i]
         name = f"point #{_short_value(row['point'], 12)}" if "point" in row.index else f"front point {i}"
         params = {p: _plain(row[p]) for p in view.parameters}
+        step(f"timeline of {name}")
         try:
             stage = "compile_point"
             schedule, hw, graph = compile_point(params)

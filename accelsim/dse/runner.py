@@ -223,13 +223,28 @@ class _Run:
         return notes
 
 
-def _plots(spec: SweepSpec, results: Any, out: Path) -> list[Path]:
-    """The sweep's figures (dse/plots.py), imported here: matplotlib and pandas load only for plots."""
+def _plots(spec: SweepSpec, results: Any, out: Path, progress: bool = False) -> list[Path]:
+    """The sweep's figures (dse/plots.py), imported here: matplotlib and pandas load only for plots. With
+    `progress`, a spinner line on stderr names the figure being drawn ("drawing plots (3 done): timeline of
+    point #7"): the Pareto points' timelines are compiled and simulated again, which took a minute of silence."""
+    from rich.console import Console
+
     from accelsim.dse.plots import sweep_plots
 
-    return list(sweep_plots(results, out / "plots", parameters=[p.key for p in parameters(spec)],
-                            metrics=metric_columns(spec), objectives=objectives(spec),
-                            compile_point=lambda params: compile_point(spec, params), label=spec.name))
+    console = Console(stderr=True)
+    with contextlib.ExitStack() as stack:
+        on_figure = None
+        if progress and console.is_terminal:
+            status = stack.enter_context(console.status("drawing plots"))
+            done = [0]
+
+            def on_figure(name: str) -> None:
+                status.update(f"drawing plots ({done[0]} done): {name}")
+                done[0] += 1
+        return list(sweep_plots(results, out / "plots", parameters=[p.key for p in parameters(spec)],
+                                metrics=metric_columns(spec), objectives=objectives(spec),
+                                compile_point=lambda params: compile_point(spec, params), label=spec.name,
+                                on_figure=on_figure))
 
 
 def run_sweep(spec_or_path: str | Path | dict[str, Any] | SweepSpec, out: str | Path | None = None, workers: int = 1,
@@ -254,7 +269,7 @@ def run_sweep(spec_or_path: str | Path | dict[str, Any] | SweepSpec, out: str | 
         executor.close()
     result = run.summary()
     if plots and run.store is not None:
-        result.plots = _plots(spec, result.results, run.store.out)
+        result.plots = _plots(spec, result.results, run.store.out, progress)
     elif plots:
         result.notes.append("plots skipped: no output directory")
     return result
