@@ -232,7 +232,7 @@ def test_roofline_writes_svg_and_its_points_as_json(tmp_path):
     assert main(["roofline", "--hw", "groq_like", *MLP, "-o", str(out), "--json", str(js)]) == 0
     assert out.read_text().lstrip().startswith("<?xml")
     data = json.loads(js.read_text())
-    assert data["figure"] == str(out) and all(p["attained_ops_per_s"] > 0 for p in data["nodes"])
+    assert data["figure"] == str(out) and all(p["attained_ops_per_s"] > 0 and p["name"] for p in data["nodes"])
 
 
 @pytest.mark.parametrize("argv, match", [

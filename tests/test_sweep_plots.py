@@ -8,7 +8,7 @@ import pytest
 import accelsim as A
 from accelsim.errors import AccelsimError
 from accelsim.dse.pareto import pareto_front, pareto_mask, staircase
-from accelsim.dse.plots import LOG_NAME, MAX_SERIES, plot_metrics_vs_parameter, sweep_plots, sweep_view
+from accelsim.dse.plots import LOG_NAME, MAX_SERIES, plot_front, plot_metrics_vs_parameter, sweep_plots, sweep_view
 
 ROWS = "chips.0.units.mxu.array.rows"
 MB = "options.microbatches"
@@ -276,3 +276,23 @@ def test_sweep_plots_refuses_what_is_not_a_results_table(tmp_path, results, matc
 def test_sweep_plots_refuses_an_out_dir_that_is_not_a_path(tmp_path):
     with pytest.raises(AccelsimError, match="out_dir must be a path"):
         run_plots(42)
+
+
+@pytest.mark.parametrize("spread", [1e-6, 1.0])  # points nearly on top of each other, and spread out
+def test_front_labels_never_overlap_and_stay_inside_the_axes(spread):
+    n = 16  # every point on the throughput-area front (both grow together), long labels
+    df = table(**{ROWS: [2 ** (k % 8) * 1000003 for k in range(n)], MB: list(range(n)),
+                  THR: [1.0 + spread * k for k in range(n)], AREA: [1.0 + spread * k for k in range(n)]})
+    view = sweep_view(df, [ROWS, MB], "crowded")
+    front = pareto_front(df, AREA, THR, {THR: "max", AREA: "min"})
+    fig = plot_front(view, AREA, THR, {THR: "max", AREA: "min"}, front)
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert boxes, "no label was placed"
+    assert not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+    frame = ax.get_window_extent(renderer)
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+    if spread == 1.0:
+        assert len(boxes) >= 8  # room for most of them when the points are apart
+    assert f"{len(boxes)} labelled" in ax.get_title() or len(boxes) == n

@@ -294,7 +294,7 @@ from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 import accelsim as A  # noqa: E402
 from accelsim.cost.model import graph_costs  # noqa: E402
-from accelsim.viz.roofline import plot_roofline  # noqa: E402
+from accelsim.viz.roofline import MAX_NAMED_POINTS, plot_roofline  # noqa: E402
 
 
 def rendered(fig: Figure) -> Figure:
@@ -459,3 +459,22 @@ def test_roofline_draws_a_ceiling_per_unit_kind_and_a_slope_per_memory_in_tflops
     assert "no compute roof (no arithmetic peak): mover" in ax.get_title()
     points = [o for c in ax.collections if c.get_label().endswith("nodes (1)") for o in c.get_offsets()]
     assert len(points) == 2 and all(y < 2.048 for _, y in points)  # matmul and relu, under their roofs
+    assert not ax.texts  # no names asked for: no labels
+
+
+def test_roofline_names_its_heaviest_nodes_without_overlap():
+    hw = A.hw.parse_hw(ROOF_HW)
+    g = A.Graph("mlp")
+    h = g.input("x", (64, 32))
+    for k in range(20):  # 20 matmuls and 20 relus of the same shape: their points sit on top of each other
+        h = A.ops.relu(A.ops.matmul(h, g.input(f"w{k}", (32, 32))))
+    costs = graph_costs(hw, g)
+    names = {n.id: f"layer{n.id}.{n.op}" for n in g.nodes}
+    fig = plot_roofline(hw, costs, node_names=names)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts and all(t.startswith("layer") for t in texts) and len(texts) <= MAX_NAMED_POINTS
+    assert texts[0] == names[min(c.node for c in costs if c.op == "matmul")]  # the heaviest first, ties by id
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])

@@ -248,12 +248,13 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     out = (Path(args.output or "plots") / name) if into_dir else Path(args.output)
     try:
         with phase("plotting the roofline"):
-            plot_roofline(hw, costs, path=out)
+            plot_roofline(hw, costs, path=out, node_names={n.id: n.name for n in graph.nodes})
     except OSError as e:
         raise AccelsimError(f"cannot write the roofline to {str(out)!r}: {write_problem(out, e)}") from None
     print(f"wrote {out} ({fmt.plural(len(costs), 'node')})")
     write_json(args.json, {"hw": hw.name, "graph": graph.name, "figure": str(out), "nodes": [
-        {"node": c.node, "op": c.op, "unit": c.unit, "arithmetic_intensity": c.arithmetic_intensity,
+        {"node": c.node, "name": graph.nodes[c.node].name, "op": c.op, "unit": c.unit,
+         "arithmetic_intensity": c.arithmetic_intensity,
          "attained_ops_per_s": achieved_ops_per_s(hw, c)} for c in costs
         if c.flops > 0 and math.isfinite(c.arithmetic_intensity)]})  # the plotted points
     return 0

@@ -24,6 +24,7 @@ from accelsim.hw.quantity import parse_bandwidth, parse_bytes, parse_hz
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.plan import Schedule
 from accelsim.dse.metrics import DEFAULT_OBJECTIVES, METRICS
+from accelsim.viz.labels import place_labels
 from accelsim.viz.energy import plot_energy_breakdown
 from accelsim.dse.pareto import GOALS, failed_rows, feasible_rows, objective_values, pareto_front, staircase
 
@@ -210,22 +211,18 @@ def plot_front(view: SweepView, x: str, y: str, goals: Mapping[str, str], front:
     ax.plot(sx, sy, color="tab:red", lw=1.1, zorder=3)
     ax.scatter(fx, fy, s=30, color="tab:red", zorder=4, label=f"Pareto ({len(front)})")
     labelled = _spread(len(front), MAX_FRONT_LABELS)
-    for k, i in enumerate(labelled):
-        dx = 7 if 2 * i <= len(front) - 1 else -7  # text leans towards the middle of the front, off the edges
-        dy = 9 if k % 2 == 0 else -15  # neighbours alternate above and below
-        ax.annotate(_shown(point_label(view, front.iloc[i])), (fx[i], fy[i]), xytext=(dx, dy),
-                    textcoords="offset points", ha="left" if dx > 0 else "right", fontsize=7, zorder=5,
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.75},
-                    arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5})
     ax.set_xlabel(_shown(f"{axis_label(x)}  [{goals[x]}]"), fontsize=9)
     ax.set_ylabel(_shown(f"{axis_label(y)}  [{goals[y]}]"), fontsize=9)
     _set_scales(ax, xs[feasible], ys[feasible], None)
     ax.grid(lw=0.4, alpha=0.5)
     ax.tick_params(labelsize=8)
     ax.legend(fontsize=8, loc="best")
+    ax.set_title("\n", fontsize=9)  # the title's two lines take their room before the labels are measured
+    placed = place_labels(ax, [(fx[i], fy[i], _shown(point_label(view, front.iloc[i])), 2 * i <= len(front) - 1)
+                                for i in labelled])
     notes = [f"{len(front)} Pareto of {int(feasible.sum())} feasible points"]
-    if len(labelled) < len(front):
-        notes.append(f"{len(labelled)} labelled, evenly along the front")
+    if placed < len(front):
+        notes.append(f"{placed} labelled, evenly along the front, none overlapping")
     notes += _row_notes(view)
     ax.set_title(_shown(f"{view.label}: Pareto front, {y} ({goals[y]}) vs {x} ({goals[x]})\n({'; '.join(notes)})"),
                  fontsize=9)

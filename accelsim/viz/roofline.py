@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
+from typing import Mapping
 
 import matplotlib
 
@@ -20,6 +21,7 @@ from accelsim.cost.roofline import achieved_ops_per_s, chip_peak_ops_per_s, roof
 from accelsim.errors import AccelsimError  # noqa: E402
 from accelsim.hw.spec import HwSpec  # noqa: E402
 from accelsim.ops.registry import get_op  # noqa: E402
+from accelsim.viz.labels import place_labels  # noqa: E402
 
 _COLOURS = {"tensor": "tab:red", "elementwise": "tab:blue", "reduction": "tab:green", "data_movement": "tab:gray"}
 _ROOF_COLOURS = ("tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink", "tab:orange")
@@ -52,14 +54,19 @@ def _bytes_per_s(value: float) -> str:
     return f"{value:.4g} B/s"
 
 
+MAX_NAMED_POINTS = 12
+"""Nodes named on a roofline: the ones with the most FLOPs (a label that would overlap another is left out)."""
+
+
 def plot_roofline(hw: HwSpec, costs: list[NodeCost], title: str = "", path: str | Path | None = None,
-                  ax: Axes | None = None) -> Figure:
+                  ax: Axes | None = None, node_names: Mapping[int, str] | None = None) -> Figure:
     """Log-log: x = arithmetic intensity (FLOP/byte), y = attained TFLOP/s of each node on its unit.
 
     Roofs of the first chip: a horizontal compute ceiling per unit kind at what one node can reach on it (one
     instance, or the whole gang), solid (kinds with the same ceiling share a line and its label); the chip's
     total peak (every unit together) dotted black; and one slope per memory, bandwidth x intensity up to the
-    chip's peak, with its ridge point. With `path` (suffix .png, .pdf or .svg; parents created) the figure is
+    chip's peak, with its ridge point. With `node_names` (node id -> name), the MAX_NAMED_POINTS nodes with the
+    most FLOPs are labelled with their names, never overlapping. With `path` (suffix .png, .pdf or .svg; parents created) the figure is
     also written there."""
     if path is not None:
         path = check_figure_path(path)
@@ -112,6 +119,11 @@ def plot_roofline(hw: HwSpec, costs: list[NodeCost], title: str = "", path: str 
     ax.set_title(heading, fontsize=9)
     ax.grid(which="major", lw=0.4, alpha=0.5)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=1, frameon=False)
+    if node_names:
+        heaviest = sorted((c for c in costs if c.flops > 0 and math.isfinite(c.arithmetic_intensity)),
+                          key=lambda c: (-c.flops, c.node))[:MAX_NAMED_POINTS]
+        place_labels(ax, [(c.arithmetic_intensity, achieved_ops_per_s(hw, c) / TERA,
+                           node_names.get(c.node, f"%{c.node}"), True) for c in heaviest])
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
