@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import re
 
@@ -9,7 +10,7 @@ from accelsim.errors import AccelsimError
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Channel, MemoryTrace, Result, Span
 from accelsim.viz.perfetto import write_perfetto
-from accelsim.viz.timeline import format_mib, plot_memory, plot_timeline, plot_utilization
+from accelsim.viz.timeline import format_bytes, format_mib, plot_memory, plot_timeline, plot_utilization
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CLOCK_HZ = 1e9  # 1 cycle = 1 ns, so 1000 cycles = 1 µs
@@ -207,11 +208,32 @@ def test_memory_plots_occupancy_in_mib_and_capacity_dashed_in_the_same_colour(sm
 def test_memory_zooms_to_the_occupancy_when_capacity_dwarfs_it_and_lists_unused_memories(small):
     res = result(small.spans, occupancy={0: ((0, 0), (10, 1 << 16)), 1: ((0, 0),)})
     ax = plot_memory(res).axes[0]
-    assert ax.get_ylim()[1] < 1  # MiB: the 8 MiB capacity would squash a 64 KiB peak
+    assert ax.get_ylim()[1] < 100 and "(KiB)" in ax.get_ylabel()  # the 8 MiB capacity would squash 64 KiB
     assert len([ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]) == 1
     assert "unused, not drawn: chip1:mem" in ax.get_title()
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["chip0:mem: peak 0.0625 MiB of 8 MiB"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["chip0:mem: peak 64 KiB of 8 MiB"]
     assert not [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]  # no capacity line above the range
+
+
+def test_memory_levels_get_a_panel_each_in_their_own_unit(small):
+    # a 32 MiB SRAM and a 16 GiB HBM holding 2.4 GiB: one linear axis flattened the SRAM's curve into it
+    res = result(small.spans, occupancy={0: ((0, 0), (10, 20 << 20)), 1: ((0, 0), (20, int(2.4 * 2**30)))})
+    res = dataclasses.replace(res, memories=(
+        dataclasses.replace(res.memories[0], memory="sram", capacity_bytes=32 << 20),
+        dataclasses.replace(res.memories[1], chip=0, memory="hbm", capacity_bytes=16 << 30)))
+    fig = plot_memory(res)
+    sram, hbm = fig.axes  # in the order the hardware declares them: the fastest level on top
+    assert "hbm in use (GiB)" == hbm.get_ylabel() and "sram in use (MiB)" == sram.get_ylabel()
+    assert max(hbm.get_lines()[0].get_ydata()) == pytest.approx(2.4)
+    assert max(sram.get_lines()[0].get_ydata()) == pytest.approx(20)
+    assert [t.get_text() for t in sram.get_legend().get_texts()][0] == "chip0:sram: peak 20 MiB of 32 MiB"
+    assert len(hbm.get_xticks()) <= 8  # thousands-separated cycle labels do not run together
+
+
+@pytest.mark.parametrize("nbytes, text", [(0, "0 B"), (512, "512 B"), (1 << 16, "64 KiB"), (5 << 20, "5 MiB"),
+                                          (int(2.4 * 2**30), "2.4 GiB"), (3 << 40, "3,072 GiB")])
+def test_format_bytes_uses_the_largest_unit_reached(nbytes, text):
+    assert format_bytes(nbytes) == text
 
 
 def load_trace(path):

@@ -353,69 +353,102 @@ def plot_utilization(result: Result, path: str | Path | None = None, ax: Axes | 
     return fig
 
 
+BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
+"""The units a memory panel's axis may use: the largest that its top reaches at least 1 of."""
+
+
+def byte_unit(top_bytes: float) -> tuple[str, int]:
+    """(name, bytes) of the unit a panel whose y range ends at `top_bytes` is drawn in: 2.4 GiB of HBM in
+    GiB, 32 MiB of SRAM in MiB, 64 KiB of buffer in KiB (each level readable on its own axis)."""
+    return next(((name, size) for name, size in BYTE_UNITS if top_bytes >= size), BYTE_UNITS[-1])
+
+
+def format_bytes(nbytes: float) -> str:
+    """Bytes in the largest binary unit they reach, to 4 significant digits: "64 KiB", "5 MiB", "2.4 GiB"."""
+    name, size = byte_unit(nbytes)
+    return f"{nbytes / size:,.4g} {name}" if nbytes / size < 1e4 else f"{nbytes / size:,.0f} {name}"
+
+
 def plot_memory(result: Result, path: str | Path | None = None, ax: Axes | None = None) -> Figure:
-    """Bytes in use per memory over cycles (MiB, step plot), each memory's peak (metrics.peak_memory_bytes,
-    the figure run_summary reports for a static replay) in its legend label and marked on its curve, and
-    its capacity dashed in its colour where the y range reaches it. Memories never used are named under the
-    plot, not drawn; capacities far above every peak are left off the y range. The legend lists only drawn
-    lines. A dynamic-mode Result allocates on its own, so its peak is its own and the title says so."""
+    """Bytes in use over cycles (a step plot), one panel per memory level: memories of the same name (a
+    chip's "sram", every chip's "hbm") share a panel, each panel in its own unit (KiB, MiB or GiB), so 32 MiB
+    of SRAM is not flattened beside 2.4 GiB of HBM. Each memory's peak (metrics.peak_memory_bytes, the figure
+    run_summary reports for a static replay) is in its legend label and marked on its curve, and its capacity
+    dashed in its colour where the y range reaches it. Memories never used are named in the title, not drawn;
+    capacities far above every peak of their panel are left off its y range. With `ax` (one axes given), every
+    level is drawn on it in MiB, as one panel. A dynamic-mode Result allocates on its own, so its peak is its
+    own and the title says so."""
     check_result(result)
-    mib = metrics.MIB
-    if ax is None:
-        fig = _new_figure(9.0, 4.5)
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure
     end = max(result.makespan_cycles, 1)
     memories = sorted(result.memories, key=lambda m: (m.chip, m.memory))
     peaks = metrics.peak_memory_bytes(memories)
     used = [m for m in memories if peaks[m.label] > 0] or memories
     unused = [m.label for m in memories if m not in used]
+    levels: dict[str, list] = {}
+    declared = {m.label: i for i, m in enumerate(result.memories)}  # the hardware's order: fastest level first
+    for m in sorted(used, key=lambda m: declared[m.label]):
+        levels.setdefault(m.memory if ax is None else "", []).append(m)
+    for group in levels.values():
+        group.sort(key=lambda m: (m.chip, m.memory))
+    if ax is None:
+        fig = _new_figure(9.0, 1.4 + 2.6 * max(len(levels), 1))
+        axes = list(fig.subplots(max(len(levels), 1), 1, sharex=True, squeeze=False)[:, 0])
+    else:
+        fig, axes = ax.figure, [ax]
 
-    # A 200 MiB capacity would flatten a 0.4 MiB occupancy into the x axis: show only capacities
-    # within a few times the highest peak, unless nothing is in use at all.
-    peak_mib = max((peaks[m.label] for m in used), default=0) / mib
-    capacities = [m.capacity_bytes / mib for m in used]
-    shown = [c for c in capacities if c and (peak_mib == 0 or c <= 3 * peak_mib)]
-    top = max([peak_mib, *shown]) * 1.1 or 1.0
-
-    capacity_labelled = False
-    for m in used:
-        xs = [c for c, _ in m.occupancy]
-        ys = [b / mib for _, b in m.occupancy]
-        if xs and xs[-1] < end:  # hold the last level to the end of the step
-            xs.append(end)
-            ys.append(ys[-1])
-        peak = peaks[m.label]
-        capacity_mib = m.capacity_bytes / mib
-        label = f"{m.label}: peak {format_mib(peak)}" + (f" of {format_mib(m.capacity_bytes)}" if capacity_mib else "")
-        (line,) = ax.step(xs, ys, where="post", lw=1.2, label=label)
-        if peak and m.occupancy:
-            at = next(c for c, b in m.occupancy if b == peak)
-            ax.plot([at], [peak / mib], marker="v", ms=5, color=line.get_color(), ls="none", label="_peak")
-        if capacity_mib and capacity_mib in shown:  # drawn only where the y range reaches it
-            ax.axhline(capacity_mib, color=line.get_color(), ls="--", lw=0.9,
-                       label="_capacity" if capacity_labelled else "capacity (dashed, its memory's colour)")
-            capacity_labelled = True
-
-    ax.set_xlim(0, end)
-    ax.set_ylim(0, top)
-    _cycles_axis(ax)
-    ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
-    ax.set_xlabel("cycles")
-    ax.set_ylabel("in use (MiB = 2^20 bytes)")
-    ax.grid(lw=0.4, alpha=0.5)
+    zoomed = False
+    for panel, group in zip(axes, levels.values() or [[]]):
+        zoomed |= _memory_panel(panel, group, peaks, end, forced_mib=ax is not None)
+    for panel in axes:
+        panel.set_xlim(0, end)
+        _cycles_axis(panel)
+        panel.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10], integer=True))
+        panel.grid(lw=0.4, alpha=0.5)
+    axes[-1].set_xlabel("cycles")
     title = f"memory occupancy: {result.graph_name} on {result.hw_name} ({result.mode})"
     if result.mode != "static":
         title += f"\n(the {result.mode} runtime's own allocation: its peak may differ from the compiled schedule's)"
-    if len(shown) < sum(1 for c in capacities if c):
-        title += "\n(y axis zoomed to the occupancy: some capacities lie above it)"
+    if zoomed:
+        title += "\n(y axes zoomed to the occupancy: some capacities lie above them)"
     if unused:
         title += "\n(unused, not drawn: " + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else "") + ")"
-    ax.set_title(title, fontsize=9)
+    axes[0].set_title(title, fontsize=9)
+    _save(fig, path)
+    return fig
+
+
+def _memory_panel(ax: Axes, group: list, peaks: dict[str, int], end: int, forced_mib: bool) -> bool:
+    """Draw one level's memories on `ax` in the unit its range needs (MiB when `forced_mib`); True when a
+    capacity was left above the zoomed y range."""
+    peak = max((peaks[m.label] for m in group), default=0)
+    capacities = [m.capacity_bytes for m in group if m.capacity_bytes]
+    shown = [c for c in capacities if peak == 0 or c <= 3 * peak]  # 200 MiB would flatten a 0.4 MiB curve
+    top = max([peak, *shown]) * 1.1 or float(metrics.MIB)
+    unit, size = ("MiB", metrics.MIB) if forced_mib else byte_unit(top)
+    capacity_labelled = False
+    for m in group:
+        xs = [c for c, _ in m.occupancy]
+        ys = [b / size for _, b in m.occupancy]
+        if xs and xs[-1] < end:  # hold the last level to the end of the step
+            xs.append(end)
+            ys.append(ys[-1])
+        label = f"{m.label}: peak {format_bytes(peaks[m.label])}" + (
+            f" of {format_bytes(m.capacity_bytes)}" if m.capacity_bytes else "")
+        (line,) = ax.step(xs, ys, where="post", lw=1.2, label=label)
+        if peaks[m.label] and m.occupancy:
+            at = next(c for c, b in m.occupancy if b == peaks[m.label])
+            ax.plot([at], [peaks[m.label] / size], marker="v", ms=5, color=line.get_color(), ls="none",
+                    label="_peak")
+        if m.capacity_bytes and m.capacity_bytes in shown:  # drawn only where the y range reaches it
+            ax.axhline(m.capacity_bytes / size, color=line.get_color(), ls="--", lw=0.9,
+                       label="_capacity" if capacity_labelled else "capacity (dashed, its memory's colour)")
+            capacity_labelled = True
+    ax.set_ylim(0, top / size)
+    ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
+    name = group[0].memory if group and not forced_mib else "memory"
+    ax.set_ylabel(f"{name} in use ({unit})", fontsize=8)
     if any(not line.get_label().startswith("_") for line in ax.get_lines()):
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
     else:
         ax.text(0.5, 0.5, "no occupancy recorded", transform=ax.transAxes, ha="center", va="center", color="0.4")
-    _save(fig, path)
-    return fig
+    return len(shown) < len(capacities)
