@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from accelsim.cli import fmt, main, make_parser, progress
+from accelsim import fmt
+from accelsim.cli import main, make_parser, progress
 from accelsim.cli.common import DEFAULT_HW, load_hw_arg
 from accelsim.metrics import Rates
 from accelsim.summary import ChipSummary, RunSummary

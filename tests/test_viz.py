@@ -500,3 +500,10 @@ def test_roofline_names_its_heaviest_nodes_without_overlap():
     renderer = fig.canvas.get_renderer()
     boxes = [t.get_window_extent(renderer) for t in ax.texts]
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_timeline_title_writes_the_makespan_as_the_terminal_does(small):
+    # the terminal says "68.77 ms" where the title said "6.877e+04 us"
+    long = dataclasses.replace(small, makespan_cycles=68_770_000)
+    title = plot_timeline(long).axes[0].get_title()
+    assert "68,770,000 cycles = 68.77 ms" in title and "e+" not in title

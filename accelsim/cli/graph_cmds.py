@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from accelsim import models
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.cli.common import (STEP_RULE, add_json_arg, add_limit_args, add_model_args, forward_model, is_model_file,
                                  limits_from, positive_int, step_graph, write_json)
 from accelsim.cli.progress import phase

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_model_args, check_file_target,
                                  load_hw_arg, model_label, out_console, path_arg, positive_int, step_graph, step_name,
                                  write_json, write_problem)

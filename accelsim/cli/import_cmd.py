@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.cli.common import add_read_limit_args, check_file_target, path_arg, read_limits_from
 from accelsim.errors import AccelsimError
 

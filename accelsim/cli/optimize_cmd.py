@@ -7,7 +7,7 @@ import time
 
 from rich.table import Table
 
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.cli.common import (STEP_RULE, add_hw_args, add_json_arg, add_limit_args, add_model_args, limits_from,
                                  load_hw_arg, out_console, step_graph, write_json)
 from accelsim.cli.progress import phase

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from rich.console import Console
 
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_limit_args, add_model_args,
                                  check_file_target, finite_float, limits_from,
                                  load_hw_arg, model_label, out_console, path_arg, positive_int, step_graph, step_name,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.compiler.hierarchy.step import StageStep
 
 

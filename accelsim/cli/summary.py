@@ -1,5 +1,5 @@
 """How `run` and `simulate` print a run summary (accelsim.report.run_summary, a RunSummary read by its
-attributes) and how `check` prints a check report: lines and tables of formatted numbers (cli/fmt.py). A
+attributes) and how `check` prints a check report: lines and tables of formatted numbers (accelsim/fmt.py). A
 figure of the summary's JSON this module does not print in its own words is still printed, by its name,
 formatted by its unit suffix."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.metrics import Rates
 from accelsim.schedule.plan import Schedule
 from accelsim.summary import RunSummary

@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Callable
 
-from accelsim.cli import fmt, progress
+from accelsim import fmt
+from accelsim.cli import progress
 from accelsim.cli.common import path_arg, positive_int
 from accelsim.errors import SweepError
 

@@ -25,7 +25,7 @@ from accelsim.hw.fields import ArrayDim, BytesPerCycle, CyclesPerElement, Lanes,
 from accelsim.hw.ranges import raise_problems
 
 NumberFormat = Callable[[float], str]
-"""How a description writes a non-integer figure (`hw show` passes cli/fmt.number)."""
+"""How a description writes a non-integer figure (`hw show` passes accelsim/fmt.number)."""
 
 
 def _general(x: float) -> str:

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
-from accelsim import metrics
+from accelsim import fmt, metrics
 from accelsim.errors import AccelsimError
 from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.plan import PER_STEP
@@ -309,7 +309,7 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
     ax.tick_params(axis="x", labelsize=7)
 
     heading = title or (f"{result.graph_name} on {result.hw_name} ({result.mode}): "
-                        f"{result.makespan_cycles:,} cycles = {result.makespan_s * 1e6:.4g} µs")
+                        f"{fmt.cycles(result.makespan_cycles)} = {fmt.seconds(result.makespan_s)}")
     if len(rows) < len(all_rows):
         heading += f"\n(showing the {len(rows)} busiest of {len(all_rows)} rows)"
     if window is not None:

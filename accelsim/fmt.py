@@ -1,5 +1,5 @@
-"""Numbers as the CLI prints them: one function per kind of quantity, so every command writes a count, a
-time, a size or a rate the same way. JSON output keeps the raw numbers; only printed text goes through here.
+"""Numbers as the CLI prints them: one function per kind of quantity, so every command (and every plot
+title) writes a count, a time, a size or a rate the same way. JSON output keeps the raw numbers; only printed text goes through here.
 
 Conventions: counts and cycles with thousands separators; times, rates, energy and power with an SI prefix
 and 4 significant digits ("49.26 us", "8.868 Msamples/s"); sizes in bytes with binary prefixes ("1.777 MiB",
