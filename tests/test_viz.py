@@ -10,7 +10,7 @@ from accelsim.errors import AccelsimError
 from accelsim.schedule.plan import PER_STEP
 from accelsim.sim.trace import Channel, MemoryTrace, Result, Span
 from accelsim.viz.perfetto import write_perfetto
-from accelsim.viz.timeline import format_bytes, format_mib, plot_memory, plot_timeline, plot_utilization
+from accelsim.viz.timeline import MERGE_ABOVE_SPANS, format_bytes, format_mib, merge_subpixel, plot_memory, plot_timeline, plot_utilization
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CLOCK_HZ = 1e9  # 1 cycle = 1 ns, so 1000 cycles = 1 µs
@@ -507,3 +507,21 @@ def test_timeline_title_writes_the_makespan_as_the_terminal_does(small):
     long = dataclasses.replace(small, makespan_cycles=68_770_000)
     title = plot_timeline(long).axes[0].get_title()
     assert "68,770,000 cycles = 68.77 ms" in title and "e+" not in title
+
+
+@pytest.mark.parametrize("xranges, pixel, merged", [
+    ([(0, 5), (5, 5)], 1.0, [(0, 5), (5, 5)]),                  # visible bars keep their own edges
+    ([(0, 1), (1, 1), (3, 1)], 10.0, [(0, 4)]),                 # sub-pixel bars under a pixel apart: one
+    ([(0, 1), (50, 1)], 10.0, [(0, 1), (50, 1)]),               # far apart: both drawn
+    ([(20, 2), (0, 100)], 10.0, [(0, 100)]),                    # inside a wide bar, unsorted input
+    ([], 10.0, []),
+])
+def test_merge_subpixel_joins_only_what_a_pixel_cannot_tell_apart(xranges, pixel, merged):
+    assert merge_subpixel(xranges, pixel) == merged
+
+
+def test_a_long_raster_timeline_joins_subpixel_bars_and_a_vector_one_keeps_every_span(small, tmp_path):
+    many = [span(0, 0, "mxm", 0, 2 * k, 2 * k + 1, microbatch=0) for k in range(MERGE_ABOVE_SPANS + 1)]
+    res = result(many)
+    assert bars_drawn(timeline_axes(plot_timeline(res))) < len(many) // 10  # a 4,002-cycle row of 1-cycle tasks
+    assert bars_drawn(timeline_axes(plot_timeline(res, tmp_path / "t.svg"))) == len(many)

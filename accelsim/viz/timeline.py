@@ -254,6 +254,27 @@ def _label_bars(ax: Axes, spans: list[Span], y_of: dict[Row, int], x0: float, x1
         label.set_in_layout(False)  # inside its bar: nothing for the layout to make room for
 
 
+MERGE_ABOVE_SPANS = 2000
+"""A raster timeline of more spans than this joins bars a pixel cannot tell apart (merge_subpixel); smaller
+ones, and vector output (SVG, PDF: zoomable), draw one bar per span."""
+
+
+def merge_subpixel(xranges: list[tuple[int, int]], pixel: float) -> list[tuple[int, int]]:
+    """(start, width) bars of one row and style, with each bar narrower than a pixel joined to the bar before it
+    when less than a pixel apart: the picture is the same at the figure's resolution, and a step of thousands
+    of short hatched tasks draws in a fraction of the time (hatching costs Agg per path). Bars a pixel wide
+    or more stay apart, so every visible task keeps its own edges."""
+    out: list[list[int]] = []
+    for start, width in sorted(xranges):
+        if out:
+            last = out[-1]
+            if start - (last[0] + last[1]) < pixel and min(width, last[1]) < pixel:
+                last[1] = max(last[0] + last[1], start + width) - last[0]
+                continue
+        out.append([start, width])
+    return [(a, b) for a, b in out]
+
+
 def plot_timeline(result: Result, path: str | Path | None = None, title: str = "", ax: Axes | None = None,
                   window: tuple[float, float] | None = None, max_rows: int = 64) -> Figure:
     """Gantt chart in cycles: one row per unit instance / link, one bar per span, colour = micro-batch,
@@ -284,17 +305,20 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
         if row in y_of:
             kind = s.kind if _comm_hatch(s.kind) is not None else ""
             groups[(row, s.microbatch, s.phase, kind)].append((s.start, s.end - s.start))
+    end = max(result.makespan_cycles, max((s.end for s in result.spans), default=0), 1)
+    x0, x1 = window if window is not None else (0, end)
+    raster = path is None or Path(path).suffix.lower() == ".png"
+    # cycles per pixel (at most: the axes are narrower than the figure); 0 keeps one bar per span
+    pixel = (x1 - x0) / (fig.get_figwidth() * fig.dpi) if raster and len(spans) > MERGE_ABOVE_SPANS else 0.0
     for (row, microbatch, phase, kind), xranges in sorted(groups.items()):
         colour, hatch = microbatch_style(microbatch)
-        ax.broken_barh(xranges, (y_of[row] - 0.4, 0.8), gid=f"spans mb={microbatch} {phase} {kind or 'unit'}",
+        ax.broken_barh(merge_subpixel(xranges, pixel), (y_of[row] - 0.4, 0.8), gid=f"spans mb={microbatch} {phase} {kind or 'unit'}",
                        **_phase_style(phase, colour, kind, hatch))
     _draw_stalls(ax, spans, y_of)
 
     ax.set_yticks(range(len(rows)),
                   [f"chip{c} {row_label(result, r, i)}" for c, r, i in rows], fontsize=7)
     ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)  # first row on top
-    end = max(result.makespan_cycles, max((s.end for s in result.spans), default=0), 1)
-    x0, x1 = window if window is not None else (0, end)
     ax.set_xlim(x0, x1)
     _cycles_axis(ax)
     ax.set_xlabel("cycles")
