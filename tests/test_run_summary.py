@@ -268,7 +268,7 @@ SPEC = {"hw": "groq_like", "model": "mlp", "model_options": {"batch": 4, "sizes"
     ({"search": {"method": "optuna", "points": 4, "objectives": {"energy": "min"}}},
      "search.objectives.energy: unknown metric 'energy'",
      "'energy_j', 'energy_per_sample_j', 'static_energy_j', 'dynamic_energy_j', 'arithmetic_energy_j', "
-     "'memory_energy_j', 'off_chip_energy_j', 'link_energy_j'"),
+     "'memory_energy_j', 'off_chip_energy_j', 'link_energy_j', 'energy_pj'"),
     ({"constraints": ["area < 300"]}, "constraints[0]: 'area < 300': unknown metric 'area'", "'area_mm2'"),
 ])
 def test_a_spec_naming_an_unknown_metric_is_refused_with_close_and_valid_names(changes, where, close, tmp_path):
