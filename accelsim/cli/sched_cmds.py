@@ -32,7 +32,7 @@ from accelsim.cli.step_flags import PARALLEL, add_step_flags, step_options
 from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
 from accelsim.compiler import compile as compile_schedule
-from accelsim.compiler.hierarchy.step import StageStep, granularity_of
+from accelsim.compiler.hierarchy.step import StageStep, granularity_and_tasks
 from accelsim.compiler.planning.partition_report import partition_report
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import Schedule
@@ -114,12 +114,14 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
         print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
-    stage = granularity_of(graph, step_options(args), len(chip_list(hw)), limits) == "stage"
+    granularity, tasks = granularity_and_tasks(graph, step_options(args), len(chip_list(hw)), limits)
+    stage = granularity == "stage"
     if stage and checking:
         raise AccelsimError("--check executes a task-level schedule; a step at stage granularity has none: use "
                             "--granularity task (a smaller step if auto chose stage)")
     if not stage:  # at stage granularity compile bounds the one micro-batch it schedules
-        check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero)
+        check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero,
+                        tasks=tasks)
     if checking:
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
         with phase(f"loading the {args.backend} kernels"):

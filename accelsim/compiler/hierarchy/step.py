@@ -27,6 +27,10 @@ DEFAULT_STAGE_SCHEDULE = "1f1b"
 """The pipeline schedule of a stage-granularity step whose options name none (StepOptions.pipeline_schedule)."""
 
 
+UNSUPPORTED = {"zero": 0, "exact": None}
+"""Options stage granularity does not model yet, with the only value it accepts."""
+
+
 ITEMS_PER_CHUNK = 3
 """Work items a chunk runs per micro-batch in the composition: forward, backward and (ZB-H1) weight gradient."""
 
@@ -61,17 +65,24 @@ def stage_refusal(graph: Graph, options: StepOptions, chips: int, limits: Limits
 
 
 def granularity_of(graph: Graph, options: StepOptions, chips: int, limits: Limits) -> str:
+    """"task" or "stage" (granularity_and_tasks without the estimate)."""
+    return granularity_and_tasks(graph, options, chips, limits)[0]
+
+
+def granularity_and_tasks(graph: Graph, options: StepOptions, chips: int, limits: Limits) -> tuple[str, int | None]:
     """"task" or "stage": the options' choice, or for "auto" task unless the step is a training step of
     more than AUTO_STAGE_TASKS estimated tasks that stage granularity can take (stage_refusal): a step it
-    cannot take stays at task level, with the task level's own limits and messages."""
+    cannot take stays at task level, with the task level's own limits and messages. With it, the task
+    estimate (limits.estimate_tasks, the step's ZeRO stage included) where one was made, so that the
+    caller's size check (check_step_size(..., tasks=)) does not walk the graph again; else None."""
     if options.granularity != "auto":
-        return options.granularity
+        return options.granularity, None
     if not any(n.phase == "backward" for n in graph.nodes):
-        return "task"
-    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages)
+        return "task", None
+    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages, options.zero)
     if tasks <= AUTO_STAGE_TASKS:
-        return "task"
-    return "task" if stage_refusal(graph, options, chips, limits) is not None else "stage"
+        return "task", tasks
+    return ("task" if stage_refusal(graph, options, chips, limits) is not None else "stage"), tasks
 
 
 @dataclass(frozen=True)
@@ -160,10 +171,6 @@ def with_filler(work: StepWork, composition: Composition) -> StepWork:
         excess = max(0, stage.filler_cycles - (update_start - busy))
         stages.append(replace(stage, update_cycles=stage.update_cycles + excess))
     return replace(work, stages=tuple(stages))
-
-
-UNSUPPORTED = {"zero": 0, "exact": None}
-"""Options stage granularity does not model yet, with the only value it accepts."""
 
 
 def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
