@@ -31,9 +31,11 @@ task-granularity compiler:
   cycles of one add per gradient node, from the planner's cost table) is charged to its backward pass and
   W pass as its average per micro-batch, (M - 1) / M of it, rounded up;
 - activation_bytes / backward_bytes: the bytes of the forward values a chunk sends to later chunks and of
-  the backward values it sends to earlier chunks (the transfer tasks leaving its chips, summed);
-- stash bytes: the forward values on a chunk's chips (its own and those received) that its backward pass
-  reads;
+  the backward values it sends to earlier chunks (the transfer tasks leaving one of its chips, summed), per
+  tensor-parallel rank (its busiest): each rank sends its own copy to its twin on the other stage at once
+  (compose.py's transfers, links.transfer_hold, take bytes per rank);
+- stash bytes: the forward values on a chunk's chip (its own and those received) that its backward pass
+  reads, per rank (the busiest: what one chip's memory holds);
 - parameter / optimizer bytes: the leaves each chunk's rank-0 chip reads (accelsim.model_states' kinds);
   gradient bytes: the parameter gradients computed on that chip (reduced over replicas when d > 1).
 """
@@ -256,18 +258,18 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
         for d in task.deps:
             readers.setdefault(d, []).append(task)
     intervals: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (start, end, part index)
-    sent = {(c, phase): 0 for c in range(n_chunks) for phase in ("forward", "backward")}
-    stash = [0] * n_chunks
+    sent: dict[tuple[int, str], int] = {}  # (chip, phase) -> bytes it sends to other chunks' chips
+    stash: dict[int, int] = {}  # chip -> bytes of forward values on it that a backward task there reads
     for task, x in zip(plan.tasks, m.timed):
         chunk = chunk_of_chip[task.chip]
         if task.kind == TRANSFER:
             to = chunk_of_chip[task.out_chip]
             if to != chunk and task.phase in ("forward", "backward"):
-                sent[(chunk, task.phase)] += task.out_bytes
+                sent[(task.chip, task.phase)] = sent.get((task.chip, task.phase), 0) + task.out_bytes
         else:
             intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute, filler))))
         if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
-            stash[chunk_of_chip[task.out_chip]] += task.out_bytes
+            stash[task.out_chip] = stash.get(task.out_chip, 0) + task.out_bytes
     per_chip = {chip: dict(zip(PARTS, attributed_cycles(spans))) for chip, spans in intervals.items()}
     ranks = {c: [plan.chip_of[(0, c, k)] for k in range(t)] for c in range(n_chunks)}
     rank0 = {ranks[c][0]: c for c in range(n_chunks)}
@@ -292,8 +294,9 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
         work = ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
                          backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),
                          weight_grad_cycles=busy(c, "weight_grad") + acc, recompute_cycles=busy(c, "recompute"),
-                         activation_bytes=sent[(c, "forward")], stash_bytes=stash[c],
-                         backward_bytes=sent[(c, "backward")])
+                         activation_bytes=max(sent.get((chip, "forward"), 0) for chip in ranks[c]),
+                         stash_bytes=max(stash.get(chip, 0) for chip in ranks[c]),
+                         backward_bytes=max(sent.get((chip, "backward"), 0) for chip in ranks[c]))
         figures.append(ChunkFigures(
             work=work, update_cycles=busy(c, "update"),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
