@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelsim.compiler.hierarchy.compose import Composition, compose
+from accelsim.compiler.hierarchy.layer_templates import PROBE_LAYERS, Recipe, recipe_of, templated_work
+from accelsim.compiler.planning.layers import find_layers
 from accelsim.compiler.hierarchy.templates import step_work
 from accelsim.compiler.hierarchy.work import StepWork
 from accelsim.errors import ScheduleError
@@ -100,6 +102,10 @@ class StageStep:
     """Samples of every micro-batch of every replica."""
     work: StepWork
     composition: Composition
+    measured_graph_nodes: int = 0
+    """Nodes of the graph whose one micro-batch was list-scheduled: the step's, or its layer templates'."""
+    template_layers: int | None = None
+    """The repeated layers of a step measured from layer templates (layer_templates.py); None: measured whole."""
 
     @property
     def makespan_cycles(self) -> int:
@@ -132,6 +138,7 @@ class StageStep:
             "samples_per_step": self.samples_per_step, "makespan_cycles": self.makespan_cycles,
             "makespan_s": self.makespan_seconds, "throughput_samples_per_s": self.throughput,
             "bubble_fraction": self.bubble_fraction, "exposed_cycles": self.exposed_cycles,
+            "measured_graph_nodes": self.measured_graph_nodes, "template_layers": self.template_layers,
             "stages": [{"stage": s.stage, "chips": list(s.chips), "busy_cycles": busy, "update_cycles": s.update_cycles,
                         "parameter_bytes": s.parameter_bytes, "optimizer_bytes": s.optimizer_bytes,
                         "gradient_bytes": s.gradient_bytes, "peak_stash_bytes": stash}
@@ -173,23 +180,65 @@ def with_filler(work: StepWork, composition: Composition) -> StepWork:
     return replace(work, stages=tuple(stages))
 
 
-def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
-    """Measure the stage-level work of the step from one micro-batch of one replica and compose the step
-    under the options' pipeline schedule (DEFAULT_STAGE_SCHEDULE when none). `limits` bound the
-    measurement's tasks (one micro-batch, one replica), not the step's."""
-    limits = limits or DEFAULT_LIMITS
+TEMPLATE_TASKS = 50_000
+"""A step whose one-micro-batch measurement would have more estimated tasks than this is measured from layer
+templates where its model's layers repeat (layer_templates.py: the same StepWork from a few of its layers);
+at or below it the whole graph is measured, as every stage step was before layer templates (GPT-2 small at
+t=2 on 4 chunks is about 20,000)."""
+
+
+def _refuse(graph: Graph, options: StepOptions, hw: HwSpec, limits: Limits) -> None:
     refusal = stage_refusal(graph, options, len(chip_list(hw)), limits)
     if refusal is not None:
         raise ScheduleError(f"{refusal}; compile with granularity='task' (--granularity task) or change the step")
-    if limits is not None:
-        measured = estimate_tasks(graph, 1, 1, options.pipeline_stages * options.virtual_stages)
-        if measured > limits.max_tasks:
-            raise ScheduleError(f"stage granularity list-schedules one micro-batch of {graph.name!r}: about "
-                                f"{measured:,} tasks, above the limit of {limits.max_tasks:,}; raise the limit "
-                                f"(--max-tasks, or limits=Limits(max_tasks=N) from Python)")
-    schedule = options.pipeline_schedule or DEFAULT_STAGE_SCHEDULE
-    options = options.model_copy(update={"pipeline_schedule": schedule})
-    work = step_work(graph, hw, options)
+
+
+def _with_schedule(options: StepOptions) -> StepOptions:
+    return options.model_copy(update={"pipeline_schedule": options.pipeline_schedule or DEFAULT_STAGE_SCHEDULE})
+
+
+def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
+    """Measure the stage-level work of the step from one micro-batch of one replica and compose the step
+    under the options' pipeline schedule (DEFAULT_STAGE_SCHEDULE when none). Above TEMPLATE_TASKS, a zoo
+    step whose layers repeat is measured from layer templates (its graph's source rebuilds a few of its
+    layers). `limits` bound the measurement's tasks (one micro-batch, one replica), not the step's."""
+    limits = limits or DEFAULT_LIMITS
+    _refuse(graph, options, hw, limits)
+    options = _with_schedule(options)
+    measured = estimate_tasks(graph, 1, 1, options.pipeline_stages * options.virtual_stages)
+    found = recipe_of(graph, options) if measured > TEMPLATE_TASKS else None
+    templated = templated_work(found, hw, options, limits.max_tasks) if found is not None else None
+    if templated is not None:
+        return _composed(templated.graph, hw, options, templated.work, found.layers)
+    if measured > limits.max_tasks:
+        raise ScheduleError(f"stage granularity list-schedules one micro-batch of {graph.name!r}: about "
+                            f"{measured:,} tasks, above the limit of {limits.max_tasks:,}; raise the limit "
+                            f"(--max-tasks, or limits=Limits(max_tasks=N) from Python)")
+    return _composed(graph, hw, options, step_work(graph, hw, options), None)
+
+
+def compile_recipe_step(recipe: Recipe, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
+    """compile_stage_step of the step `recipe` builds, without building it whole where layer templates
+    measure it (its one-micro-batch measurement estimated above TEMPLATE_TASKS: the estimate of the
+    graph with PROBE_LAYERS repeated layers, scaled by the layer count); else of the whole step."""
+    limits = limits or DEFAULT_LIMITS
+    probe = recipe.build(PROBE_LAYERS)
+    _refuse(probe, options, hw, limits)
+    options = _with_schedule(options)
+    probe_layers = len(find_layers(probe).names)
+    chunks = options.pipeline_stages * options.virtual_stages
+    scale = (probe_layers + recipe.layers - PROBE_LAYERS) / probe_layers
+    about = estimate_tasks(probe, 1, 1, min(chunks, probe_layers)) * scale
+    templated = templated_work(recipe, hw, options, limits.max_tasks, probe) if about > TEMPLATE_TASKS else None
+    if templated is None:
+        return compile_stage_step(recipe.build(recipe.layers), hw, options, limits)
+    return _composed(templated.graph, hw, options, templated.work, recipe.layers)
+
+
+def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, template_layers: int | None) -> StageStep:
+    """The StageStep of `work` (measured from `graph`: the step's, or its layer templates') composed under
+    the options' pipeline schedule, with the filler its idle time cannot hold added to the updates."""
+    schedule = options.pipeline_schedule
     composition = compose(work, schedule, hw)
     if any(s.filler_cycles for s in work.stages):
         work = with_filler(work, composition)
@@ -197,4 +246,5 @@ def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: L
     return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
                      training=any(n.phase == "update" for n in graph.nodes),
                      samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,
-                     work=work, composition=composition)
+                     work=work, composition=composition, measured_graph_nodes=len(graph.nodes),
+                     template_layers=template_layers)
