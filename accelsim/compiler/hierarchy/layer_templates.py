@@ -45,7 +45,7 @@ from accelsim.compiler.hierarchy.work import StageWork, StepWork
 from accelsim.compiler.planning.expand import Planner, chip_map
 from accelsim.compiler.planning.layers import find_layers, scope
 from accelsim.compiler.planning.stages import split_layers
-from accelsim.errors import ScheduleError
+from accelsim.errors import ModelError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import estimate_tasks
@@ -76,8 +76,12 @@ class Recipe:
 
     def build(self, layers: int) -> Graph:
         """The step of the model with `layers` repeated layers (shapes only: nothing is evaluated)."""
-        opts = {**dict(self.model_options), models.REPEATS[self.model].option: layers}
-        step = training_graph(models.build(self.model, limits=None, **opts), **dict(self.optimizer))
+        option = models.REPEATS[self.model].option
+        try:
+            fwd = models.build(self.model, limits=None, **{**dict(self.model_options), option: layers})
+        except ModelError as e:
+            raise ModelError(f"{e} (layer templates build {option}={layers} of the model's {self.layers})") from None
+        step = training_graph(fwd, **dict(self.optimizer))
         return step if self.remat is None else rematerialize(step, self.remat)
 
     def scope(self, i: int) -> str:
