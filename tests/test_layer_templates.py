@@ -68,6 +68,8 @@ def test_a_graph_rewritten_otherwise_than_by_its_remat_policy_has_no_recipe():
     assert recipe_of(step, StepOptions(remat="every:1")) is None  # the graph was not rematerialized
     assert recipe_of(A.rematerialize(step, "every:1"), StepOptions(remat="every:1")) is not None
     assert recipe_of(A.rematerialize(step, "sqrt"), StepOptions(remat="sqrt")) is None
+    # rematerialized by another policy than the options name: its node count tells
+    assert recipe_of(A.rematerialize(step, "every:2"), StepOptions(remat="every:1")) is None
 
 
 def test_templates_that_would_measure_every_layer_are_not_used(hw):

@@ -106,7 +106,9 @@ def recipe(model: str, model_options: Mapping[str, Any], optimizer: Mapping[str,
 
 def recipe_of(graph: Graph, options: StepOptions) -> Recipe | None:
     """The recipe that rebuilds `graph` (a zoo training step, rematerialized by options.remat or not at all,
-    with no other rewrite), or None; its layer names are checked against the recipe's."""
+    with no other rewrite), or None. Short of building the step again, its layer names and node count are
+    checked against the recipe's (node counts grow linearly with the repeated layers: two small builds
+    give the count; a graph rewritten after it was built, or rematerialized by another policy, differs)."""
     if graph.source is None or graph.optimizer is None or graph.source.model not in models.REPEATS:
         return None
     rewrites = [p.name for p in graph.passes]
@@ -118,6 +120,10 @@ def recipe_of(graph: Graph, options: StepOptions) -> Recipe | None:
     names = find_layers(graph).names
     if not any(n == found.scope(found.layers - 1) for n in names) or found.scope(found.layers) in names:
         return None
+    if found.layers > PROBE_LAYERS:
+        few, more = (len(found.build(k).nodes) for k in (PROBE_LAYERS, PROBE_LAYERS + 1))
+        if len(graph.nodes) != few + (found.layers - PROBE_LAYERS) * (more - few):
+            return None
     return found
 
 
