@@ -143,11 +143,13 @@ def estimate_tasks(graph: Graph, microbatches: int, data_parallel: int, pipeline
 
 
 def check_step_size(graph: Graph, microbatches: int, data_parallel: int, pipeline_stages: int,
-                    limits: Limits = DEFAULT_LIMITS, zero: int = 0) -> int:
-    """The task estimate of one step (`zero`: its ZeRO stage); ScheduleError when it exceeds `limits.max_tasks`."""
+                    limits: Limits = DEFAULT_LIMITS, zero: int = 0, tasks: int | None = None) -> int:
+    """The task estimate of one step (`zero`: its ZeRO stage); ScheduleError when it exceeds `limits.max_tasks`.
+    `tasks`: that estimate, where the caller made it already (estimating walks the whole graph)."""
     check_step_options(microbatches, data_parallel, pipeline_stages)
     _check_limits(limits)
-    tasks = estimate_tasks(graph, microbatches, data_parallel, pipeline_stages, zero)
+    if tasks is None:
+        tasks = estimate_tasks(graph, microbatches, data_parallel, pipeline_stages, zero)
     if tasks > limits.max_tasks:
         raise ScheduleError(
             f"compiling {graph.name} with microbatches={microbatches}, data_parallel={data_parallel}, "

@@ -214,6 +214,13 @@ def forward_model(args: argparse.Namespace, evaluates: bool = True, **forced: An
     so the zoo builder's evaluation limit applies (False: shapes only, models.build(limits=None))."""
     if is_model_file(args.model):
         return _model_file(args, forced)
+    opts = zoo_options(args, **forced)
+    return models.build(args.model, **opts) if evaluates else models.build(args.model, limits=None, **opts)
+
+
+def zoo_options(args: argparse.Namespace, **forced: Any) -> dict[str, Any]:
+    """The options forward_model builds zoo model --model with: --batch, --set, `forced`, and
+    --tensor-parallel as the model's tensor_parallel option."""
     opts = {**model_options(args), **forced}
     t = getattr(args, "tensor_parallel", 1)
     if t > 1:
@@ -225,7 +232,7 @@ def forward_model(args: argparse.Namespace, evaluates: bool = True, **forced: An
             raise AccelsimError(f"--tensor-parallel {t} and --set tensor_parallel={opts['tensor_parallel']} "
                                 "disagree; give one")
         opts["tensor_parallel"] = t
-    return models.build(args.model, **opts) if evaluates else models.build(args.model, limits=None, **opts)
+    return opts
 
 
 def step_graph(args: argparse.Namespace, evaluates: bool = True) -> Graph:

@@ -12,9 +12,9 @@ from rich.console import Console
 
 from accelsim import fmt
 from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_arg, add_limit_args, add_model_args,
-                                 check_file_target, finite_float, limits_from,
+                                 check_file_target, finite_float, is_model_file, limits_from,
                                  load_hw_arg, model_label, out_console, path_arg, positive_int, step_graph, step_name,
-                                 write_json, write_problem)
+                                 write_json, write_problem, zoo_options)
 from accelsim.cli.progress import counter, phase
 from accelsim.cli.stage_step import print_stage_step
 from accelsim.cli.summary import exact_line, print_check, print_summary
@@ -32,7 +32,8 @@ from accelsim.cli.step_flags import PARALLEL, add_step_flags, step_options
 from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
 from accelsim.compiler import compile as compile_schedule
-from accelsim.compiler.hierarchy.step import StageStep, granularity_of
+from accelsim.compiler.hierarchy.layer_templates import Recipe, recipe
+from accelsim.compiler.hierarchy.step import StageStep, compile_recipe_step, granularity_and_tasks
 from accelsim.compiler.planning.partition_report import partition_report
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import Schedule
@@ -94,10 +95,22 @@ def optimize_step(graph: Graph, hw: HwSpec, args: argparse.Namespace,
 
 class Compiled(NamedTuple):
     hw: HwSpec
-    graph: Graph
+    graph: Graph | None  # None for a step measured from layer templates (stage_recipe), never built whole
     schedule: Schedule | StageStep  # a StageStep at stage granularity (--granularity stage, or auto on a large step)
     seconds: float  # wall time of the compile
     note: str | None  # check_chips's note on replicas sharing chips or chips left idle
+
+
+def stage_recipe(args: argparse.Namespace) -> Recipe | None:
+    """The recipe of --model's training step where --granularity stage measures it from layer templates
+    (compiler/hierarchy/layer_templates.py) without building it: a zoo model whose layers repeat, trained,
+    with no --optimize rewrite and a layer-local --remat; None otherwise."""
+    if (args.granularity != "stage" or getattr(args, "inference", False) or is_model_file(args.model)
+            or getattr(args, "optimize", "").strip()):
+        return None
+    remat = getattr(args, "remat", None)
+    return recipe(args.model, zoo_options(args), {"optimizer": args.optimizer, "lr": args.lr},
+                  None if remat is None else remat.label)
 
 
 def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
@@ -106,6 +119,13 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
     --max-tasks; `checking` also loads --backend and sizes the check's tensors (every micro-batch and
     replica is evaluated) under --max-bytes first."""
     hw = load_hw_arg(args)
+    templates = None if checking else stage_recipe(args)
+    if templates is not None:  # the step is measured from a few of its layers: never built whole
+        note, limits = check_chips(hw, args), limits_from(args)
+        start = time.perf_counter()
+        with phase("compiling the step from layer templates"):
+            schedule = compile_recipe_step(templates, hw, step_options(args), limits)
+        return Compiled(hw, None, schedule, time.perf_counter() - start, note)
     step = step_graph(args, evaluates=checking)  # first: a model's own option errors (heads that --tensor-parallel must divide) lead
     note = check_chips(hw, args)
     limits = limits_from(args)
@@ -114,12 +134,14 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
         print("\n".join(f"optimize: {line}" for line in log.summary().splitlines()))
     # cheap refusals first (milliseconds): the step's size, then the check's tensors, then the backend,
     # whose first load compiles kernels for seconds (an unusable one, cuda without a GPU, is refused here)
-    stage = granularity_of(graph, step_options(args), len(chip_list(hw)), limits) == "stage"
+    granularity, tasks = granularity_and_tasks(graph, step_options(args), len(chip_list(hw)), limits)
+    stage = granularity == "stage"
     if stage and checking:
         raise AccelsimError("--check executes a task-level schedule; a step at stage granularity has none: use "
                             "--granularity task (a smaller step if auto chose stage)")
     if not stage:  # at stage granularity compile bounds the one micro-batch it schedules
-        check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero)
+        check_step_size(graph, args.microbatches, args.data_parallel, args.pipeline_stages, limits, args.zero,
+                        tasks=tasks)
     if checking:
         check_eval_size(graph, samples=args.microbatches * args.data_parallel, limits=limits, what="checking")
         with phase(f"loading the {args.backend} kernels"):

@@ -20,6 +20,9 @@ def print_stage_step(console: Console, step: StageStep, seconds: float) -> None:
     console.print(f"{'training step' if step.training else 'inference'} of {step.graph_name} on {step.hw_name}: "
                   f"{', '.join(parts)}; stage granularity, pipeline schedule {o.pipeline_schedule}, composed in "
                   f"{fmt.wall(seconds)}")
+    if step.template_layers is not None:
+        console.print(f"  measured from layer templates: {fmt.count(step.measured_graph_nodes)} nodes list-scheduled, a few "
+                      f"of its {step.template_layers} repeated layers standing for all of them")
     makespan = step.makespan_cycles
     console.print(f"  makespan {fmt.cycles(makespan)} ({fmt.seconds(step.makespan_seconds)}), throughput "
                   f"{fmt.rate(step.throughput)}, pipeline bubble {fmt.percent(step.bubble_fraction)}")

@@ -15,7 +15,7 @@ from accelsim.limits import (DEFAULT_LIMITS, Limits, check_step_options, check_s
 from accelsim.compiler.timing.bounds import lower_bounds
 from accelsim.compiler.exact import MAX_EXACT_TASKS
 from accelsim.compiler.exact_step import check_exact_step, exact_seconds, solve_step
-from accelsim.compiler.hierarchy.step import StageStep, compile_stage_step, granularity_of
+from accelsim.compiler.hierarchy.step import StageStep, compile_stage_step, granularity_and_tasks
 from accelsim.compiler.planning.expand import CostTable, expand
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.schedule.levels import chip_list
@@ -198,10 +198,11 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
     options = _options(graph, options, step)
     graph = _rematerialized(graph, options.remat)
-    if granularity_of(graph, options, len(chip_list(hw)), limits or DEFAULT_LIMITS) == "stage":
+    granularity, tasks = granularity_and_tasks(graph, options, len(chip_list(hw)), limits or DEFAULT_LIMITS)
+    if granularity == "stage":
         return compile_stage_step(graph, hw, options, limits or DEFAULT_LIMITS)
     check_step_size(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
-                    limits or DEFAULT_LIMITS, options.zero)
+                    limits or DEFAULT_LIMITS, options.zero, tasks=tasks)
     if options.exact is not None:
         check_exact_step(graph, hw, options)  # before the list schedule: refusing late wastes its time
     with paused_gc():  # millions of objects that live to the end: collecting midway is wasted work

@@ -51,11 +51,41 @@ class Preset:
 PRESETS: dict[str, Preset] = {"gpt2": Preset("size", "small", GPT2_SIZES)}
 
 
+@dataclass(frozen=True, slots=True)
+class Repeats:
+    """A model option that counts identical layers (gpt2's `layers`, its blocks) and the layer name
+    (compiler/planning/layers.py's scope) of the i-th of them, `scope.format(i)`. The layers are built
+    the same way with the same shapes and each reads only the layer before it, so a step of the model
+    with a few of them measures the work of many (compiler/hierarchy/layer_templates.py)."""
+
+    option: str
+    scope: str
+
+
+REPEATS: dict[str, Repeats] = {"gpt2": Repeats("layers", "h{}")}
+
+
 def options(name: str) -> dict[str, Any]:
     """The options a model accepts, with their defaults (a preset option's default first)."""
     params = {k: p.default for k, p in inspect.signature(_builder(name)).parameters.items()}
     preset = PRESETS.get(name)
     return params if preset is None else {preset.option: preset.default, **params}
+
+
+def option_value(name: str, key: str, given: Mapping[str, Any]) -> Any:
+    """The value of option `key` that `build(name, **given)` uses: given, else set by the preset option
+    given (or its default), else the builder's default; checked as build checks it (ModelError)."""
+    defaults = options(name)
+    if key not in defaults:
+        raise ModelError(f"model {name!r} has no option {key!r}")
+    if key in given:
+        return _check_option(name, key, given[key], defaults[key])
+    preset = PRESETS.get(name)
+    if preset is not None:
+        chosen = _check_option(name, preset.option, given.get(preset.option, preset.default), preset.default)
+        if key in preset.values[chosen]:
+            return preset.values[chosen][key]
+    return defaults[key]
 
 
 def _builder(name: str) -> Callable[..., Graph]:

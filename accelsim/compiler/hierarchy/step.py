@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelsim.compiler.hierarchy.compose import Composition, compose
+from accelsim.compiler.hierarchy.layer_templates import PROBE_LAYERS, Recipe, recipe_of, templated_work
+from accelsim.compiler.planning.layers import find_layers
 from accelsim.compiler.hierarchy.templates import step_work
 from accelsim.compiler.hierarchy.work import StepWork
 from accelsim.errors import ScheduleError
@@ -25,6 +27,10 @@ and at stage granularity above: about three minutes of CPU and 1.5 GiB at task l
 before keeps its schedule."""
 DEFAULT_STAGE_SCHEDULE = "1f1b"
 """The pipeline schedule of a stage-granularity step whose options name none (StepOptions.pipeline_schedule)."""
+
+
+UNSUPPORTED = {"zero": 0, "exact": None}
+"""Options stage granularity does not model yet, with the only value it accepts."""
 
 
 ITEMS_PER_CHUNK = 3
@@ -61,17 +67,24 @@ def stage_refusal(graph: Graph, options: StepOptions, chips: int, limits: Limits
 
 
 def granularity_of(graph: Graph, options: StepOptions, chips: int, limits: Limits) -> str:
+    """"task" or "stage" (granularity_and_tasks without the estimate)."""
+    return granularity_and_tasks(graph, options, chips, limits)[0]
+
+
+def granularity_and_tasks(graph: Graph, options: StepOptions, chips: int, limits: Limits) -> tuple[str, int | None]:
     """"task" or "stage": the options' choice, or for "auto" task unless the step is a training step of
     more than AUTO_STAGE_TASKS estimated tasks that stage granularity can take (stage_refusal): a step it
-    cannot take stays at task level, with the task level's own limits and messages."""
+    cannot take stays at task level, with the task level's own limits and messages. With it, the task
+    estimate (limits.estimate_tasks, the step's ZeRO stage included) where one was made, so that the
+    caller's size check (check_step_size(..., tasks=)) does not walk the graph again; else None."""
     if options.granularity != "auto":
-        return options.granularity
+        return options.granularity, None
     if not any(n.phase == "backward" for n in graph.nodes):
-        return "task"
-    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages)
+        return "task", None
+    tasks = estimate_tasks(graph, options.microbatches, options.data_parallel, options.pipeline_stages, options.zero)
     if tasks <= AUTO_STAGE_TASKS:
-        return "task"
-    return "task" if stage_refusal(graph, options, chips, limits) is not None else "stage"
+        return "task", tasks
+    return ("task" if stage_refusal(graph, options, chips, limits) is not None else "stage"), tasks
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,10 @@ class StageStep:
     """Samples of every micro-batch of every replica."""
     work: StepWork
     composition: Composition
+    measured_graph_nodes: int = 0
+    """Nodes of the graph whose one micro-batch was list-scheduled: the step's, or its layer templates'."""
+    template_layers: int | None = None
+    """The repeated layers of a step measured from layer templates (layer_templates.py); None: measured whole."""
 
     @property
     def makespan_cycles(self) -> int:
@@ -121,6 +138,7 @@ class StageStep:
             "samples_per_step": self.samples_per_step, "makespan_cycles": self.makespan_cycles,
             "makespan_s": self.makespan_seconds, "throughput_samples_per_s": self.throughput,
             "bubble_fraction": self.bubble_fraction, "exposed_cycles": self.exposed_cycles,
+            "measured_graph_nodes": self.measured_graph_nodes, "template_layers": self.template_layers,
             "stages": [{"stage": s.stage, "chips": list(s.chips), "busy_cycles": busy, "update_cycles": s.update_cycles,
                         "parameter_bytes": s.parameter_bytes, "optimizer_bytes": s.optimizer_bytes,
                         "gradient_bytes": s.gradient_bytes, "peak_stash_bytes": stash}
@@ -162,27 +180,65 @@ def with_filler(work: StepWork, composition: Composition) -> StepWork:
     return replace(work, stages=tuple(stages))
 
 
-UNSUPPORTED = {"zero": 0, "exact": None}
-"""Options stage granularity does not model yet, with the only value it accepts."""
+TEMPLATE_TASKS = 50_000
+"""A step whose one-micro-batch measurement would have more estimated tasks than this is measured from layer
+templates where its model's layers repeat (layer_templates.py: the same StepWork from a few of its layers);
+at or below it the whole graph is measured, as every stage step was before layer templates (GPT-2 small at
+t=2 on 4 chunks, Adam, remat every:1, is about 19,000)."""
+
+
+def _refuse(graph: Graph, options: StepOptions, hw: HwSpec, limits: Limits) -> None:
+    refusal = stage_refusal(graph, options, len(chip_list(hw)), limits)
+    if refusal is not None:
+        raise ScheduleError(f"{refusal}; compile with granularity='task' (--granularity task) or change the step")
+
+
+def _with_schedule(options: StepOptions) -> StepOptions:
+    return options.model_copy(update={"pipeline_schedule": options.pipeline_schedule or DEFAULT_STAGE_SCHEDULE})
 
 
 def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
     """Measure the stage-level work of the step from one micro-batch of one replica and compose the step
-    under the options' pipeline schedule (DEFAULT_STAGE_SCHEDULE when none). `limits` bound the
-    measurement's tasks (one micro-batch, one replica), not the step's."""
+    under the options' pipeline schedule (DEFAULT_STAGE_SCHEDULE when none). Above TEMPLATE_TASKS, a zoo
+    step whose layers repeat is measured from layer templates (its graph's source rebuilds a few of its
+    layers). `limits` bound the measurement's tasks (one micro-batch, one replica), not the step's."""
     limits = limits or DEFAULT_LIMITS
-    refusal = stage_refusal(graph, options, len(chip_list(hw)), limits)
-    if refusal is not None:
-        raise ScheduleError(f"{refusal}; compile with granularity='task' (--granularity task) or change the step")
-    if limits is not None:
-        measured = estimate_tasks(graph, 1, 1, options.pipeline_stages * options.virtual_stages)
-        if measured > limits.max_tasks:
-            raise ScheduleError(f"stage granularity list-schedules one micro-batch of {graph.name!r}: about "
-                                f"{measured:,} tasks, above the limit of {limits.max_tasks:,}; raise the limit "
-                                f"(--max-tasks, or limits=Limits(max_tasks=N) from Python)")
-    schedule = options.pipeline_schedule or DEFAULT_STAGE_SCHEDULE
-    options = options.model_copy(update={"pipeline_schedule": schedule})
-    work = step_work(graph, hw, options)
+    _refuse(graph, options, hw, limits)
+    options = _with_schedule(options)
+    measured = estimate_tasks(graph, 1, 1, options.pipeline_stages * options.virtual_stages)
+    found = recipe_of(graph, options) if measured > TEMPLATE_TASKS else None
+    templated = templated_work(found, hw, options, limits.max_tasks) if found is not None else None
+    if templated is not None:
+        return _composed(templated.graph, hw, options, templated.work, found.layers)
+    if measured > limits.max_tasks:
+        raise ScheduleError(f"stage granularity list-schedules one micro-batch of {graph.name!r}: about "
+                            f"{measured:,} tasks, above the limit of {limits.max_tasks:,}; raise the limit "
+                            f"(--max-tasks, or limits=Limits(max_tasks=N) from Python)")
+    return _composed(graph, hw, options, step_work(graph, hw, options), None)
+
+
+def compile_recipe_step(recipe: Recipe, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
+    """compile_stage_step of the step `recipe` builds, without building it whole where layer templates
+    measure it (its one-micro-batch measurement estimated above TEMPLATE_TASKS: the estimate of the
+    graph with PROBE_LAYERS repeated layers, scaled by the layer count); else of the whole step."""
+    limits = limits or DEFAULT_LIMITS
+    probe = recipe.build(PROBE_LAYERS)
+    _refuse(probe, options, hw, limits)
+    options = _with_schedule(options)
+    probe_layers = len(find_layers(probe).names)
+    chunks = options.pipeline_stages * options.virtual_stages
+    scale = (probe_layers + recipe.layers - PROBE_LAYERS) / probe_layers
+    about = estimate_tasks(probe, 1, 1, min(chunks, probe_layers)) * scale
+    templated = templated_work(recipe, hw, options, limits.max_tasks, probe) if about > TEMPLATE_TASKS else None
+    if templated is None:
+        return compile_stage_step(recipe.build(recipe.layers), hw, options, limits)
+    return _composed(templated.graph, hw, options, templated.work, recipe.layers)
+
+
+def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, template_layers: int | None) -> StageStep:
+    """The StageStep of `work` (measured from `graph`: the step's, or its layer templates') composed under
+    the options' pipeline schedule, with the filler its idle time cannot hold added to the updates."""
+    schedule = options.pipeline_schedule
     composition = compose(work, schedule, hw)
     if any(s.filler_cycles for s in work.stages):
         work = with_filler(work, composition)
@@ -190,4 +246,5 @@ def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: L
     return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
                      training=any(n.phase == "update" for n in graph.nodes),
                      samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,
-                     work=work, composition=composition)
+                     work=work, composition=composition, measured_graph_nodes=len(graph.nodes),
+                     template_layers=template_layers)

@@ -31,9 +31,11 @@ task-granularity compiler:
   cycles of one add per gradient node, from the planner's cost table) is charged to its backward pass and
   W pass as its average per micro-batch, (M - 1) / M of it, rounded up;
 - activation_bytes / backward_bytes: the bytes of the forward values a chunk sends to later chunks and of
-  the backward values it sends to earlier chunks (the transfer tasks leaving its chips, summed);
-- stash bytes: the forward values on a chunk's chips (its own and those received) that its backward pass
-  reads;
+  the backward values it sends to earlier chunks (the transfer tasks leaving one of its chips, summed), per
+  tensor-parallel rank (its busiest): each rank sends its own copy to its twin on the other stage at once
+  (compose.py's transfers, links.transfer_hold, take bytes per rank);
+- stash bytes: the forward values on a chunk's chip (its own and those received) that its backward pass
+  reads, per rank (the busiest: what one chip's memory holds);
 - parameter / optimizer bytes: the leaves each chunk's rank-0 chip reads (accelsim.model_states' kinds);
   gradient bytes: the parameter gradients computed on that chip (reduced over replicas when d > 1).
 """
@@ -207,10 +209,46 @@ def step_work(graph: Graph, hw: HwSpec, options: StepOptions) -> StepWork:
     return work_of(measure_step(graph, hw, options), options)
 
 
+@dataclass(frozen=True)
+class ChunkFigures:
+    """One measured chunk: its ChunkWork and its share of its stage's StageWork (module docstring)."""
+
+    work: ChunkWork
+    update_cycles: int
+    filler_cycles: int
+    """Per step: its per-step filler and M times its per-micro-batch filler."""
+    gradient_bytes: int
+    """The parameter gradients computed on its rank-0 chip (whether or not replicas reduce them)."""
+    leaves: frozenset[int]
+    """The leaves its rank-0 chip reads (parameters, optimizer state, inputs)."""
+
+
 def work_of(m: Measured, options: StepOptions) -> StepWork:
     """Read a StepWork for `options` (M micro-batches, d replicas) from the one-micro-batch measurement."""
     p, v, t = options.pipeline_stages, options.virtual_stages, options.tensor_parallel
+    figures = chunk_figures(m, options)
+    kinds = model_state_kinds(m.graph) if m.graph.optimizer is not None else {}
+    step_chips = chip_map(len(m.plan.chips), options)
+    stages = []
+    for s in range(p):
+        mine = [figures[c] for c in range(s, p * v, p)]
+        leaves = frozenset().union(*(f.leaves for f in mine))
+        state_bytes = {kind: sum(m.plan.leaf_bytes[n] for n in leaves if kinds.get(n) == kind)
+                       for kind in ("param", "optimizer_state")}
+        stages.append(StageWork(
+            stage=s, chips=tuple(step_chips[(0, s, k)] for k in range(t)),
+            update_cycles=sum(f.update_cycles for f in mine), filler_cycles=sum(f.filler_cycles for f in mine),
+            gradient_bytes=sum(f.gradient_bytes for f in mine) if options.data_parallel > 1 else 0,
+            parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"]))
+    return StepWork(stages=tuple(stages), chunks=tuple(f.work for f in figures), microbatches=options.microbatches,
+                    data_parallel=options.data_parallel, tensor_parallel=t, virtual_stages=v)
+
+
+def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
+    """Every measured chunk's figures, in chunk order (`options`: the step's M micro-batches; the measured
+    plan's stages are the chunks)."""
     graph, plan = m.graph, m.plan
+    n_chunks, t = m.options.pipeline_stages, options.tensor_parallel
     chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
     wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node), recompute_nodes(graph)
     filler = filler_nodes(graph)
@@ -220,49 +258,47 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
         for d in task.deps:
             readers.setdefault(d, []).append(task)
     intervals: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (start, end, part index)
-    sent = {(c, phase): 0 for c in range(p * v) for phase in ("forward", "backward")}
-    stash = [0] * (p * v)
+    sent: dict[tuple[int, str], int] = {}  # (chip, phase) -> bytes it sends to other chunks' chips
+    stash: dict[int, int] = {}  # chip -> bytes of forward values on it that a backward task there reads
     for task, x in zip(plan.tasks, m.timed):
         chunk = chunk_of_chip[task.chip]
         if task.kind == TRANSFER:
             to = chunk_of_chip[task.out_chip]
             if to != chunk and task.phase in ("forward", "backward"):
-                sent[(chunk, task.phase)] += task.out_bytes
+                sent[(task.chip, task.phase)] = sent.get((task.chip, task.phase), 0) + task.out_bytes
         else:
             intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute, filler))))
         if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
-            stash[chunk_of_chip[task.out_chip]] += task.out_bytes
+            stash[task.out_chip] = stash.get(task.out_chip, 0) + task.out_bytes
     per_chip = {chip: dict(zip(PARTS, attributed_cycles(spans))) for chip, spans in intervals.items()}
-    ranks = {c: [plan.chip_of[(0, c, k)] for k in range(t)] for c in range(p * v)}
+    ranks = {c: [plan.chip_of[(0, c, k)] for k in range(t)] for c in range(n_chunks)}
+    rank0 = {ranks[c][0]: c for c in range(n_chunks)}
+    grads: list[set[int]] = [set() for _ in range(n_chunks)]  # gradients computed on each chunk's rank-0 chip
+    leaves: list[set[int]] = [set() for _ in range(n_chunks)]  # leaves that chip reads
+    for task in plan.tasks:
+        c = rank0.get(task.chip)
+        if c is None:
+            continue
+        leaves[c].update(node for node, _ in task.reads)
+        if kinds.get(task.node) == "gradient" and task.kind != TRANSFER:
+            grads[c].add(task.node)
     def busy(c: int, *parts: str) -> int:
         """The chunk's busiest rank in `parts` (the ranks work side by side, each on its own chip)."""
         return max(sum(per_chip.get(chip, {}).get(part, 0) for part in parts) for chip in ranks[c])
 
     later = options.microbatches - 1
-    chunks = []
-    for c in range(p * v):
+    figures = []
+    for c in range(n_chunks):
         acc = math.ceil(accumulate_cycles(m, c) * later / options.microbatches)
         # a chunk with no forward or backward work of its own still passes its micro-batch on: one cycle
-        chunks.append(ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
-                                backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),
-                                weight_grad_cycles=busy(c, "weight_grad") + acc, recompute_cycles=busy(c, "recompute"),
-                                activation_bytes=sent[(c, "forward")], stash_bytes=stash[c],
-                                backward_bytes=sent[(c, "backward")]))
-    step_chips = chip_map(len(plan.chips), options)
-    stages = []
-    for s in range(p):
-        mine = range(s, p * v, p)
-        rank0 = {plan.chip_of[(0, c, 0)] for c in mine}
-        leaves = {node for task in plan.tasks if task.chip in rank0 for node, _ in task.reads}
-        grads = {task.node for task in plan.tasks
-                 if task.chip in rank0 and kinds.get(task.node) == "gradient" and task.kind != TRANSFER}
-        state_bytes = {kind: sum(plan.leaf_bytes[n] for n in leaves if kinds.get(n) == kind)
-                       for kind in ("param", "optimizer_state")}
-        stages.append(StageWork(
-            stage=s, chips=tuple(step_chips[(0, s, k)] for k in range(t)),
-            update_cycles=sum(busy(c, "update") for c in mine),
-            filler_cycles=sum(busy(c, "update_filler") + options.microbatches * busy(c, "filler") for c in mine),
-            gradient_bytes=sum(_node_bytes(m, g) for g in grads) if options.data_parallel > 1 else 0,
-            parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"]))
-    return StepWork(stages=tuple(stages), chunks=tuple(chunks), microbatches=options.microbatches,
-                    data_parallel=options.data_parallel, tensor_parallel=t, virtual_stages=v)
+        work = ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
+                         backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),
+                         weight_grad_cycles=busy(c, "weight_grad") + acc, recompute_cycles=busy(c, "recompute"),
+                         activation_bytes=max(sent.get((chip, "forward"), 0) for chip in ranks[c]),
+                         stash_bytes=max(stash.get(chip, 0) for chip in ranks[c]),
+                         backward_bytes=max(sent.get((chip, "backward"), 0) for chip in ranks[c]))
+        figures.append(ChunkFigures(
+            work=work, update_cycles=busy(c, "update"),
+            filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
+            gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
+    return figures

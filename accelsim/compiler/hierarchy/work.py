@@ -25,9 +25,11 @@ class ChunkWork:
     recompute_cycles: int
     """The part of backward_cycles that recomputes forward values (rematerialization)."""
     activation_bytes: int
-    """The activation sent to the next chunk (and the gradient sent back to the previous one)."""
+    """The activation sent to the next chunk (and the gradient sent back to the previous one), per
+    tensor-parallel rank: each rank sends its copy to the same rank of the next stage."""
     stash_bytes: int
-    """Activations kept from this chunk's forward until its backward, per micro-batch in flight."""
+    """Activations kept from this chunk's forward until its backward, per micro-batch in flight, on one chip
+    (its busiest tensor-parallel rank)."""
     backward_bytes: int = -1
     """The backward values sent to earlier chunks per micro-batch, when they differ from activation_bytes
     (gpt2's logit gradients are far larger than its activations); -1: the previous chunk's activation_bytes,

@@ -132,28 +132,40 @@ def partition(graph: Graph, node_cycles: dict[int, int], options: StepOptions, h
     if unit == "node":
         layers = node_units(graph, consumers)
     costs = _layer_costs(graph, layers, consumers, node_cycles, hw, options)
+    starts, by, stages = split_layers(graph.name, layers.names, costs, options, stage_chips, unit)
+    stage_of_unit = [s for s in range(p) for _ in range(starts[s], starts[s + 1])]
+    return Partition(_node_stages(graph, layers, consumers, stage_of_unit), tuple(costs), stages, by, unit,
+                     options.microbatches)
+
+
+def split_layers(graph_name: str, names: Sequence[str], costs: Sequence[LayerCost], options: StepOptions,
+                 stage_chips: Sequence[Chip], unit: str = "layer") -> tuple[tuple[int, ...], str, tuple[StagePart, ...]]:
+    """The stage starts (p + 1 positions), how they were chosen and the stages, for units `names` of
+    costs `costs` (partition's split, also used by a caller that has the units' costs without their graph:
+    hierarchy/layer_templates.py). ScheduleError naming `graph_name` where no split fits or the user's does not."""
+    p = options.pipeline_stages
+    user = options.stage_layers is not None or options.stage_boundaries is not None
     m = options.microbatches
     units = Units(tuple(c.step_cycles(m) for c in costs), tuple(c.fixed_bytes for c in costs),
                   tuple(c.stash_bytes for c in costs))
     limits = [StageLimits(largest_memory(chip).capacity_bytes, _in_flight(options, s))
               for s, chip in enumerate(stage_chips)]
     if user:
-        starts, by = _user_starts(graph, layers, options), ("stage_layers" if options.stage_layers is not None
-                                                             else "stage_boundaries")
+        starts, by = _user_starts(graph_name, names, options), ("stage_layers" if options.stage_layers is not None
+                                                                else "stage_boundaries")
         if p > 1:
-            _check_memory(graph, layers, units, limits, starts, by, stage_chips)
+            _check_memory(graph_name, names, units, limits, starts, by, stage_chips)
     elif p == 1:
         starts, by = (0, len(costs)), "one stage"
     else:
         split = balanced_split(units, limits, nonempty=len(units) >= p)
         if split is None:
-            raise ScheduleError(_no_fit(graph, layers, unit, units, limits, stage_chips))
+            raise ScheduleError(_no_fit(graph_name, names, unit, units, limits, stage_chips))
         starts, by = split, "balanced"
-    stage_of_unit = [s for s in range(p) for _ in range(starts[s], starts[s + 1])]
     stages = tuple(StagePart(s, starts[s], starts[s + 1], sum(units.cycles[starts[s]:starts[s + 1]]),
                              _need(units, limits, s, starts[s], starts[s + 1]), limits[s].in_flight,
                              limits[s].capacity_bytes) for s in range(p))
-    return Partition(_node_stages(graph, layers, consumers, stage_of_unit), tuple(costs), stages, by, unit, m)
+    return starts, by, stages
 
 
 def _in_flight(options: StepOptions, stage: int) -> int:
@@ -205,17 +217,17 @@ def _layer_costs(graph: Graph, layers: Layers, consumers: list[list[int]], node_
             for i, name in enumerate(layers.names)]
 
 
-def _user_starts(graph: Graph, layers: Layers, options: StepOptions) -> tuple[int, ...]:
+def _user_starts(graph_name: str, names: Sequence[str], options: StepOptions) -> tuple[int, ...]:
     """Stage starts from `stage_layers` or `stage_boundaries`; ScheduleError naming the value and what was
     expected where they do not describe a split of this graph's layers over the step's stages."""
-    p, names = options.pipeline_stages, layers.names
+    p = options.pipeline_stages
     if options.stage_layers is not None and options.stage_boundaries is not None:
         raise ScheduleError(f"stage_layers={list(options.stage_layers)} and stage_boundaries="
                             f"{list(options.stage_boundaries)} both set the stages; give one of them")
-    known = f"graph {graph.name!r} has {len(names)} layers: {_listing_all(names)}"
+    known = f"graph {graph_name!r} has {len(names)} layers: {_listing_all(names)}"
     if not names:
         what = "stage_layers" if options.stage_layers is not None else "stage_boundaries"
-        raise ScheduleError(f"{what}: graph {graph.name!r} has no layers (no forward node reads a parameter, "
+        raise ScheduleError(f"{what}: graph {graph_name!r} has no layers (no forward node reads a parameter, "
                             "whose name scopes a layer); leave it unset to balance the stages node by node")
     if options.stage_layers is not None:
         counts = list(options.stage_layers)
@@ -263,28 +275,28 @@ def _chip_memory(chip: Chip) -> str:
     return f"chip {chip.name!r}'s largest memory {m.name!r} holds {m.capacity_bytes:,} bytes"
 
 
-def _check_memory(graph: Graph, layers: Layers, units: Units, limits: Sequence[StageLimits],
+def _check_memory(graph_name: str, names: Sequence[str], units: Units, limits: Sequence[StageLimits],
                   starts: Sequence[int], by: str, stage_chips: Sequence[Chip]) -> None:
     """A split set by the user must fit each stage's chip."""
     for s, lim in enumerate(limits):
         need = _need(units, limits, s, starts[s], starts[s + 1])
         if need > lim.capacity_bytes:
             raise ScheduleError(
-                f"{by}: stage {s} of graph {graph.name!r} ({_listing(layers.names[starts[s]:starts[s + 1]])}) "
+                f"{by}: stage {s} of graph {graph_name!r} ({_listing(names[starts[s]:starts[s + 1]])}) "
                 f"needs {need:,} bytes (parameters, gradients, optimizer state and {lim.in_flight} micro-batch(es) "
                 f"of stashed activations), but {_chip_memory(stage_chips[s])}; move layers to other stages")
 
 
-def _no_fit(graph: Graph, layers: Layers, unit: str, units: Units, limits: Sequence[StageLimits],
+def _no_fit(graph_name: str, names: Sequence[str], unit: str, units: Units, limits: Sequence[StageLimits],
             stage_chips: Sequence[Chip]) -> str:
     """Why no split fits: the costliest unit in memory and the whole graph against the chips' capacity."""
     needs = [units.fixed_bytes[i] + units.stash_bytes[i] for i in range(len(units))]
     worst = max(range(len(units)), key=lambda i: needs[i])
     total = sum(units.fixed_bytes) + sum(units.stash_bytes)
     room = sum(lim.capacity_bytes for lim in limits)
-    return (f"no split of graph {graph.name!r}'s {len(units)} {unit}s over {len(limits)} pipeline stages fits the "
+    return (f"no split of graph {graph_name!r}'s {len(units)} {unit}s over {len(limits)} pipeline stages fits the "
             f"chips' memory: a stage holds its {unit}s' parameters, gradients and optimizer state and the stashed "
-            f"activations of the micro-batches in flight; the largest {unit}, {layers.names[worst]!r}, needs "
+            f"activations of the micro-batches in flight; the largest {unit}, {names[worst]!r}, needs "
             f"{needs[worst]:,} bytes for one micro-batch and all of them {total:,} bytes, while the {len(limits)} "
             f"stages' chips hold {room:,} bytes ({_chip_memory(stage_chips[0])}); use more pipeline stages, "
             "ZeRO, rematerialization or a hardware description with more memory")
