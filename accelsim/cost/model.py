@@ -17,7 +17,7 @@ from accelsim.cost.energy import node_energy_pj
 from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
-from accelsim.hw.precision import compute_elem_bytes, compute_scale, scaled_cycles
+from accelsim.hw.precision import compute_elem_bytes, compute_scale, scaled_cycles, tensor_elem_bytes
 from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.ops.registry import get_op, numel
 
@@ -146,7 +146,8 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     elem = compute_elem_bytes(hw, node)
     flops = int(op.flops(node.shape, *shapes, **node.attrs))
     bytes_read = int(op.read_elems(node.shape, *shapes, **node.attrs)) * elem
-    bytes_written = int(op.written_elems(node.shape, *shapes, **node.attrs)) * elem
+    # what its tensor holds per element: an update writing a weight writes its fp32 master and the cast copy
+    bytes_written = int(op.written_elems(node.shape, *shapes, **node.attrs)) * tensor_elem_bytes(graph, node, hw)
     model = unit.model
     gemm = op.gemm(node.shape, *shapes, **node.attrs) if model.gemm_only else None
     ways = unit.count if unit.gang else 1  # a gang's instances split the node's work

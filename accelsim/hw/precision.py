@@ -112,15 +112,15 @@ def tensor_elem_bytes(graph: Graph, node: Node, hw: HwSpec) -> int:
     low = _low(hw, node)
     if low is None:
         return hw.elem_bytes(node.dtype)
-    if graph.optimizer is None or low >= MASTER_BYTES:
+    if low >= MASTER_BYTES:
         return low
-    if node.op == "param":
-        if node.trainable:
-            return MASTER_BYTES + low  # the fp32 master and its working copy
-        return MASTER_BYTES if f"{node.name}.new" in graph.outputs else low  # optimizer state, or a frozen weight
-    if node.phase == "update":
+    if node.phase == "update":  # (in a part of an update node, cut from its graph, the cast is not seen)
         return MASTER_BYTES + low if node.id in _new_weights(graph) else MASTER_BYTES
-    return low
+    if graph.optimizer is None or node.op != "param":
+        return low
+    if node.trainable:
+        return MASTER_BYTES + low  # the fp32 master and its working copy
+    return MASTER_BYTES if f"{node.name}.new" in graph.outputs else low  # optimizer state, or a frozen weight
 
 
 def tensor_bytes(graph: Graph, node: Node, hw: HwSpec) -> int:
