@@ -185,6 +185,16 @@ def reference(schedule: Schedule, graph: Graph, dtype: str | None = None) -> dic
     return {"samples": samples, "grads": mean, "final": final}
 
 
+LOW_PRECISIONS = ("bf16", "fp16", "fp8")
+"""Step precisions whose values `check` rounds as they are stored (fp32 and tf32 store float32)."""
+
+
+def reference_format(schedule: Schedule, graph: Graph) -> str:
+    """What the numpy reference computes in: the step's low precision, else the graph's dtype."""
+    precision = schedule.options.precision
+    return precision if precision in LOW_PRECISIONS else graph.dtype
+
+
 def rounded_reference(schedule: Schedule, graph: Graph, hw: HwSpec) -> dict:
     """The reference of a step at a low precision: the schedule run with the numpy reference kernels
     (OpDef.ref) and the same rounding as the backend, in `reference`'s layout (replica 0's gradients and
@@ -231,8 +241,8 @@ def check(schedule: Schedule, backend: str, graph: Graph, hw: HwSpec) -> CheckRe
     notes = _nonfinite_constants(graph)
     with _recording(f"{backend} kernels", notes):
         got = execute(schedule, graph, hw, backend)
-    low = schedule.options.precision not in (None, "fp32", "tf32")
-    with _recording(f"numpy reference ({schedule.options.precision if low else graph.dtype})", notes):
+    low = schedule.options.precision in LOW_PRECISIONS
+    with _recording(f"numpy reference ({reference_format(schedule, graph)})", notes):
         ref = rounded_reference(schedule, graph, hw) if low else reference(schedule, graph)
     with _recording("float64 reference", notes):
         oracle = ref if graph.dtype == "float64" and not low else reference(schedule, graph, "float64")
