@@ -157,7 +157,8 @@ class Unit(Spec):
     precision: Precision | None = Field(None, description=(
         "the datapath's number format; leave out to take it from bytes_per_element"))
     area_mm2: AreaMm2 | None = Field(None, description="one instance's datapath area; leave out to derive it")
-    peaks: UnitPeaks | None = Field(None, description="dense TFLOP/s per step precision (hw/peaks.py)")
+    peaks: UnitPeaks | None = Field(None, description=(
+        "dense TFLOP/s of all its instances per step precision, e.g. {fp32: 19.5, bf16: 312}"))
 
     @model_validator(mode="after")
     def _check(self) -> "Unit":

@@ -91,7 +91,7 @@ class StepOptions(BaseModel):
     precision: StepPrecision | None = Field(
         default=None, description="the precision the step stores and computes in: activations, working weights "
                                   "and gradients in it, fp32 master weights and optimizer state (mixed precision "
-                                  "as AMP and Megatron-LM train; hw/precision.py); units run at their declared "
+                                  "as AMP and Megatron-LM train); units run at their declared "
                                   "peak for it (None: the hardware's bytes_per_element and unit rates as they are)")
 
     ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
