@@ -182,3 +182,17 @@ def test_bf16_values_are_what_the_backend_computes_with():
     ran = execute(A.compile(graph, hw, precision="bf16"), graph, hw, "numpy")
     logits = next(v for (name, _, _), v in ran.outputs.items() if name == "logits")
     assert (logits.astype(np.float32).view(np.uint32) & 0xFFFF == 0).all()
+
+
+def test_a_saved_bf16_schedule_loads_simulates_and_checks_against_the_plain_hardware(tmp_path):
+    from accelsim.api import load_schedule
+    from accelsim.schedule.io import save_schedule
+
+    graph = _adam_step()
+    hw = A.load_hw("a100_like")
+    sched = A.compile(graph, hw, precision="bf16")
+    save_schedule(sched, tmp_path / "bf16.json")
+    loaded = load_schedule(tmp_path / "bf16.json", graph, hw)
+    assert loaded.options.precision == "bf16"
+    assert A.simulate(loaded, hw).makespan_cycles == sched.makespan_cycles
+    assert A.check(loaded, backend="numpy", graph=graph, hw=hw).passed
