@@ -196,3 +196,22 @@ def test_a_saved_bf16_schedule_loads_simulates_and_checks_against_the_plain_hard
     assert loaded.options.precision == "bf16"
     assert A.simulate(loaded, hw).makespan_cycles == sched.makespan_cycles
     assert A.check(loaded, backend="numpy", graph=graph, hw=hw).passed
+
+
+@pytest.mark.parametrize("step", [{"data_parallel": 2, "microbatches": 2}, {"data_parallel": 2, "zero": 3}])
+def test_a_bf16_megatron_step_with_replicas_passes_check(step):
+    graph = A.training_graph(A.models.build("gpt2", tensor_parallel=2, **SMALL["gpt2"]), optimizer="adam")
+    hw = A.load_hw("a100_x8")
+    report = check(A.compile(graph, hw, precision="bf16", **step), "numpy", graph=graph, hw=hw)
+    assert report.passed, report.failures
+
+
+def test_a_bf16_inference_step_keeps_its_weights_in_bf16_and_passes_check():
+    from accelsim.passes import inference_graph
+
+    graph = inference_graph(A.models.build("mlp", **SMALL["mlp"]))
+    hw = at_precision(A.load_hw("a100_like"), "bf16")
+    weight = next(n for n in graph.params if n.trainable)
+    assert tensor_bytes(graph, weight, hw) == 2 * n_elems(weight)  # no optimizer: no master copy
+    report = check(A.compile(graph, hw, precision="bf16", microbatches=2), "numpy", graph=graph, hw=hw)
+    assert report.passed, report.failures
