@@ -15,7 +15,7 @@ import numpy as np
 from accelsim.compare import NEGLIGIBLE, Mismatch, first_mismatch, max_abs_err, max_rel_err, scale
 from accelsim.errors import AccelsimError
 from accelsim.evaluate import evaluate
-from accelsim.execute.rounding import UNIT_ROUNDOFF
+from accelsim.execute.rounding import ROUNDED_PRECISIONS, UNIT_ROUNDOFF
 from accelsim.execute.run import Executed, execute, sample_index
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
@@ -43,9 +43,7 @@ def tolerance(dtype: str, precision: str | None) -> float:
     """The fixed part of a tensor's tolerance: TOLERANCE[dtype], or ROUNDINGS x the unit roundoff of a step
     precision coarser than float32 (fp32 and tf32 storage: the graph dtype's tolerance)."""
     fixed = TOLERANCE[dtype]
-    if precision is None:
-        return fixed
-    return max(fixed, ROUNDINGS * UNIT_ROUNDOFF[precision]) if precision not in ("fp32", "tf32") else fixed
+    return max(fixed, ROUNDINGS * UNIT_ROUNDOFF[precision]) if precision in ROUNDED_PRECISIONS else fixed
 
 
 @dataclass(frozen=True)
@@ -185,14 +183,10 @@ def reference(schedule: Schedule, graph: Graph, dtype: str | None = None) -> dic
     return {"samples": samples, "grads": mean, "final": final}
 
 
-LOW_PRECISIONS = ("bf16", "fp16", "fp8")
-"""Step precisions whose values `check` rounds as they are stored (fp32 and tf32 store float32)."""
-
-
 def reference_format(schedule: Schedule, graph: Graph) -> str:
     """What the numpy reference computes in: the step's low precision, else the graph's dtype."""
     precision = schedule.options.precision
-    return precision if precision in LOW_PRECISIONS else graph.dtype
+    return precision if precision in ROUNDED_PRECISIONS else graph.dtype
 
 
 def rounded_reference(schedule: Schedule, graph: Graph, hw: HwSpec) -> dict:
@@ -241,7 +235,7 @@ def check(schedule: Schedule, backend: str, graph: Graph, hw: HwSpec) -> CheckRe
     notes = _nonfinite_constants(graph)
     with _recording(f"{backend} kernels", notes):
         got = execute(schedule, graph, hw, backend)
-    low = schedule.options.precision in LOW_PRECISIONS
+    low = schedule.options.precision in ROUNDED_PRECISIONS
     with _recording(f"numpy reference ({reference_format(schedule, graph)})", notes):
         ref = rounded_reference(schedule, graph, hw) if low else reference(schedule, graph)
     with _recording("float64 reference", notes):

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+ROUNDED_PRECISIONS = ("bf16", "fp16", "fp8")
+"""Step precisions whose stored values `check` rounds (fp32 and tf32 store float32; tf32's rounding inside
+the multiplier is not emulated)."""
+
 UNIT_ROUNDOFF: dict[str, float] = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "bf16": 2.0 ** -8, "fp16": 2.0 ** -11,
                                    "fp8": 2.0 ** -4}
 """Half the distance between 1 and the next value of each format: the relative error of one rounding."""

@@ -10,8 +10,8 @@ import numpy as np
 
 from accelsim.errors import ScheduleError
 from accelsim.execute.arena import Arenas, Slot
+from accelsim.execute.rounding import ROUNDED_PRECISIONS, round_to
 from accelsim.graph.ir import NUMPY_BYTES, Graph, Node
-from accelsim.execute.rounding import round_to
 from accelsim.hw.precision import at_precision, tensor_elem_bytes
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
@@ -50,10 +50,9 @@ class Executor:
         hw = at_precision(hw, schedule.options.precision)  # tensors were placed at the step's bytes
         scale = max(-(-NUMPY_BYTES[n.dtype] // tensor_elem_bytes(graph, n, hw)) for n in graph.nodes)
         # a bf16/fp16/fp8 step's forward and backward work reads and stores values of its format (its weights
-        # through the working copy); update work runs in fp32 on the master weights and optimizer state. tf32
-        # stores fp32 and rounds only inside the multiplier, which is not emulated.
+        # through the working copy); update work runs in fp32 on the master weights and optimizer state
         precision = schedule.options.precision
-        self.low_precision = precision if precision not in (None, "fp32", "tf32") else None
+        self.low_precision = precision if precision in ROUNDED_PRECISIONS else None
         self.arenas = Arenas(schedule, scale)
         self.out_slot: dict[int, Slot] = {}
         self.leaf_slot: dict[LeafKey, Slot] = {}
