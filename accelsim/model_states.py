@@ -10,6 +10,7 @@ from numbers import Integral, Real
 
 from accelsim.errors import GraphError, ScheduleError
 from accelsim.graph.ir import Graph
+from accelsim.hw.precision import at_precision, compute_elem_bytes, tensor_elem_bytes
 from accelsim.hw.spec import HwSpec
 from accelsim.ops.registry import numel
 from accelsim.schedule.plan import Schedule, graph_hash, live_by_column
@@ -54,13 +55,16 @@ class ModelStateBytes:
         return cls(param_bytes=2, grad_bytes=2, optimizer_bytes=12)
 
     @classmethod
-    def of_training(cls, graph: Graph, hw: HwSpec) -> ModelStateBytes:
-        """The coefficients of an accelsim training graph stored at `hw`'s bytes per element: each model
-        state's bytes (model_state_kinds) over Psi (trainable_elements). fp32 Adam on a machine storing
-        float32 in 4 bytes is 4 + 4 + 8 (two state tensors, no master copy); SGD's K is 0. A coefficient is
-        an int when the division is exact (every parameter has a gradient and the same state)."""
+    def of_training(cls, graph: Graph, hw: HwSpec, precision: str | None = None) -> ModelStateBytes:
+        """The coefficients of an accelsim training graph stored at `hw`'s bytes per element, or at the step
+        precision `precision` (hw/precision.py): each model state's bytes (model_state_kinds) over Psi
+        (trainable_elements). fp32 Adam on a machine storing float32 in 4 bytes is 4 + 4 + 8 (two state
+        tensors, no master copy); at bf16 it is ZeRO's 2 + 2 + 12, the fp32 master copy counted in K as the
+        paper counts it; SGD's K is 0 (4 at bf16: the master). A coefficient is an int when the division is
+        exact (every parameter has a gradient and the same state)."""
         if not isinstance(hw, HwSpec):
             raise ScheduleError(f"ModelStateBytes.of_training needs a HwSpec (from load_hw), got {type(hw).__name__}")
+        hw = at_precision(hw, precision)
         psi = trainable_elements(graph)
         if psi == 0:
             raise GraphError(f"graph {graph.name!r} has no trainable parameters: Psi is 0, so bytes per parameter "
@@ -68,7 +72,12 @@ class ModelStateBytes:
         totals = dict.fromkeys(KINDS, 0)
         for node_id, kind in model_state_kinds(graph).items():
             n = graph.nodes[node_id]
-            totals[kind] += numel(n.shape) * hw.elem_bytes(n.dtype)
+            elem = tensor_elem_bytes(graph, n, hw)
+            if kind == "param":  # a parameter's tensor beyond its working copy is its fp32 master: optimizer state
+                copy = compute_elem_bytes(hw, n)
+                totals["optimizer_state"] += numel(n.shape) * (elem - copy)
+                elem = copy
+            totals[kind] += numel(n.shape) * elem
         per = {k: Fraction(v, psi) for k, v in totals.items()}
         plain = {k: int(v) if v.denominator == 1 else float(v) for k, v in per.items()}
         return cls(param_bytes=plain["param"], grad_bytes=plain["gradient"], optimizer_bytes=plain["optimizer_state"])

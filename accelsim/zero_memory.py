@@ -69,7 +69,8 @@ def zero_memory(schedule: Schedule, graph: Graph, hw: HwSpec) -> tuple[ZeroMemor
                             f"{graph.name!r}; pass the graph it was compiled from")
     kinds = model_state_kinds(graph)
     o = schedule.options
-    formula = zero_bytes(ModelStateBytes.of_training(graph, hw), trainable_elements(graph), o.data_parallel, o.zero)
+    coeffs = ModelStateBytes.of_training(graph, hw, o.precision)
+    formula = zero_bytes(coeffs, trainable_elements(graph), o.data_parallel, o.zero)
     scattered = {t.node for t in schedule.tasks if TASK_KINDS[t.kind].reads is Reads.SCATTER}
     live: dict[int, dict[str, list[tuple[int, int, int]]]] = {}
     for x in schedule.tensors:

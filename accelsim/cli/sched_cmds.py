@@ -256,12 +256,12 @@ def _check(schedule, graph: Graph, hw, backend: str, console: Console, verbose: 
     """Execute the step on real numbers and print the report (cli/summary.py: one summary line, the rows of
     the tensors out of tolerance, every row with `verbose`)."""
     from accelsim.api import check
-    from accelsim.execute.check import SLACK
+    from accelsim.execute.check import SLACK, reference_format
 
     start = time.perf_counter()
     with phase(f"checking: executing the schedule with {backend} kernels"):
         report = check(schedule, backend=backend, graph=graph, hw=hw)
-    print_check(console, report, graph.dtype, SLACK, time.perf_counter() - start, verbose)
+    print_check(console, report, reference_format(schedule, graph), SLACK, time.perf_counter() - start, verbose)
     return report.to_json()
 
 

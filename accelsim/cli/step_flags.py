@@ -10,7 +10,7 @@ from typing import Any
 from accelsim.cli.common import exact_seconds_arg, positive_int, remat_arg
 from accelsim.compiler.exact import MAX_EXACT_TASKS
 from accelsim.schedule.options import (DEFAULT_EXACT_SECONDS, EFFORTS, GRANULARITIES, PIPELINE_SCHEDULES, SPLIT_WORDS,
-                                       ZERO_STAGES, StepOptions)
+                                       STEP_PRECISIONS, ZERO_STAGES, StepOptions)
 
 
 
@@ -60,9 +60,12 @@ FLAGS: dict[str, Flag] = {
     "stage_layers": Flag({"default": None, "metavar": "N,N,..."}, "e.g. 5,5,6,6: one count per stage"),
     "stage_boundaries": Flag({"default": None, "metavar": "NAME,..."},
                              "e.g. h4,h8: one layer name per stage after the first"),
+    "precision": Flag({"choices": STEP_PRECISIONS, "default": None},
+                      "default: as the hardware file says; a unit without a peak for it is refused"),
 }
 PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split",
-            "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries")
+            "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries",
+            "precision")
 """The flags of every command that compiles a step; `remat` and `exact` go with the commands that build and
 solve the whole step (run, compile, check)."""
 

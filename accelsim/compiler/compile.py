@@ -9,6 +9,7 @@ from accelsim.gc_pause import paused_gc
 from accelsim.graph.ir import Graph
 from accelsim.graph.stats import samples_per_microbatch
 from accelsim.hw import load_hw
+from accelsim.hw.precision import at_precision
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import (DEFAULT_LIMITS, Limits, check_step_options, check_step_size, check_tensor_parallel,
                              check_zero, estimate_tasks)
@@ -197,6 +198,7 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
     if not isinstance(validate, bool):
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
     options = _options(graph, options, step)
+    hw = at_precision(hw, options.precision)  # bytes and unit rates at the step's precision (hw/precision.py)
     graph = _rematerialized(graph, options.remat)
     granularity, tasks = granularity_and_tasks(graph, options, len(chip_list(hw)), limits or DEFAULT_LIMITS)
     if granularity == "stage":

@@ -14,6 +14,7 @@ from accelsim.compiler.timing.bounds import lower_bounds
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.graph.stats import samples_per_microbatch
+from accelsim.hw.precision import at_precision
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, check_step_size
 from accelsim.schedule.identity import identity_of
@@ -39,6 +40,7 @@ def check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names) -> li
     options, with its bounds, sample count and leaf sizes."""
     o = schedule.options
     try:
+        hw = at_precision(hw, o.precision)  # as compile resolved it (hw/precision.py)
         check_step_size(graph, o.microbatches, o.data_parallel, o.pipeline_stages, DEFAULT_LIMITS)
         plan = expand(graph, hw, o, o.max_in_flight)
     except AccelsimError as e:

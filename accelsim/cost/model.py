@@ -17,6 +17,7 @@ from accelsim.cost.energy import node_energy_pj
 from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
+from accelsim.hw.precision import compute_elem_bytes, compute_scale, scaled_cycles, tensor_elem_bytes
 from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.ops.registry import get_op, numel
 
@@ -142,14 +143,16 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     chip = chip or hw.chips[0]
     op = get_op(node.op)
     shapes = _shapes(graph, node)
-    elem = hw.elem_bytes(node.dtype)
+    elem = compute_elem_bytes(hw, node)
     flops = int(op.flops(node.shape, *shapes, **node.attrs))
     bytes_read = int(op.read_elems(node.shape, *shapes, **node.attrs)) * elem
-    bytes_written = int(op.written_elems(node.shape, *shapes, **node.attrs)) * elem
+    # what its tensor holds per element: an update writing a weight writes its fp32 master and the cast copy
+    bytes_written = int(op.written_elems(node.shape, *shapes, **node.attrs)) * tensor_elem_bytes(graph, node, hw)
     model = unit.model
     gemm = op.gemm(node.shape, *shapes, **node.attrs) if model.gemm_only else None
     ways = unit.count if unit.gang else 1  # a gang's instances split the node's work
     compute = compute_cycles(model, NodeWork(flops, numel(node.shape), max(bytes_read, bytes_written), gemm, ways))
+    compute = scaled_cycles(hw, unit, compute)  # the unit's rate at the step's precision
     stall = buffer_bytes = 0
     channels_bound = False  # the operand buffers' channels, not the array, set the pace
     if unit.operand_buffers is not None:
@@ -159,7 +162,7 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
         channels_bound = traffic.memory_bound
     memory = _memory_cycles(hw, chip, unit, bytes_read, bytes_written)
     cycles = unit.latency_cycles + max(compute + stall, memory, 1)
-    peak = model.peak_ops_per_cycle() * ways
+    peak = model.peak_ops_per_cycle() * ways / compute_scale(hw, unit)  # the peak at the step's precision
     utilization = flops / (cycles * peak) if peak else compute / cycles
     energy = node_energy_pj(hw, chip, unit, flops, bytes_read, bytes_written, buffer_bytes)
     return NodeCost(node.id, node.op, unit.name, flops, bytes_read, bytes_written, compute, memory,

@@ -15,6 +15,7 @@ import numpy as np
 from accelsim.compare import NEGLIGIBLE, Mismatch, first_mismatch, max_abs_err, max_rel_err, scale
 from accelsim.errors import AccelsimError
 from accelsim.evaluate import evaluate
+from accelsim.execute.rounding import ROUNDED_PRECISIONS, UNIT_ROUNDOFF
 from accelsim.execute.run import Executed, execute, sample_index
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
@@ -27,6 +28,22 @@ SLACK = 4.0
 measured against a float64 evaluation of the same leaves, so deep or ill-conditioned graphs (where
 rounding grows layer by layer) get a bound that follows their conditioning instead of a fixed one.
 Where numpy's own evaluation is non-finite there is no slack (the fixed tolerance applies)."""
+ROUNDINGS = 16
+"""The tolerance rule of a step at a precision coarser than float32 (StepOptions.precision: bf16, fp16,
+fp8). Both the backend and the reference run the schedule with every forward and backward value rounded to
+the format as it is stored (execute/rounding.py; update work in fp32), and both are compared with the
+float64 evaluation of the plain graph. A tensor may be off by max(ROUNDINGS x u, SLACK x the error the
+reference kernels show under the same rounding), u the format's unit roundoff (bf16: 16 x 2^-8 = 0.0625;
+fp16: 0.0078): one rounding costs u and a value passes through a few stored tensors per layer, while the
+second term follows the graph's conditioning as SLACK does for float32 (Adam's first step divides by the
+gradient's own magnitude, so a gradient near 0 can flip its step's sign). A wrong kernel is off by O(1)."""
+
+
+def tolerance(dtype: str, precision: str | None) -> float:
+    """The fixed part of a tensor's tolerance: TOLERANCE[dtype], or ROUNDINGS x the unit roundoff of a step
+    precision coarser than float32 (fp32 and tf32 storage: the graph dtype's tolerance)."""
+    fixed = TOLERANCE[dtype]
+    return max(fixed, ROUNDINGS * UNIT_ROUNDOFF[precision]) if precision in ROUNDED_PRECISIONS else fixed
 
 
 @dataclass(frozen=True)
@@ -166,6 +183,24 @@ def reference(schedule: Schedule, graph: Graph, dtype: str | None = None) -> dic
     return {"samples": samples, "grads": mean, "final": final}
 
 
+def reference_format(schedule: Schedule, graph: Graph) -> str:
+    """What the numpy reference computes in: the step's low precision, else the graph's dtype."""
+    precision = schedule.options.precision
+    return precision if precision in ROUNDED_PRECISIONS else graph.dtype
+
+
+def rounded_reference(schedule: Schedule, graph: Graph, hw: HwSpec) -> dict:
+    """The reference of a step at a low precision: the schedule run with the numpy reference kernels
+    (OpDef.ref) and the same rounding as the backend, in `reference`'s layout (replica 0's gradients and
+    final values: the replicas' agree)."""
+    ran = execute(schedule, graph, hw, "numpy")
+    samples: dict = {}
+    for (name, mb, r), value in ran.outputs.items():
+        samples.setdefault((mb, r), {})[name] = value
+    return {"samples": samples, "grads": {g: v for (g, r), v in ran.grads.items() if r == 0},
+            "final": {name: v for (name, r), v in ran.final.items() if r == 0}}
+
+
 def _entries(schedule: Schedule, graph: Graph, got: Executed, ref: dict, oracle: dict, tol: float) -> list[Entry]:
     """One entry per output tensor, averaged gradient and updated parameter."""
     entries = []
@@ -196,14 +231,15 @@ def check(schedule: Schedule, backend: str, graph: Graph, hw: HwSpec) -> CheckRe
     input: the public A.check (accelsim/api.py) validates the schedule against `graph` and `hw` first."""
     if schedule.hw_name != hw.name:
         raise AccelsimError(f"schedule was compiled for {schedule.hw_name}, not {hw.name}")
-    tol = TOLERANCE[graph.dtype]
+    tol = tolerance(graph.dtype, schedule.options.precision)
     notes = _nonfinite_constants(graph)
     with _recording(f"{backend} kernels", notes):
         got = execute(schedule, graph, hw, backend)
-    with _recording(f"numpy reference ({graph.dtype})", notes):
-        ref = reference(schedule, graph)
+    low = schedule.options.precision in ROUNDED_PRECISIONS
+    with _recording(f"numpy reference ({reference_format(schedule, graph)})", notes):
+        ref = rounded_reference(schedule, graph, hw) if low else reference(schedule, graph)
     with _recording("float64 reference", notes):
-        oracle = ref if graph.dtype == "float64" else reference(schedule, graph, "float64")
+        oracle = ref if graph.dtype == "float64" and not low else reference(schedule, graph, "float64")
     with _recording("comparison", notes):
         entries = _entries(schedule, graph, got, ref, oracle, tol)
     return CheckReport(backend, graph.name, hw.name, tol, tuple(entries), tuple(got.corruptions), tuple(notes))

@@ -10,7 +10,9 @@ import numpy as np
 
 from accelsim.errors import ScheduleError
 from accelsim.execute.arena import Arenas, Slot
+from accelsim.execute.rounding import ROUNDED_PRECISIONS, round_to
 from accelsim.graph.ir import NUMPY_BYTES, Graph, Node
+from accelsim.hw.precision import at_precision, tensor_elem_bytes
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
 from accelsim.schedule.kinds import TASK_KINDS, Kernel, Reads
@@ -45,7 +47,12 @@ class Executor:
     def __init__(self, schedule: Schedule, graph: Graph, hw: HwSpec, backend: str) -> None:
         self.schedule, self.graph, self.backend = schedule, graph, backend
         self.tasks = schedule.tasks
-        scale = max(-(-NUMPY_BYTES[n.dtype] // hw.elem_bytes(n.dtype)) for n in graph.nodes)
+        hw = at_precision(hw, schedule.options.precision)  # tensors were placed at the step's bytes
+        scale = max(-(-NUMPY_BYTES[n.dtype] // tensor_elem_bytes(graph, n, hw)) for n in graph.nodes)
+        # a bf16/fp16/fp8 step's forward and backward work reads and stores values of its format (its weights
+        # through the working copy); update work runs in fp32 on the master weights and optimizer state
+        precision = schedule.options.precision
+        self.low_precision = precision if precision in ROUNDED_PRECISIONS else None
         self.arenas = Arenas(schedule, scale)
         self.out_slot: dict[int, Slot] = {}
         self.leaf_slot: dict[LeafKey, Slot] = {}
@@ -235,7 +242,12 @@ class Executor:
         part = f", part {t.part} of {t.parts}" if t.is_part else ""
         reader = f"task {t.id} ({t.kind} {t.op} %{t.node}{part}, mb {t.microbatch}, replica {t.replica})"
         args = self.inputs_by[kind.reads](t, reader)
+        rounding = self.low_precision if t.phase != "update" else None
+        if rounding is not None:
+            args = [round_to(a, rounding) for a in args]
         value = kind.compute(self.kernel, self.computes(t), args)
+        if rounding is not None:
+            value = round_to(value, rounding)
         if kind.computes_node and t.microbatch != PER_STEP:
             for name in self.names.get(t.node, ()):
                 self.result.outputs[(name, t.microbatch, t.replica)] = value.copy()

@@ -15,6 +15,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, Serialize
                       WithJsonSchema, model_serializer, model_validator)
 
 from accelsim.graph.ir import NUMPY_BYTES
+from accelsim.hw.peaks import UnitPeaks
 from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream, SystolicArray, VectorLanes
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
                                 ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
@@ -156,6 +157,8 @@ class Unit(Spec):
     precision: Precision | None = Field(None, description=(
         "the datapath's number format; leave out to take it from bytes_per_element"))
     area_mm2: AreaMm2 | None = Field(None, description="one instance's datapath area; leave out to derive it")
+    peaks: UnitPeaks | None = Field(None, description=(
+        "dense TFLOP/s of all its instances per step precision, e.g. {fp32: 19.5, bf16: 312}"))
 
     @model_validator(mode="after")
     def _check(self) -> "Unit":
@@ -192,6 +195,8 @@ class Unit(Spec):
         data = handler(self)
         if self.operand_buffers is None:
             data.pop("operand_buffers", None)
+        if self.peaks is None:
+            data.pop("peaks", None)
         return data
 
     @property
@@ -313,10 +318,16 @@ class HwSpec(Spec):
     # the overrides load_hw applied to the file or name it was loaded from (hw/overrides.py), recorded
     # in schedules so a run can be reproduced; not part of the dump, so not of the hardware hash
     _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _step_precision: str | None = PrivateAttr(default=None)  # set by hw/precision.at_precision only
 
     @property
     def overrides(self) -> dict[str, Any]:
         return dict(self._overrides)
+
+    @property
+    def step_precision(self) -> str | None:
+        """The step precision this copy was resolved for (hw/precision.py), None: bytes_per_element alone."""
+        return self._step_precision
 
     @model_validator(mode="after")
     def _machine_is_consistent(self) -> "HwSpec":

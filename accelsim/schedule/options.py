@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, ValidationInfo
 
 from accelsim.errors import ScheduleError
+from accelsim.hw.peaks import STEP_PRECISIONS, StepPrecision  # noqa: F401  (re-exported: the precision words)
 from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
 from accelsim.pydantic_errors import describe_errors
 
@@ -87,10 +88,15 @@ class StepOptions(BaseModel):
         default=None, description="layers per pipeline stage, first stage first (None: balanced by cost)")
     stage_boundaries: tuple[str, ...] | None = Field(
         default=None, description="names of the layers that start stages 2, 3, ... (None: balanced by cost)")
+    precision: StepPrecision | None = Field(
+        default=None, description="the precision the step stores and computes in: activations, working weights "
+                                  "and gradients in it, fp32 master weights and optimizer state (mixed precision "
+                                  "as AMP and Megatron-LM train); units run at their declared "
+                                  "peak for it (None: the hardware's bytes_per_element and unit rates as they are)")
 
     ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
                                               "virtual_stages", "granularity", "effort", "stage_layers",
-                                              "stage_boundaries")
+                                              "stage_boundaries", "precision")
     """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
 
     @field_validator("split", mode="before")

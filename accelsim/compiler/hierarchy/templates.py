@@ -51,9 +51,9 @@ from accelsim.compiler.timing.list_sched import Timed
 from accelsim.compiler.timing.search import time_plan
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
+from accelsim.hw.precision import tensor_bytes
 from accelsim.hw.spec import HwSpec
 from accelsim.model_states import model_state_kinds
-from accelsim.ops.registry import numel
 from accelsim.remat import REMAT_PASS, rematerialize
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.options import StepOptions
@@ -201,7 +201,7 @@ def accumulate_cycles(m: Measured, chunk: int) -> int:
 
 def _node_bytes(m: Measured, node_id: int) -> int:
     node = m.graph.nodes[node_id]
-    return numel(node.shape) * m.hw.elem_bytes(node.dtype)
+    return tensor_bytes(m.graph, node, m.hw)
 
 
 def step_work(graph: Graph, hw: HwSpec, options: StepOptions) -> StepWork:

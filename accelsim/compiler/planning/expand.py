@@ -9,6 +9,7 @@ from accelsim.cost.energy import link_pj_per_byte
 from accelsim.cost.model import capable_units, node_cost
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
+from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.limits import check_tensor_parallel
 from accelsim.hw.topology import Route, topology_of
@@ -108,7 +109,7 @@ class CostTable:
                repr(sorted(node.attrs.items())), self.kind[chip])
         if key not in self._part:
             self._part[key] = self._costs(g, node, self.kind[chip])
-        return PartCosts(part, self._part[key], numel(node.shape) * self.hw.elem_bytes(node.dtype))
+        return PartCosts(part, self._part[key], numel(node.shape) * compute_elem_bytes(self.hw, node))
 
     def split(self, node_id: int, chip: int) -> tuple[PartCosts, ...]:
         """The node cut over the instances of its fastest unit kind along whichever of its op's splits
@@ -180,7 +181,7 @@ class Planner:
         self.transfers: dict[tuple[int, int], int] = {}
 
     def nbytes(self, node: Node) -> int:
-        return numel(node.shape) * self.hw.elem_bytes(node.dtype)
+        return tensor_bytes(self.graph, node, self.hw)
 
     def new(self, **fields) -> TaskSpec:
         t = TaskSpec(id=len(self.tasks), **fields)

@@ -19,8 +19,8 @@ from accelsim.compiler.planning.layers import NO_LAYER, Layers, find_layers, nod
 from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
+from accelsim.hw.precision import tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec, Memory
-from accelsim.ops.registry import numel
 from accelsim.schedule.options import StepOptions
 
 
@@ -192,7 +192,7 @@ def _layer_costs(graph: Graph, layers: Layers, consumers: list[list[int]], node_
     training = any(v.phase == "backward" for v in graph.nodes)
     stashed = {i for v in graph.nodes if v.phase == "backward" for i in v.inputs}
     def nbytes(v: Node) -> int:
-        return numel(v.shape) * hw.elem_bytes(v.dtype)
+        return tensor_bytes(graph, v, hw)
 
     for v in graph.nodes:
         if v.rank > 0:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from accelsim.compiler.planning.tasks import PlannerView, TaskSpec
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
+from accelsim.hw.precision import tensor_elem_bytes
 from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import CollectiveCost, collective_cost
 from accelsim.schedule.plan import PER_STEP
@@ -153,7 +154,8 @@ class ZeroSteps:
         return self.sharding.parts
 
     def part_bytes(self, node: Node, index: int) -> int:
-        return numel(rows_shape(node.shape, index, self.parts)) * self.planner.hw.elem_bytes(node.dtype)
+        elem = tensor_elem_bytes(self.planner.graph, node, self.planner.hw)
+        return numel(rows_shape(node.shape, index, self.parts)) * elem
 
     def leaf_shards(self) -> dict[int, tuple[int, ...]]:
         """Leaf node -> the bytes of each replica's shard (Plan.shards)."""
