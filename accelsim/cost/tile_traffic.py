@@ -32,7 +32,15 @@ circle (after its last block comes its first again), so going back means going f
   nsets blocks, so its phase drifts by nsets mod nP each time round);
 - os's right operand (indexed by the outer fold only) is one tile re-read by every row fold: if a move
   boundary falls inside that tile, every row fold wraps around;
-- a stationary operand (indexed by both folds) is read once, in stream order.
+- a stationary operand (indexed by both folds) is installed from its tile's last row back to its first
+  (the row bound for the far end of the shift chain goes first), so it is read once in stream order unless
+  a move boundary falls inside a tile: the last rows pull the window past the first ones, which then wrap
+  around. A conv's stationary im2col tile repeats pixels: row (ky, kx, c) holds row (ky, 0, c)'s pixels one
+  column over (stride 1), so a row is found at any of its kw copies, C rows apart: the tile needs only
+  the span from the highest lowest-copy of its rows down to the highest copy of its first row. Whether
+  the copies a kernel row further away (out_w pixels on) are still in the window decides how often that
+  suffices; when the active part is smaller than out_w x K they are not, and the moves are taken as the
+  geometric mean of the two bounds (copies found; none found), an interpolation fitted on the tuning cases.
 fold_window_moves() follows the window fold by fold (each fold's demand is one contiguous range of the
 stream, so a fold costs O(1)); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
 fetched elements = the initial fill (the active part, or the whole stream padded to whole array tiles when
