@@ -207,6 +207,8 @@ def test_fill_and_drain_are_reported_but_overlap_the_neighbouring_nodes():
     ({}, dict(channel_bytes_per_cycle=0.0), "channel_bytes_per_cycle"),
     ({}, dict(channel_bytes_per_cycle=float("inf")), "channel_bytes_per_cycle"),
     ({}, dict(channel_bytes_per_cycle=float("nan")), "channel_bytes_per_cycle"),
+    (dict(im2col=(0, 3, 16)), {}, "im2col_channels=0"), (dict(im2col=(8, 3)), {}, "im2col"),
+    (dict(im2col=(8, 3, -1)), {}, "im2col_out_w=-1"),
 ])
 def test_hostile_python_arguments_to_tile_traffic_are_refused_naming_them(args, buffers, expected):
     call = dict(batch=1, m=64, k=48, n=40, rows=8, cols=8, dataflow="os", compute_cycles=1000, elem_bytes=1)

@@ -200,20 +200,20 @@ def _streams(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> tup
     return tiles(fc, m, cols, k, False), tiles(fr, k, rows, n, True), fr, fc
 
 
-def _first_copy_row(row: int, im2col: tuple[int, int]) -> int:
+def _first_copy_row(row: int, im2col: tuple[int, int, int]) -> int:
     """The lowest im2col row holding the same pixels as `row` (one pixel to the right per kernel column):
-    row (ky, kx, c) repeats row (ky, 0, c); im2col = (channels, kernel width), channel fastest."""
+    row (ky, kx, c) repeats row (ky, 0, c); im2col = (channels, kernel width, output width), channel fastest."""
     channels, kernel_w = im2col[:2]
     return row - ((row // channels) % kernel_w) * channels
 
 
-def _last_copy_row(row: int, im2col: tuple[int, int]) -> int:
+def _last_copy_row(row: int, im2col: tuple[int, int, int]) -> int:
     """The highest im2col row holding the same pixels as `row` (row (ky, kw - 1, c))."""
     channels, kernel_w = im2col[:2]
     return _first_copy_row(row, im2col) + (kernel_w - 1) * channels
 
 
-def _highest_first_copy(first: int, last: int, im2col: tuple[int, int]) -> int:
+def _highest_first_copy(first: int, last: int, im2col: tuple[int, int, int]) -> int:
     """max(_first_copy_row(r) for r in [first, last]) in O(1): the top kernel row's group decides."""
     channels, kernel_w = im2col[:2]
     group = last // (kernel_w * channels)
@@ -240,7 +240,7 @@ def _fold_tiles(stream: Stream, fr: int, fc: int, rows: int, by_row_fold: bool, 
 
 @functools.lru_cache(maxsize=4096)
 def _fetches(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, buffers: tuple[int, int, int, int],
-             im2col: tuple[int, int] | None) -> tuple[int, int, int, int, int, int]:
+             im2col: tuple[int, int, int] | None) -> tuple[int, int, int, int, int, int]:
     """(left fill, left moves, right fill, right moves, FR, FC) of one GEMM; buffers = (left elems, left
     active, right elems, right active)."""
     left, right, fr, fc = _streams(m, k, n, rows, cols, dataflow)
@@ -263,10 +263,11 @@ def _fetches(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, buffer
 
 def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataflow: str, compute_cycles: int,
                  elem_bytes: int, buffers: BufferConfig, channels: int = 1,
-                 im2col: tuple[int, int] | None = None) -> TileTraffic:
+                 im2col: tuple[int, int, int] | None = None) -> TileTraffic:
     """Traffic and time of `batch` (m x k) @ (k x n) GEMMs on a rows x cols array (see the module docstring);
     a conv's left operand is its im2col view. `channels`: instances of a gang unit sharing the work, each
-    with its own buffers and channels (the traffic is split over them)."""
+    with its own buffers and channels (the traffic is split over them). `im2col`: a conv's (channels per
+    group, kernel width, output width), where its left operand's pixels repeat; None for a plain GEMM."""
     if dataflow not in DATAFLOWS:
         raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
     batch, m, k, n, rows, cols, elem_bytes, channels = _positive(
@@ -274,6 +275,10 @@ def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataf
     _positive(input_bytes=buffers.input_bytes, weight_bytes=buffers.weight_bytes, output_bytes=buffers.output_bytes)
     if isinstance(compute_cycles, bool) or not isinstance(compute_cycles, Integral) or compute_cycles < 0:
         raise ValueError(f"compute_cycles must be an integer >= 0, got {compute_cycles!r}")
+    if im2col is not None:
+        if not isinstance(im2col, tuple) or len(im2col) != 3:
+            raise ValueError(f"im2col must be (channels, kernel width, output width), got {im2col!r}")
+        im2col = _positive(im2col_channels=im2col[0], im2col_kernel_w=im2col[1], im2col_out_w=im2col[2])
     rate = buffers.channel_bytes_per_cycle
     if isinstance(rate, bool) or not isinstance(rate, Real) or not math.isfinite(rate) or rate <= 0:
         raise ValueError(f"channel_bytes_per_cycle must be a finite number > 0, got {rate!r}")
