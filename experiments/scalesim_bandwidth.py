@@ -11,6 +11,10 @@ then, from the repo root, with the project venv:
     .venv/bin/python experiments/scalesim_bandwidth.py                 # SCALE-Sim (~13 min, 2 cores), JSON, table
     .venv/bin/python experiments/scalesim_bandwidth.py --table-only    # only compare with the saved JSON
 
+The table covers this file's cases (all `tuning`: the tile model, accelsim/cost/tile_traffic.py, was fitted
+with them in view) and experiments/scalesim_small_buffers.py's (small SRAMs, each case `tuning` or `held_out`,
+marked [T] / [H]), then the tile model's error against SCALE-Sim's total cycles by split and dataflow.
+
 SCALE-Sim runs in its USER bandwidth mode ([run_presets] InterfaceBandwidth: USER). There its ifmap and
 filter SRAMs fill from DRAM at [layout] IfmapSRAMBankBandwidth / FilterSRAMBankBandwidth words per cycle and
 only the ofmap SRAM drains at [architecture_presets] Bandwidth, so all three are set to the case's bandwidth
