@@ -11,6 +11,10 @@ then, from the repo root, with the project venv:
     .venv/bin/python experiments/scalesim_bandwidth.py                 # SCALE-Sim (~13 min, 2 cores), JSON, table
     .venv/bin/python experiments/scalesim_bandwidth.py --table-only    # only compare with the saved JSON
 
+The table covers this file's cases (all `tuning`: the tile model, accelsim/cost/tile_traffic.py, was fitted
+with them in view) and experiments/scalesim_small_buffers.py's (small SRAMs, each case `tuning` or `held_out`,
+marked [T] / [H]), then the tile model's error against SCALE-Sim's total cycles by split and dataflow.
+
 SCALE-Sim runs in its USER bandwidth mode ([run_presets] InterfaceBandwidth: USER). There its ifmap and
 filter SRAMs fill from DRAM at [layout] IfmapSRAMBankBandwidth / FilterSRAMBankBandwidth words per cycle and
 only the ofmap SRAM drains at [architecture_presets] Bandwidth, so all three are set to the case's bandwidth
@@ -33,7 +37,8 @@ from scalesim_compare import (DATAFLOWS, SUPERRES_CONVS, SUPERRES_HW, _topology_
                               scalesim_config)
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE_JSON = REPO / "tests" / "data" / "scalesim_bandwidth.json"
+REFERENCE_JSON = REPO / "tests" / "data" / "scalesim_bandwidth.json"  # every case 'tuning' (its "split")
+SMALL_JSON = REPO / "tests" / "data" / "scalesim_bandwidth_small.json"  # experiments/scalesim_small_buffers.py
 SRAM_KB = (64, 128, 256, 512, 1024)
 BANDWIDTHS_WORDS_PER_CYCLE = (4, 8, 10, 16, 32, 64)
 ARRAYS = (32, 128)
@@ -228,7 +233,7 @@ def worker(out_path: Path, jobs: int) -> None:
     print(f"SCALE-Sim: {len(done)} cases in {time.monotonic() - start_s:.0f} s on {jobs} processes",
           file=sys.stderr)
     reference = dict(scalesim_version=version("scalesim"), numpy_version=version("numpy"),
-                     interface_bandwidth="USER", fields=FIELDS, note=NOTE, cases=done)
+                     interface_bandwidth="USER", fields=FIELDS, note=NOTE, split="tuning", cases=done)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(dump_reference(reference))
 
@@ -288,9 +293,9 @@ def emulate(case: dict):
 
 
 def tile_model(case: dict) -> tuple[int, int]:
-    """accelsim's own tile-level model (accelsim.cost.tile_traffic) on one case: (cycles between the first
-    MAC and the last output, as SCALE-Sim's Total Cycles count them, i.e. without the fill and drain; DRAM
-    words, ifmap + filter + ofmap)."""
+    """accelsim's own tile-level model (accelsim.cost.tile_traffic) on one case: (cycles from the first MAC to
+    the last output, as SCALE-Sim's Total Cycles count them: the model leaves the fill and drain to the
+    neighbouring nodes; DRAM words, ifmap + filter + ofmap)."""
     from accelsim.cost.systolic import gemm_cycles
     from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
 
@@ -298,11 +303,38 @@ def tile_model(case: dict) -> tuple[int, int]:
     compute = gemm_cycles(m, k, n, case["rows"], case["cols"], case["dataflow"], batch).compute_cycles
     buffers = BufferConfig(*(case[f"{operand}_sram_kb"] * 1024 for operand in ("ifmap", "filter", "ofmap")),
                            case["bandwidth_words_per_cycle"])
-    raw_input = case["c"] * case["h"] * case["w"] if case["kind"] == "conv" else None
+    im2col = None
+    if case["kind"] == "conv":
+        out_w = (case["w"] + 2 * case["padding"][1] - case["kw"]) // case["stride"][1] + 1
+        im2col = (case["c"], case["kw"], out_w)
     t = tile_traffic(batch, m, k, n, case["rows"], case["cols"], case["dataflow"], compute,
-                     case["word_size_bytes"], buffers, raw_input)
-    words = t.input_fetch_elems + t.weight_fetch_elems + t.output_write_elems + t.output_read_elems
-    return t.total_cycles - t.fill_cycles - t.drain_cycles, words
+                     case["word_size_bytes"], buffers, im2col=im2col)
+    return t.total_cycles, t.input_fetch_elems + t.weight_fetch_elems + t.output_write_elems
+
+
+def split_of(case: dict, reference: dict) -> str:
+    """'tuning' or 'held_out': a case's own mark, else its file's (this script's cases are all tuning)."""
+    return case.get("split", reference.get("split", "tuning"))
+
+
+def tile_summary(reference: dict) -> None:
+    """The tile model's |error| against SCALE-Sim's total cycles by split and dataflow, and on stall-free cases."""
+    rows = []
+    for case in reference["cases"]:
+        cycles, _ = tile_model(case)
+        total = scalesim_cycle_count(case)
+        rows.append((split_of(case, reference), case["dataflow"], case["scalesim_stall_cycles"] == 0,
+                     abs(cycles - total) / total))
+    print("tile model vs SCALE-Sim total cycles, |error|: median / worst (cases)")
+    for split in ("tuning", "held_out", None):
+        for dataflow in DATAFLOWS + (None,):
+            errors = [e for s, d, _, e in rows if split in (None, s) and dataflow in (None, d)]
+            if errors:
+                print(f"  {split or 'all':9} {dataflow or 'all':4} {statistics.median(errors):7.1%} {max(errors):7.1%} "
+                      f"({len(errors)})")
+    stall_free = [e for _, _, free, e in rows if free]
+    if stall_free:
+        print(f"  stall-free cases: worst {max(stall_free):.1%} ({len(stall_free)})")
 
 
 def print_table(reference: dict) -> tuple[float, float]:
@@ -312,7 +344,7 @@ def print_table(reference: dict) -> tuple[float, float]:
           "= max(compute, unique words / bandwidth) and its emulation of SCALE-Sim's memory (emul)")
     print("total: SCALE-Sim's Total Cycles as a count; +fill/drain: its Total Cycles (incl. prefetch); "
           "dram/uniq: its DRAM words over the unique words; dram: its DRAM words (ifmap + filter + ofmap)")
-    print(f"{'case':46} {'total':>9} {'stalls':>9} {'compute':>8} {'same':>4} {'roofline':>8} {'roof/tot':>8} "
+    print(f"{'case [T tuning, H held out]':50} {'total':>9} {'stalls':>9} {'compute':>8} {'same':>4} {'roofline':>8} {'roof/tot':>8} "
           f"{'+fill/drain':>11} {'roof/+fd':>8} {'dram/uniq':>9} {'emul':>9} {'emul/tot':>8} {'dram':>10} "
           f"{'emul dram':>10} {'emul/dram':>9} {'tile/tot':>8} {'tile/dram':>9}")
     errors, errors_with_fill, emul_errors, emul_dram_errors = [], [], [], []
@@ -331,9 +363,10 @@ def print_table(reference: dict) -> tuple[float, float]:
         emul_dram_errors.append(abs(emul_dram - dram) / dram)
         tile_cycles, tile_dram = tile_model(case)
         tile_errors.append(abs(tile_cycles - total) / total)
+        case_label = f"{case['id']} [{'H' if split_of(case, reference) == 'held_out' else 'T'}]"
         tile_dram_errors.append(abs(tile_dram - dram) / dram)
         same = "yes" if compute == case["scalesim_compute_cycles"] else "NO"
-        print(f"{case['id']:46} {total:>9} {case['scalesim_stall_cycles']:>9} {compute:>8} {same:>4} "
+        print(f"{case_label:50} {total:>9} {case['scalesim_stall_cycles']:>9} {compute:>8} {same:>4} "
               f"{roofline:>8} "
               f"{roofline / total:>8.3f} {with_fill:>11} {roofline / with_fill:>8.3f} "
               f"{dram / unique_words(case):>9.1f} {emul.total_cycles:>9} {emul.total_cycles / total:>8.3f} "
@@ -348,12 +381,27 @@ def print_table(reference: dict) -> tuple[float, float]:
           f"{max(emul_dram_errors):.2%} ({time.monotonic() - start_s:.1f} s for the table, emulation included)")
     print(f"tile model vs SCALE-Sim: |error| of total cycles median {statistics.median(tile_errors):.1%}, max "
           f"{max(tile_errors):.1%}; of DRAM words median {statistics.median(tile_dram_errors):.1%}, max "
-          f"{max(tile_dram_errors):.1%} (the model of a double-buffered design, not of SCALE-Sim's wrap-arounds)")
+          f"{max(tile_dram_errors):.1%}")
+    tile_summary(reference)
     return median, worst
 
 
+def print_both(reference: dict) -> None:
+    """The table for this script's reference and then for experiments/scalesim_small_buffers.py's, with the
+    tile model's errors over both together."""
+    print_table(reference)
+    small = json.loads(SMALL_JSON.read_text())
+    print()
+    print_table(small)
+    print()
+    print("both files together:")
+    both = dict(reference, cases=[dict(case, split=split_of(case, reference)) for case in reference["cases"]]
+                + small["cases"])
+    tile_summary(both)
+
+
 def main() -> None:
-    cli(__doc__, REFERENCE_JSON, worker, print_table, __file__)
+    cli(__doc__, REFERENCE_JSON, worker, print_both, __file__)
 
 
 if __name__ == "__main__":

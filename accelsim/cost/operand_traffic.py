@@ -1,7 +1,7 @@
 """An array unit's operand buffers applied to one node: the node's GEMM view and its bytes in, the traffic
 model the unit names (`operand_buffers.traffic`) out, in the units the cost model uses (bytes, cycles).
 
-"tile" (cost/tile_traffic.py) is the analytical model of a double-buffered design; "scalesim"
+"tile" (cost/tile_traffic.py) is the predictive fold-level model of double-buffered operand buffers; "scalesim"
 (cost/scalesim_memory.py) replays SCALE-Sim 3.0.0's memory system, element by element, for layers it can
 describe (a GEMM, or a batch-1 conv with square strides), and falls back to "tile" for the others.
 """
@@ -35,9 +35,13 @@ def _buffer_config(hw: HwSpec, unit: Unit) -> BufferConfig:
                         b.double_buffered)
 
 
-def _unique_left_elems(node: Node, shapes: tuple) -> int | None:
-    """A conv's raw input (its im2col view repeats each pixel up to kh x kw times); None for other ops."""
-    return numel(shapes[0]) if node.op == "conv2d" else None
+def _im2col(node: Node, shapes: tuple) -> tuple[int, int, int] | None:
+    """A conv's im2col geometry (channels per group, kernel width, output width), which sets where its left
+    operand's pixels repeat (cost/tile_traffic.py); None for other ops."""
+    if node.op != "conv2d":
+        return None
+    (_, c, _, _), (_, _, _, kw) = shapes[0], shapes[1]
+    return c // node.attrs.get("groups", 1), kw, node.shape[-1]
 
 
 def _tile(hw: HwSpec, node: Node, shapes: tuple, unit: Unit, compute_cycles: int, elem_bytes: int,
@@ -45,8 +49,7 @@ def _tile(hw: HwSpec, node: Node, shapes: tuple, unit: Unit, compute_cycles: int
     batch, m, k, n = gemm
     array = unit.array
     t = tile_traffic(batch, m, k, n, array.rows, array.cols, array.dataflow, compute_cycles, elem_bytes,
-                     _buffer_config(hw, unit), _unique_left_elems(node, shapes),
-                     channels=unit.count if unit.gang else 1)
+                     _buffer_config(hw, unit), channels=unit.count if unit.gang else 1, im2col=_im2col(node, shapes))
     return OperandTraffic(t.backing_read_elems * elem_bytes, t.output_write_elems * elem_bytes, t.stall_cycles,
                           t.buffer_access_elems * elem_bytes, t.channel_cycles > compute_cycles)
 

@@ -1,45 +1,78 @@
-"""Tile-level traffic of one GEMM on a systolic array with operand buffers: how many times each operand tile
-is fetched from the backing memory, how many partial sums go out and come back, and the stall cycles when
-that traffic outruns the buffers' channels.
+"""Tile-level traffic of one GEMM on a systolic array fed by double-buffered operand buffers:
+(GEMM, array, dataflow, buffers) -> TileTraffic (elements fetched and written back, stall and total cycles).
 
-The fold order is SCALE-Sim's (and a weight-stationary compiler's usual one): column folds outside, row folds
-inside, `for fc in range(FC): for fr in range(FR)`. Each dataflow gives the three operands a role:
+Fold order. Column folds outside, row folds inside (`for fc in range(FC): for fr in range(FR)`, SCALE-Sim's
+and a weight-stationary compiler's usual order). Each dataflow gives the three operands a role:
 
-    dataflow  stationary (R x C per fold)   streamed (T x R per fold, by fr)   output (by fc)
-    os        the outputs (M x N)           left M x K, by fr; right K x N by fc (T x C per fold)
-    ws        right K x N (weights)         left M x K                        T x C = M x C, sums over fr
-    is        left K x M (inputs)           right K x N                       T x C = N x C, sums over fr
+    dataflow  stationary (R x C per fold)   streamed through the array     output tile of fold (fc, fr)
+    os        the outputs (M x N)           left by fr (K x R), right by fc (K x C)   R x C, once per fold
+    ws        right K x N (weights)         left M x K by fr (M x R)                 M x C partial sums
+    is        left K x M (inputs)           right K x N by fr (N x R)                N x C partial sums
 
-and the reuse follows from where an operand's index sits in the loop nest:
-- indexed by both folds (a stationary tile): each element is needed by one fold, fetched once;
-- indexed by the inner fold only (a streamed operand): the whole operand is swept once per column fold.
-  It is fetched once if it fits the active buffer, else once per sweep (a cyclic sweep through a smaller
-  buffer reuses nothing, LRU or FIFO alike);
-- indexed by the outer fold only (os's weights): a T x C tile serves all FR inner folds if it fits the
-  active buffer, else it is fetched again for every fold;
-- an output indexed by the outer fold only accumulates over the inner folds (ws, is): if its T x C tile of
-  partial sums fits the active output buffer it is written once, else every row fold writes its partial
-  sums and all but the first read them back.
-A conv's left operand is the im2col matrix (each input pixel kh x kw times): a layer whose raw input fits
-the active buffer fetches it once and expands it on chip; otherwise every sweep fetches the im2col rows,
-as SCALE-Sim does. Weight and output tiles are never duplicated.
+Fetch order. A buffer is filled from the backing memory in one fixed stream per operand, the order the
+array edge consumes it. A streamed operand enters the array skewed (row r of the edge one cycle behind row
+r - 1), so its stream is the stack of its per-fold tiles read along anti-diagonals: fold f's tile (L rows
+of width W) occupies diagonals [f*L, f*L + L + W - 1) of the stack and overlaps the next fold's first
+W - 1 diagonals. A stationary operand is installed row after row, so its stream is its tiles unrolled in
+fold order. A conv's left operand is its im2col view (each input pixel kh x kw times): the edge reads
+im2col rows, so the buffer holds them and a pixel is fetched once per im2col row that names it, even when
+the raw input would fit (the im2col re-reads).
 
-Time. Each buffer has its own channel to the backing memory (SCALE-Sim's per-SRAM interface bandwidth).
-Double-buffered, the next fold's tiles arrive while the current fold computes, so only the first fold's
-tiles (the fill) and the last output tile (the drain) are exposed:
-    cycles = fill + max(compute, the busiest channel's remaining traffic / bandwidth) + drain.
-Single-buffered, a fold waits for its tiles: cycles = compute + the busiest channel's traffic / bandwidth.
-stall cycles = cycles - compute. SCALE-Sim's own memory system (a sliding window over a diagonal prefetch
-order that re-reads whole operands on a wrap-around) is replayed exactly by cost/scalesim_memory.py; this
-model is what a double-buffered design does, and tests/test_tile_traffic.py compares the two.
+The buffer as a window on the stream. Of a buffer of S elements the array reads from the active part
+A = ceil(S / 2) while the other S - A take the next part of the stream. The buffer keeps its content in
+BLOCKS blocks of ceil(S / BLOCKS) elements, so it holds a window of nA = ceil(A / block) consecutive blocks
+of the stream; when the array needs an element outside the window, the window moves forward by
+nP = ceil((S - A) / block) blocks, fetching S - A elements, until it holds the element. The stream is a
+circle (after its last block comes its first again), so going back means going forward all the way round:
+- a streamed operand (indexed by the inner fold only: os's and ws's left, is's right) is swept once per
+  column fold. If its stream fits the window it is fetched once; otherwise every sweep fetches it again,
+  and at each fold boundary the demand steps back by the W - 1 diagonals the two folds share. When the
+  window has already moved past the next fold's first block, reaching it again is a wrap-around re-fetch:
+  the window goes round the whole stream (or more: it advances nP blocks per move round a circle of
+  nsets blocks, so its phase drifts by nsets mod nP each time round);
+- os's right operand (indexed by the outer fold only) is one tile re-read by every row fold: if a move
+  boundary falls inside that tile, every row fold wraps around;
+- a stationary operand (indexed by both folds) is installed from its tile's last row back to its first
+  (the row bound for the far end of the shift chain goes first), so it is read once in stream order unless
+  a move boundary falls inside a tile: the last rows pull the window past the first ones, which then wrap
+  around. A conv's stationary im2col tile repeats pixels: row (ky, kx, c) holds row (ky, 0, c)'s pixels one
+  column over (stride 1), so a row is found at any of its kw copies, C rows apart: the tile needs only
+  the span from the highest lowest-copy of its rows down to the highest copy of its first row. Whether
+  the copies a kernel row further away (out_w pixels on) are still in the window decides how often that
+  suffices; when the active part is smaller than out_w x K they are not, and the moves are taken as the
+  geometric mean of the two bounds (copies found; none found), an interpolation fitted on the tuning cases.
+fold_window_moves() follows the window fold by fold (each fold's demand is one contiguous range of the
+stream, so a fold costs O(1)); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
+fetched elements = the initial fill (the active part, or the whole stream padded to whole array tiles when
+smaller) + moves x (S - A).
+
+Outputs. os writes each output once. ws and is send every row fold's partial sums out of the array to the
+output buffer and on to the backing memory, FR x M x N elements (the accumulation happens beyond the
+buffer, as SCALE-Sim counts it: nothing is read back).
+
+Time. Each buffer has its own channel to the backing memory. The initial fill (before the first MAC) and
+the final drain (after the last output) overlap the neighbouring nodes, so neither is in the node's time.
+Double-buffered, the moves stream while the array computes, the output buffer absorbs up to S outputs
+ahead of its channel, and the busiest channel sets the pace when it is slower than the array:
+    cycles = max(compute, moves x (S - A) / bandwidth per read buffer, (writes - S_out) / bandwidth).
+Single-buffered (A = S, every move refills the whole buffer), a fold waits for its tiles: cycles = compute +
+the busiest channel's traffic, fill included. stall cycles = cycles - compute. SCALE-Sim's own memory
+system is replayed element by element by cost/scalesim_memory.py; experiments/scalesim_bandwidth.py compares
+the two, and tests/test_tile_traffic_vs_scalesim.py holds this model to SCALE-Sim's saved runs.
 """
 from __future__ import annotations
 
+import functools
+import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 from accelsim.cost.systolic import DATAFLOWS, _positive
+
+BLOCKS = 100  # blocks a buffer keeps its content in (SCALE-Sim's read buffers: 100 sets of ceil(S / 100) words)
+FOLD_LIMIT = 8192  # folds followed one by one; past it, moves are extrapolated per fold
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +89,7 @@ class BufferConfig:
     def active_elems(self, capacity_bytes: int, elem_bytes: int) -> int:
         """Elements of the buffer the array works from: half of it when the other half takes the next tile."""
         elems = capacity_bytes // elem_bytes
-        return elems // 2 if self.double_buffered else elems
+        return -(-elems // 2) if self.double_buffered else elems
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +100,11 @@ class TileTraffic:
     input_fetch_elems: int
     weight_fetch_elems: int
     output_write_elems: int
-    output_read_elems: int  # partial sums read back for accumulation (ws, is with a small output buffer)
     buffer_access_elems: int  # array <-> operand buffers: every fold reads its operand tiles, writes outputs
     compute_cycles: int
-    fill_cycles: int  # first fold's tiles, before any MAC
-    drain_cycles: int  # last output tile, after the last MAC
-    channel_cycles: int  # the busiest channel's whole traffic at its bandwidth: above compute, it sets the pace
+    fill_cycles: int  # the initial fill of both read buffers, before the first MAC (overlaps the previous node)
+    drain_cycles: int  # what the output buffer still holds after the last output (overlaps the next node)
+    channel_cycles: int  # the busiest channel's traffic during the node at its bandwidth
     total_cycles: int
 
     @property
@@ -81,24 +113,161 @@ class TileTraffic:
 
     @property
     def backing_read_elems(self) -> int:
-        return self.input_fetch_elems + self.weight_fetch_elems + self.output_read_elems
+        return self.input_fetch_elems + self.weight_fetch_elems
 
 
-def _swept(view: int, unique: int, active: int, sweeps: int) -> int:
-    """An operand read whole once per sweep: fetched once (its unique elements) if those fit the active
-    buffer, else every sweep."""
-    return unique if unique <= active else sweeps * view
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """One operand's fetch stream: `blocks` tiles of `rows` x `width` elements (the last tile `last_width`
+    wide), read along anti-diagonals of their stack (`diagonal`) or unrolled row after row."""
+
+    blocks: int
+    rows: int
+    width: int
+    last_width: int
+    padded_width: int  # the width of a whole array tile, of which the fill fetches the padding too
+    diagonal: bool
+
+    @property
+    def elems(self) -> int:
+        return (self.blocks - 1) * self.rows * self.width + self.rows * self.last_width
+
+    def demand(self, block: int, first_row: int, end_row: int) -> tuple[int, int]:
+        """[first, last] stream positions a fold reads: rows [first_row, end_row) of tile `block`."""
+        if not self.diagonal:
+            width = self.last_width if block == self.blocks - 1 else self.width
+            start = block * self.rows * self.width
+            return start + first_row * width, start + end_row * width - 1
+        height = self.blocks * self.rows
+        first = _before_diagonal(block * self.rows + first_row, height, self.width)
+        return first, _before_diagonal(block * self.rows + end_row + self.width - 1, height, self.width) - 1
+
+
+def _tri(x: int) -> int:
+    return x * (x + 1) // 2 if x > 0 else 0
+
+
+def _before_diagonal(d: int, height: int, width: int) -> int:
+    """Elements of a height x width matrix on anti-diagonals before d (row + column < d)."""
+    return _tri(d) - _tri(d - width) - _tri(d - height) + _tri(d - height - width)
+
+
+def _moves_to(ahead: int, n_active: int, n_moved: int) -> int:
+    """Forward moves of nP blocks until the window [start, start + nA) holds the block `ahead` blocks past
+    its start (nA >= nP, so consecutive windows leave no gap)."""
+    return max(0, -(-(ahead - n_active + 1) // n_moved))
+
+
+def fold_window_moves(stream: Stream, folds: Iterable[tuple[int, int, int]], fold_count: int, buffer_elems: int,
+                      active_elems: int) -> int:
+    """Window moves while the array reads fold_count folds, each (tile, first row, end row) of `stream`, in
+    order (module docstring); past FOLD_LIMIT folds the moves per fold are extrapolated."""
+    per_block = -(-buffer_elems // BLOCKS)
+    nsets = stream.elems // per_block + 1
+    n_active = min(-(-active_elems // per_block), nsets)
+    n_moved = min(-(-(buffer_elems - active_elems) // per_block), nsets - n_active)
+    if n_moved <= 0:  # the whole stream fits the window: fetched once
+        return 0
+    start = moves = followed = 0
+    for block, first_row, end_row in itertools.islice(folds, FOLD_LIMIT):
+        lo, hi = stream.demand(block, first_row, end_row)
+        lo_set, hi_set = lo // per_block, hi // per_block
+        if stream.diagonal:  # a streamed tile: read forward from its first block to its last
+            ahead = (lo_set - start) % nsets
+            step = _moves_to(ahead, n_active, n_moved)
+            step += _moves_to(ahead - step * n_moved + hi_set - lo_set, n_active, n_moved)
+        else:  # a stationary tile: installed from its last row back to its first
+            step = _moves_to((hi_set - start) % nsets, n_active, n_moved)
+            step += _moves_to((lo_set - start - step * n_moved) % nsets, n_active, n_moved)
+        start, moves, followed = (start + step * n_moved) % nsets, moves + step, followed + 1
+    return moves if fold_count <= followed else -(-moves * fold_count // followed)
+
+
+def _streams(m: int, k: int, n: int, rows: int, cols: int, dataflow: str) -> tuple[Stream, Stream, int, int]:
+    """(left stream, right stream, FR, FC) of one GEMM (module docstring's tables)."""
+    def tiles(count: int, extent: int, side: int, height: int, diagonal: bool) -> Stream:
+        width = min(side, extent)
+        return Stream(count, height, width, extent - (count - 1) * side if count > 1 else width, side, diagonal)
+
+    if dataflow == "os":
+        fr, fc = -(-m // rows), -(-n // cols)
+        return tiles(fr, m, rows, k, True), tiles(fc, n, cols, k, True), fr, fc
+    fr = -(-k // rows)
+    if dataflow == "ws":
+        fc = -(-n // cols)
+        return tiles(fr, k, rows, m, True), tiles(fc, n, cols, k, False), fr, fc
+    fc = -(-m // cols)
+    return tiles(fc, m, cols, k, False), tiles(fr, k, rows, n, True), fr, fc
+
+
+def _first_copy_row(row: int, im2col: tuple[int, int, int]) -> int:
+    """The lowest im2col row holding the same pixels as `row` (one pixel to the right per kernel column):
+    row (ky, kx, c) repeats row (ky, 0, c); im2col = (channels, kernel width, output width), channel fastest."""
+    channels, kernel_w = im2col[:2]
+    return row - ((row // channels) % kernel_w) * channels
+
+
+def _last_copy_row(row: int, im2col: tuple[int, int, int]) -> int:
+    """The highest im2col row holding the same pixels as `row` (row (ky, kw - 1, c))."""
+    channels, kernel_w = im2col[:2]
+    return _first_copy_row(row, im2col) + (kernel_w - 1) * channels
+
+
+def _highest_first_copy(first: int, last: int, im2col: tuple[int, int, int]) -> int:
+    """max(_first_copy_row(r) for r in [first, last]) in O(1): the top kernel row's group decides."""
+    channels, kernel_w = im2col[:2]
+    group = last // (kernel_w * channels)
+    low = max(first, group * kernel_w * channels)
+    top_channel = channels - 1 if last - low + 1 >= channels or low % channels > last % channels else last % channels
+    return group * kernel_w * channels + top_channel
+
+
+def _fold_tiles(stream: Stream, fr: int, fc: int, rows: int, by_row_fold: bool, stationary: bool,
+                im2col: tuple[int, int, int] | None):
+    """(tile, first row, end row) of `stream` each fold reads, column folds outside, row folds inside. A conv's
+    stationary im2col tile reads a pixel from its lowest copy (module docstring)."""
+    for c in range(fc):
+        for r in range(fr):
+            if stationary:  # rows r*R .. of column fold c's tile
+                first, end = r * rows, min(stream.rows, (r + 1) * rows)
+                if im2col is not None:
+                    top = _highest_first_copy(first, end - 1, im2col)
+                    first, end = min(_last_copy_row(first, im2col), top), top + 1
+                yield c, first, end
+            else:
+                yield (r if by_row_fold else c), 0, stream.rows
+
+
+@functools.lru_cache(maxsize=4096)
+def _fetches(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, buffers: tuple[int, int, int, int],
+             im2col: tuple[int, int, int] | None) -> tuple[int, int, int, int, int, int]:
+    """(left fill, left moves, right fill, right moves, FR, FC) of one GEMM; buffers = (left elems, left
+    active, right elems, right active)."""
+    left, right, fr, fc = _streams(m, k, n, rows, cols, dataflow)
+    roles = {"os": ((False, True), (False, False)), "ws": ((False, True), (True, False)),
+             "is": ((True, False), (False, True))}[dataflow]  # per operand: (stationary, indexed by row fold)
+    out = []
+    for operand, (stream, (stationary, by_row_fold), size, active) in enumerate(
+            zip((left, right), roles, buffers[0::2], buffers[1::2])):
+        conv = im2col if operand == 0 else None
+        moves = fold_window_moves(stream, _fold_tiles(stream, fr, fc, rows, by_row_fold, stationary, conv),
+                                  fr * fc, size, active)
+        if stationary and conv is not None and active < conv[2] * k:
+            whole = fold_window_moves(stream, _fold_tiles(stream, fr, fc, rows, by_row_fold, stationary, None),
+                                      fr * fc, size, active)
+            moves = math.isqrt(moves * whole)
+        padded = stream.blocks * stream.rows * stream.padded_width
+        out += [min(active, padded), moves]
+    return (*out, fr, fc)
 
 
 def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataflow: str, compute_cycles: int,
-                 elem_bytes: int, buffers: BufferConfig, unique_left_elems: int | None = None,
-                 channels: int = 1) -> TileTraffic:
-    """Traffic and time of `batch` (m x k) @ (k x n) GEMMs on a rows x cols array (see the module docstring).
-
-    `unique_left_elems`: distinct elements of the left operand over all batches (a conv's raw input, fewer
-    than its im2col view batch*m*k); default the view. `channels`: instances of a gang unit sharing the work,
-    each with its own buffers and channels (the traffic is split over them).
-    """
+                 elem_bytes: int, buffers: BufferConfig, channels: int = 1,
+                 im2col: tuple[int, int, int] | None = None) -> TileTraffic:
+    """Traffic and time of `batch` (m x k) @ (k x n) GEMMs on a rows x cols array (see the module docstring);
+    a conv's left operand is its im2col view. `channels`: instances of a gang unit sharing the work, each
+    with its own buffers and channels (the traffic is split over them). `im2col`: a conv's (channels per
+    group, kernel width, output width), where its left operand's pixels repeat; None for a plain GEMM."""
     if dataflow not in DATAFLOWS:
         raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
     batch, m, k, n, rows, cols, elem_bytes, channels = _positive(
@@ -106,55 +275,43 @@ def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataf
     _positive(input_bytes=buffers.input_bytes, weight_bytes=buffers.weight_bytes, output_bytes=buffers.output_bytes)
     if isinstance(compute_cycles, bool) or not isinstance(compute_cycles, Integral) or compute_cycles < 0:
         raise ValueError(f"compute_cycles must be an integer >= 0, got {compute_cycles!r}")
+    if im2col is not None:
+        if not isinstance(im2col, tuple) or len(im2col) != 3:
+            raise ValueError(f"im2col must be (channels, kernel width, output width), got {im2col!r}")
+        im2col = _positive(im2col_channels=im2col[0], im2col_kernel_w=im2col[1], im2col_out_w=im2col[2])
     rate = buffers.channel_bytes_per_cycle
     if isinstance(rate, bool) or not isinstance(rate, Real) or not math.isfinite(rate) or rate <= 0:
         raise ValueError(f"channel_bytes_per_cycle must be a finite number > 0, got {rate!r}")
-    left, right, out = batch * m * k, batch * k * n, batch * m * n
-    unique_left = left if unique_left_elems is None else min(left, unique_left_elems)
-    act_in = buffers.active_elems(buffers.input_bytes, elem_bytes)
-    act_w = buffers.active_elems(buffers.weight_bytes, elem_bytes)
-    act_out = buffers.active_elems(buffers.output_bytes, elem_bytes)
+    sizes = [max(1, capacity // elem_bytes)
+             for capacity in (buffers.input_bytes, buffers.weight_bytes, buffers.output_bytes)]
+    actives = [max(1, buffers.active_elems(capacity, elem_bytes))
+               for capacity in (buffers.input_bytes, buffers.weight_bytes)]
+    # a single-buffered move refills the whole buffer: model it as a window of S moving by S (2S in all)
+    windows = [(size, active) if buffers.double_buffered else (2 * size, size) for size, active in zip(sizes, actives)]
+    left_fill, left_moves, right_fill, right_moves, fr, fc = _fetches(
+        m, k, n, rows, cols, dataflow, (*windows[0], *windows[1]), im2col)
+    refills = [size - active for size, active in windows]
+    input_fetch = batch * (left_fill + left_moves * refills[0])
+    weight_fetch = batch * (right_fill + right_moves * refills[1])
+    output_write = batch * m * n * (1 if dataflow == "os" else fr)
     if dataflow == "os":
-        fr, fc = math.ceil(m / rows), math.ceil(n / cols)
-        r_used, c_used = min(rows, m), min(cols, n)
-        input_fetch = batch * _swept(m * k, unique_left // batch, act_in, fc)
-        weight_fetch = right if k * c_used <= act_w else fr * right
-        output_write, output_read = out, 0
-        first_tiles = (r_used * k, k * c_used)
-        last_out = r_used * c_used
-        buffer_access = batch * fr * fc * (r_used * k + k * c_used + r_used * c_used)
+        tiles = (min(rows, m) * k, k * min(cols, n), min(rows, m) * min(cols, n))
     else:
-        # ws: rows over K, cols over N, T = M; is: rows over K, cols over M, T = N (module docstring)
-        spatial_cols, temporal = (n, m) if dataflow == "ws" else (m, n)
-        fr, fc = math.ceil(k / rows), math.ceil(spatial_cols / cols)
+        temporal, spatial_cols = (m, n) if dataflow == "ws" else (n, m)
         r_used, c_used = min(rows, k), min(cols, spatial_cols)
-        stationary_fetch = right if dataflow == "ws" else (unique_left if unique_left <= act_in else left)
-        streamed_view, streamed_unique, streamed_active = (
-            (m * k, unique_left // batch, act_in) if dataflow == "ws" else (k * n, k * n, act_w))
-        streamed_fetch = batch * _swept(streamed_view, streamed_unique, streamed_active, fc)
-        input_fetch, weight_fetch = ((streamed_fetch, stationary_fetch) if dataflow == "ws"
-                                     else (stationary_fetch, streamed_fetch))
-        if temporal * c_used <= act_out:  # the partial sums of a column fold stay in the output buffer
-            output_write, output_read = out, 0
-        else:
-            output_write, output_read = fr * out, (fr - 1) * out
-        streamed_tile, stationary_tile = temporal * r_used, r_used * c_used
-        first_tiles = ((streamed_tile, stationary_tile) if dataflow == "ws"  # (input, weight)
-                       else (stationary_tile, streamed_tile))
-        last_out = temporal * c_used
-        buffer_access = batch * fr * fc * (temporal * r_used + r_used * c_used + temporal * c_used)
-    bandwidth = buffers.channel_bytes_per_cycle * channels
+        tiles = (temporal * r_used, r_used * c_used, temporal * c_used)
+    buffer_access = batch * fr * fc * sum(tiles)
+    bandwidth = rate * channels
     to_cycles = lambda elems: math.ceil(elems * elem_bytes / bandwidth)  # noqa: E731
-    # what each channel (input, weight, output) moves in all, and the part of it exposed before the first
-    # MAC (the first input and weight tiles) or after the last (the last output tile)
-    channel_elems = (input_fetch, weight_fetch, output_write + output_read)
-    exposed = (min(first_tiles[0], act_in), min(first_tiles[1], act_w), min(last_out, out))
-    fill, drain = max(to_cycles(exposed[0]), to_cycles(exposed[1])), to_cycles(exposed[2])
-    channel_cycles = max(to_cycles(elems) for elems in channel_elems)
+    fill = to_cycles(max(batch * left_fill, batch * right_fill))
+    held = min(output_write, sizes[2])  # what the output buffer still holds when the last output is written
+    drain = to_cycles(held)
     if buffers.double_buffered:
-        busiest = max(to_cycles(max(0, total - part)) for total, part in zip(channel_elems, exposed))
-        total_cycles = fill + max(compute_cycles, busiest) + drain
+        during = (input_fetch - batch * left_fill, weight_fetch - batch * right_fill, output_write - held)
+        channel_cycles = max(to_cycles(elems) for elems in during)
+        total_cycles = max(compute_cycles, channel_cycles)
     else:
+        channel_cycles = max(to_cycles(elems) for elems in (input_fetch, weight_fetch, output_write))
         total_cycles = compute_cycles + channel_cycles
-    return TileTraffic(input_fetch, weight_fetch, output_write, output_read, buffer_access, compute_cycles,
-                       fill, drain, channel_cycles, total_cycles)
+    return TileTraffic(input_fetch, weight_fetch, output_write, buffer_access, compute_cycles, fill, drain,
+                       channel_cycles, total_cycles)
