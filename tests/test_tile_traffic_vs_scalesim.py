@@ -1,8 +1,8 @@
 """The tile traffic model (cost/tile_traffic.py) against SCALE-Sim 3.0.0's bandwidth-limited total cycles, over
 the saved runs (tests/data/scalesim_bandwidth.json: all tuning; tests/data/scalesim_bandwidth_small.json: small
 buffers, each case marked tuning or held_out). Issue 28's bounds: median |error| <= 15%, worst <= 40%, stall-free
-cases within 10%. The worst-case bound holds for os; ws and is miss it on a few convs (strict xfail below, so a
-fix shows up)."""
+cases within 10%. The worst-case bound holds for os; ws and is miss it on five convs (KNOWN_MISSES: a test
+fails if another case misses it or one of them gets worse)."""
 import json
 import statistics
 from pathlib import Path
@@ -61,15 +61,29 @@ def test_median_error_is_at_most_15_percent(dataflow, split):
     assert statistics.median(_errors(dataflow, split)) <= 0.15
 
 
-@pytest.mark.parametrize("dataflow", [
-    "os",
-    pytest.param("ws", marks=pytest.mark.xfail(strict=True, reason="stride-2 conv: SCALE-Sim finds im2col copies "
-                                                                   "the model wraps around for (7.5x)")),
-    pytest.param("is", marks=pytest.mark.xfail(strict=True, reason="stationary conv tiles: which im2col copies "
-                                                                   "hit is approximated (up to 90% off)")),
-])
-def test_worst_error_is_at_most_40_percent(dataflow):
-    assert max(_errors(dataflow)) <= 0.40
+KNOWN_MISSES = {  # (dataflow, channels, out channels, stride, split) -> its error when the model was finished
+    ("ws", 32, 32, 2, "held_out"): 6.50,  # stride 2: SCALE-Sim finds im2col copies the model wraps around for
+    ("is", 32, 32, 2, "held_out"): 0.91,  # idem, on stationary tiles
+    ("is", 32, 9, 1, "tuning"): 0.58,     # is-dataflow 3x3 convs: which im2col copies the buffer still finds
+    ("is", 24, 48, 1, "tuning"): 0.59,    # is approximated (the geometric mean of two bounds)
+    ("is", 48, 24, 1, "held_out"): 0.62,
+}
+"""The cases over issue 28's 40% worst-case bound (5 of 79, none os): the bound is not met for ws and is yet."""
+
+
+def _key(case: dict) -> tuple:
+    return case["dataflow"], case.get("c"), case.get("o"), (case.get("stride") or [1])[0], case["split"]
+
+
+def test_worst_error_is_at_most_40_percent_for_os():
+    assert max(_errors("os")) <= 0.40
+
+
+def test_only_the_known_convs_miss_the_40_percent_bound_and_none_got_worse():
+    misses = {_key(case): _relative_error(case) for case in CASES if _relative_error(case) > 0.40}
+    assert set(misses) <= set(KNOWN_MISSES), f"new cases over 40%: {sorted(set(misses) - set(KNOWN_MISSES))}"
+    for key, error in misses.items():
+        assert error <= KNOWN_MISSES[key] * 1.01, f"{key}: {error:.3f}, was {KNOWN_MISSES[key]}"
 
 
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
