@@ -81,8 +81,9 @@ class OperandBuffers(Bandwidth):
     OfmapSramSzkB): the streamed/left operand ("input"), the right operand ("weight") and the results
     ("output"). Each fills from (or drains to) the unit's memory over its own channel of the given bandwidth;
     `double_buffered` keeps half of each as the active buffer and half for the next tile (prefetch or
-    drain), so traffic overlaps compute. `traffic` picks the model: "tile" counts how often each operand tile
-    is fetched given these capacities (cost/tile_traffic.py), "scalesim" replays SCALE-Sim 3.0.0's memory
+    drain), so traffic overlaps compute. `traffic` picks the model: "tile" follows each operand as one stream
+    through a double-buffered window of these capacities, counting its re-fetches (im2col repeats, folds that
+    wrap around the window; cost/tile_traffic.py), "scalesim" replays SCALE-Sim 3.0.0's memory
     system element by element (cost/scalesim_memory.py; slow on large layers, for comparisons with it)."""
 
     input_bytes: CapacityBytes = Field(description="capacity of the streamed (left) operand's SRAM, e.g. '64 KiB'")
@@ -91,7 +92,7 @@ class OperandBuffers(Bandwidth):
     double_buffered: StrictBool = Field(True, description=(
         "half of each SRAM holds the active tile, half the next one, so traffic overlaps compute"))
     traffic: Literal["tile", "scalesim"] = Field("tile", description=(
-        "tile: count operand-tile fetches for these capacities; scalesim: replay SCALE-Sim 3.0.0's memory "
+        "tile: predict each operand's fetches and re-fetches through buffers of these capacities; scalesim: replay SCALE-Sim 3.0.0's memory "
         "system element by element (slow on large layers)"))
     energy_pj_per_byte: Energy | None = Field(None, description=(
         "energy per byte in pJ; leave out to derive it from the capacities"))
