@@ -3,8 +3,8 @@
 A node's layer is the one it was built in (`Graph.layer`: a zoo model's readable name, the module path of a
 PyTorch import, the node name of an ONNX import); autodiff builds a node's gradient in the node's layer and
 training_graph a parameter's update in the parameter's layer. A node built outside any layer (a rewrite
-pass's fused node, a graph file) takes the layer of its first input that has one, non-leaf inputs first, so a
-fused chain keeps its producer's name; a node with none is named by itself ("relu12")."""
+pass's fused node, a graph file) takes the layer of its first computed (non-leaf) input, so a fused chain keeps
+its producer's name; one that reads only leaves is named by itself ("matmul3"), a leaf by its name ("x")."""
 from __future__ import annotations
 
 from accelsim.graph.ir import Graph
@@ -31,7 +31,6 @@ def layer_names(graph: Graph) -> tuple[str, ...]:
         elif n.is_leaf:
             names.append(params.get(n.id, n.name))
         else:
-            named = [i for i in n.inputs if not graph.nodes[i].is_leaf] + [i for i in n.inputs
-                                                                             if graph.nodes[i].is_leaf]
-            names.append(names[named[0]] if named else n.name)
+            computed = [i for i in n.inputs if not graph.nodes[i].is_leaf]
+            names.append(names[computed[0]] if computed else n.name)
     return tuple(names)
