@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from accelsim.cli import fmt
-from accelsim.layer_report import LayerReport, LayerRow
+from accelsim.per_layer import LayerReport, LayerRow
 
 TOP_ROWS = 10
 

@@ -26,8 +26,8 @@ from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import BACKENDS, load_backend
 from accelsim.layer_names import layer_names
-from accelsim.layer_report import LayerReport, build_layer_report
-from accelsim.layer_report_io import check_report_path, write_layer_report
+from accelsim.per_layer import LayerReport, build_layer_report
+from accelsim.per_layer_io import check_report_path, write_layer_report
 from accelsim.limits import Limits, check_eval_size, check_step_size
 from accelsim.passes import PASSES, OptimizeLog
 from accelsim.pass_search import optimize_with_log

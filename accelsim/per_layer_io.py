@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 from accelsim.errors import AccelsimError
-from accelsim.layer_report import LayerReport
+from accelsim.per_layer import LayerReport
 from accelsim.safe_file import SPECIAL_KINDS
 
 FORMATS = (".csv", ".json")
