@@ -63,8 +63,8 @@ def timeline_of(schedule: Schedule, spans: tuple[Span, ...] | None) -> list[Inte
     if spans is None:
         return [Interval(t.resource, t.start, t.end) for t in schedule.tasks]
     by_task = {s.task: s for s in spans}
-    return [Interval(by_task[i].resource, by_task[i].start, by_task[i].end, dict(by_task[i].stalls).get("memory_port", 0))
-            for i in range(len(schedule.tasks))]
+    return [Interval(s.resource, s.start, s.end, dict(s.stalls).get("memory_port", 0))
+            for s in (by_task[i] for i in range(len(schedule.tasks)))]
 
 
 def _unit(hw: HwSpec, chip: int, name: str) -> Unit | None:

@@ -158,7 +158,8 @@ class LayerReport:
         for r in self.layers:
             row: dict = {"layer": r.layer, "ops": " ".join(r.ops), "units": " ".join(r.units),
                          **r.work.figures(), "energy_pj": r.total_energy_pj}
-            row |= {f"bytes_read:{m}": b for m, b in r.bytes_read} | {f"bytes_written:{m}": b for m, b in r.bytes_written}
+            row |= {f"bytes_read:{m}": b for m, b in r.bytes_read}
+            row |= {f"bytes_written:{m}": b for m, b in r.bytes_written}
             row |= {f"energy_pj:{c}": pj for c, pj in r.energy_pj}
             out.append({c: row.get(c, 0) for c in self.columns()})
         return out

@@ -47,7 +47,8 @@ def check_report_path(path: str | Path, option: str = "--report") -> Path:
     except FileNotFoundError:
         return p
     except OSError as e:
-        raise ReportPathError(f"{option} {path}: cannot be examined ({e.strerror or e}); expected a file name") from None
+        raise ReportPathError(f"{option} {path}: cannot be examined ({e.strerror or e}); expected a file "
+                              "name") from None
     if stat.S_ISDIR(mode):
         raise ReportPathError(f"{option} {path}: is a directory; expected a file name ending in .csv or .json")
     kind = next((what for test, what in SPECIAL_KINDS if test(mode)), None)

@@ -53,7 +53,11 @@ def energy_table(report: LayerReport, rows: int = TOP_ROWS) -> Table | None:
 
 
 def _ops(r: LayerRow) -> str:
-    """Its first node's op (model order: the forward op), and how many other ops its nodes have."""
-    first = r.nodes[0].op if r.nodes else "-"
-    others = len(set(r.ops) - {first})
-    return first + (f" +{others}" if others else "")
+    """The op of its forward nodes that takes the most unit time (ties: model order; any phase's without a
+    forward node: an SGD update may outlast its layer's convolution), and how many other ops its nodes have."""
+    busy: dict[str, int] = {}
+    for d in [d for d in r.nodes if d.phase == "forward"] or r.nodes:
+        busy[d.op] = busy.get(d.op, 0) + d.work.busy_cycles
+    main = max(busy, key=lambda op: busy[op], default="-")
+    others = len(set(r.ops) - {main})
+    return main + (f" +{others}" if others else "")

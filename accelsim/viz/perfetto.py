@@ -39,10 +39,11 @@ def write_perfetto(result: Result, path: str | Path, layers: Sequence[str] | Non
 
     for s in sorted(result.spans, key=lambda s: (s.chip, tid_of[(s.chip, s.resource, s.instance)], s.start, s.task)):
         events.append({
-            "ph": "X", "name": span_label(s, layers), "cat": s.phase, "pid": s.chip, "tid": tid_of[(s.chip, s.resource, s.instance)],
+            "ph": "X", "name": span_label(s, layers), "cat": s.phase, "pid": s.chip,
+            "tid": tid_of[(s.chip, s.resource, s.instance)],
             "ts": _us(s.start, result), "dur": _us(s.end - s.start, result),
-            "args": {"task": s.task, "kind": s.kind, **({"op": s.op} if layers is not None else {}), "node": s.node, "microbatch": s.microbatch,
-                     "replica": s.replica, "phase": s.phase, "start_cycle": s.start, "end_cycle": s.end,
+            "args": {"task": s.task, "kind": s.kind, **({"op": s.op} if layers is not None else {}), "node": s.node,
+                     "microbatch": s.microbatch, "replica": s.replica, "phase": s.phase, "start_cycle": s.start, "end_cycle": s.end,
                      "ready_cycle": s.ready, "planned_start_cycle": s.planned_start,
                      "stall_cycles": sum(c for _, c in s.stalls), "stalls": dict(s.stalls)},
         })

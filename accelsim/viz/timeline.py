@@ -253,9 +253,9 @@ def _bars_that_fit(spans: list[Span], y_of: dict[Row, int], x0: float, x1: float
 
 def _label_bars(ax: Axes, spans: list[Span], y_of: dict[Row, int], x0: float, x1: float,
                 layers: Sequence[str] | None = None) -> None:
-    """The span's label (its layer's name, else its op's) centred on every bar wide enough to hold it (an estimate of the text's width against
-    the bar's width once the figure is laid out, so a label never spills over its bar); the widest bars
-    first, at most _MAX_BAR_LABELS of them."""
+    """The span's label (its layer's name, else its op's) centred on every bar wide enough to hold it (an
+    estimate of the text's width against the bar's width once the figure is laid out, so a label never spills
+    over its bar); the widest bars first, at most _MAX_BAR_LABELS of them."""
     fig = ax.figure
     if not _bars_that_fit(spans, y_of, x0, x1, fig.bbox.width, fig.dpi, layers):
         return  # none would fit even across the whole figure: skip the layout
