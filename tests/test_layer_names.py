@@ -130,3 +130,14 @@ def test_onnx_node_names_name_the_imported_nodes():
     assert names[_consumer(train, "w1", "matmul")] == "/encoder/fc1/MatMul"
     assert names[_update_of(train, "w2")] == "/head/MatMul"
     assert "/encoder/act/Relu" in names and "loss" in names
+
+
+def test_a_rewrite_passs_fused_nodes_keep_the_layer_they_stand_for():
+    train = A.training_graph(A.models.build("gpt2", layers=1, d_model=32, heads=2, seq=8, vocab=64))
+    fused = A.optimize(train, ["fuse_elementwise"])
+    names = layer_names(fused)
+    made = [n for n in fused.nodes if n.op == "fused_elementwise"]
+    assert made and all(n.layer for n in made)
+    assert {names[n.id] for n in made} <= set(layer_names(train))
+    # the projections' bias adds fused with the residual adds of block h0 are the block's
+    assert {names[n.id] for n in made if n.phase == "forward"} == {"h0"}
