@@ -154,6 +154,7 @@ class LayerReport:
 
     def rows(self) -> list[dict]:
         """One flat dict per layer with every column of `columns()` (0 where a layer has none)."""
+        columns = self.columns()
         out = []
         for r in self.layers:
             row: dict = {"layer": r.layer, "ops": " ".join(r.ops), "units": " ".join(r.units),
@@ -161,7 +162,7 @@ class LayerReport:
             row |= {f"bytes_read:{m}": b for m, b in r.bytes_read}
             row |= {f"bytes_written:{m}": b for m, b in r.bytes_written}
             row |= {f"energy_pj:{c}": pj for c, pj in r.energy_pj}
-            out.append({c: row.get(c, 0) for c in self.columns()})
+            out.append({c: row.get(c, 0) for c in columns})
         return out
 
 
