@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time `__getattr_
     from accelsim.execute import CheckReport
     from accelsim.graph import Graph, Node, Var
     from accelsim.hw import HwSpec, load_hw
+    from accelsim.per_layer import layer_report
     from accelsim.pass_search import optimize
     from accelsim.report import run_summary
     from accelsim.summary import RunSummary
@@ -41,7 +42,8 @@ _LAZY: dict[str, str] = {  # public name -> the module that defines it; a sub-pa
     "load_schedule": "accelsim.api", "rematerialize": "accelsim.api", "simulate": "accelsim.api",
     "validate_schedule": "accelsim.api", "CheckReport": "accelsim.execute", "Graph": "accelsim.graph",
     "Node": "accelsim.graph", "Var": "accelsim.graph", "HwSpec": "accelsim.hw", "load_hw": "accelsim.hw",
-    "optimize": "accelsim.pass_search", "run_summary": "accelsim.report", "RunSummary": "accelsim.summary",
+    "layer_report": "accelsim.per_layer", "optimize": "accelsim.pass_search", "run_summary": "accelsim.report",
+    "RunSummary": "accelsim.summary",
     "Schedule": "accelsim.schedule", "compile": "accelsim.compiler", "save_schedule": "accelsim.schedule.io",
     "Result": "accelsim.sim", "sweep": "accelsim.dse", "training_graph": "accelsim.training",
 }
@@ -88,5 +90,6 @@ class _Package(ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = ["AccelsimError", "CheckReport", "check", "Graph", "GraphError", "HwConfigError", "HwSpec", "MappingError", "ModelError", "Node", "ScheduleError",
-           "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "load_hw", "load_schedule",
+           "Result", "Schedule", "ShapeError", "Var", "compile", "cost", "evaluate", "gradients", "hw", "layer_report",
+           "load_hw", "load_schedule",
            "frontends", "models", "ops", "optimize", "rematerialize", "run_summary", "RunSummary", "save_schedule", "simulate", "sweep", "SweepError", "training_graph", "validate_schedule", "viz"]

@@ -83,7 +83,8 @@ def gradients(graph: Graph, loss: int, wrt: Iterable[int]) -> dict[int, Var]:
             if parts is None:
                 continue
             node = graph.nodes[node_id]
-            total = adjoint[node_id] = _accumulate(graph, node.rank, parts)
+            with graph.layer(node.layer):  # a node's gradient belongs to its layer
+                total = adjoint[node_id] = _accumulate(graph, node.rank, parts)
             if node.is_leaf:
                 continue
             rule = get_op(node.op).grad
@@ -91,7 +92,7 @@ def gradients(graph: Graph, loss: int, wrt: Iterable[int]) -> dict[int, Var]:
                 raise GraphError(f"{node.op} node %{node_id} ({node.name!r}) lies between the loss and a "
                                  f"parameter but op {node.op!r} has no gradient rule")
             ins = [graph.var(i) for i in node.inputs]
-            with graph.rank(node.rank):
+            with graph.rank(node.rank), graph.layer(node.layer):
                 grads = rule(total, graph.var(node_id), *ins, **node.attrs)
             for x, gx in zip(ins, grads):
                 if gx is None or x.id not in relevant:

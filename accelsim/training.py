@@ -5,6 +5,7 @@ from accelsim.autodiff import gradients
 from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph, Var
 from accelsim.graph.provenance import OPTIMIZERS, OptimizerSettings
+from accelsim.layer_names import param_layers
 from accelsim.ops import sqrt
 from accelsim.passes.dce import prune_to_outputs
 
@@ -33,12 +34,14 @@ def training_graph(forward: Graph, loss: Var | int | None = None, optimizer: str
     g = forward.copy(name=f"{forward.name}.train")
     params = [p for p in g.params if p.trainable]
     grads = gradients(g, loss_id, [p.id for p in params])
+    layers = param_layers(g)
     with g.phase("update"):
         for p in params:
             if p.id not in grads:
                 continue  # the loss does not depend on p: it keeps its value
             g.output(f"{p.name}.grad", grads[p.id])
-            with g.rank(p.rank):  # a parameter shard is updated, with its optimizer state, on its rank
+            # a parameter shard is updated, with its optimizer state, on its rank, in its layer
+            with g.rank(p.rank), g.layer(layers[p.id]):
                 g.output(f"{p.name}.new", _update(g, g.var(p.id), grads[p.id], settings))
     # gradient rules emit an adjoint for every input of a node; those of inputs and targets (the
     # stem convolution's input gradient, MSE's target gradient) feed nothing, so they go

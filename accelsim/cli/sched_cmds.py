@@ -17,6 +17,7 @@ from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_ar
                                  write_json, write_problem, zoo_options)
 from accelsim.cli.progress import counter, phase
 from accelsim.cli.stage_step import print_stage_step
+from accelsim.cli.layer_table import energy_table, time_table
 from accelsim.cli.summary import exact_line, print_check, print_summary
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
@@ -24,6 +25,9 @@ from accelsim.hw import load_hw
 from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import BACKENDS, load_backend
+from accelsim.layer_names import layer_names
+from accelsim.per_layer import LayerReport, build_layer_report
+from accelsim.per_layer_io import check_report_path, write_layer_report
 from accelsim.limits import Limits, check_eval_size, check_step_size
 from accelsim.passes import PASSES, OptimizeLog
 from accelsim.pass_search import optimize_with_log
@@ -191,9 +195,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console) -> dict:
-    """Simulate (static and, with --dynamic, the work-queue runtime too) and write the plots. The
-    callers have validated the schedule (compile, or api.resolve), so the engine runs it directly."""
+def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console, graph: Graph | None = None,
+                       static: list | None = None) -> dict:
+    """Simulate (static and, with --dynamic, the work-queue runtime too) and write the plots, their bars and
+    events named by `graph`'s layers (by op without it). The callers have validated the schedule (compile,
+    or api.resolve), so the engine runs it directly. `static`: a list the static Result is appended to."""
     from accelsim.sim import simulate
     from accelsim.viz import plot_memory, plot_timeline, plot_utilization, write_perfetto
 
@@ -202,6 +208,7 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console)
     model = (Path(src.model_file[0]).stem if src.model_file is not None else src.model) if src is not None \
         else schedule.graph_name
     out = Path(args.out or f"plots/{model}_{hw.name}")
+    layers = None if graph is None else layer_names(graph)
     report = {}
     for mode in modes:
         start = time.perf_counter()
@@ -211,10 +218,10 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console)
         suffix = "" if mode == "static" else "_dynamic"
         try:
             with phase(f"writing the {mode} plots and trace"):
-                plot_timeline(result, out / f"timeline{suffix}.png")
+                plot_timeline(result, out / f"timeline{suffix}.png", layers=layers)
                 plot_utilization(result, out / f"utilization{suffix}.png")
                 plot_memory(result, out / f"memory{suffix}.png")
-                write_perfetto(result, out / f"trace{suffix}.json")
+                write_perfetto(result, out / f"trace{suffix}.json", layers=layers)
         except OSError as e:
             raise AccelsimError(f"cannot write plots to {out}: {write_problem(out, e)}") from None
         stalls = ", ".join(f"{k.replace('_', ' ')} {fmt.count(v)}" for k, v in result.stall_cycles().items())
@@ -223,14 +230,21 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console)
                       f"({fmt.factor(result.makespan_cycles / max(schedule.makespan_cycles, 1))}); stall cycles: "
                       f"{stalls}; {fmt.count(result.events)} events in {fmt.wall(seconds)}")
         report[mode] = result.summary()
+        if mode == "static" and static is not None:
+            static.append(result)
     console.print(f"  wrote timeline, utilization, memory plots and Perfetto trace to {out}/")
     return report
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.report is not None:
+        check_report_path(args.report)  # before any work
     c = _compile(args, checking=args.check)
     console = out_console()
     if isinstance(c.schedule, StageStep):
+        if args.report is not None:
+            raise AccelsimError(f"--report {args.report}: a step at stage granularity has no tasks to report per "
+                                "layer; use --granularity task (a smaller step if auto chose stage)")
         print_stage_step(console, c.schedule, c.seconds)
         write_json(args.json, c.schedule.to_dict())
         return 0
@@ -244,12 +258,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     payload = s.to_dict()  # the JSON: the summary's figures, then what running the step added
     if c.schedule.exact is not None:
         payload["exact"] = c.schedule.exact.model_dump(mode="json")
+    static: list = []
     if not args.no_sim:
-        payload["simulation"] = _simulate_and_plot(c.schedule, c.hw, args, console)
+        payload["simulation"] = _simulate_and_plot(c.schedule, c.hw, args, console, c.graph, static)
+    _print_layers(console, build_layer_report(c.schedule, c.hw, c.graph, static[0] if static else None),
+                  args.report)
     if args.check:
         payload["check"] = _check(c.schedule, c.graph, c.hw, args.backend, console, args.verbose)
     write_json(args.json, payload)
     return 0 if not args.check or payload["check"]["passed"] else 1
+
+
+def _print_layers(console: Console, report: LayerReport, path: str | None) -> None:
+    """The top layers by time and by energy; the whole report to `path` (.csv or .json) if given."""
+    console.print(time_table(report))
+    energy = energy_table(report)
+    if energy is not None:
+        console.print(energy)
+    if path is not None:
+        written = write_layer_report(report, path)
+        console.print(f"  wrote the per-layer report ({fmt.plural(len(report.layers), 'layer')}) to {written}")
 
 
 def _check(schedule, graph: Graph, hw, backend: str, console: Console, verbose: bool = False) -> dict:
@@ -317,7 +345,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"per step, {fmt.plural(o.microbatches, 'micro-batch', 'micro-batches')}, "
                   f"{fmt.plural(o.data_parallel, 'replica')}, {fmt.plural(o.pipeline_stages, 'stage')}); as compiled:")
     print_summary(console, s, schedule)
-    write_json(args.json, _simulate_and_plot(schedule, hw, args, console))
+    write_json(args.json, _simulate_and_plot(schedule, hw, args, console, graph))
     return 0
 
 
@@ -384,6 +412,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="also execute the schedule on real numbers and check them")
     _add_check_args(p, " with --check")
     add_json_arg(p, "the summary")
+    p.add_argument("--report", metavar="FILE.csv|FILE.json", type=path_arg,
+                   help="write the per-layer report: per layer ideal, stall and wait cycles, bytes read and written "
+                        "per memory, energy per component, utilization and mapping efficiency (JSON: per node too)")
     add_limit_args(p)
     p.set_defaults(fn=cmd_run)
 

@@ -115,7 +115,8 @@ def convert(checked: CheckedModel, name: str, batch_norm: str, limits: ReadLimit
             unknown.update(o for o in node.output if o)
             continue
         try:
-            outs = _convert_node(ctx)
+            with g.layer(_node_label(node)):  # reports and traces name its nodes as the ONNX file does
+                outs = _convert_node(ctx)
         except Unsupported as e:
             unsupported.append(f"{node.op_type} node {_node_label(node)!r}: {e}")
             unknown.update(o for o in node.output if o)

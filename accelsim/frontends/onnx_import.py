@@ -51,7 +51,8 @@ def from_onnx(model_or_path: Any, *, name: str | None = None, loss: str = "mse",
         g = convert(checked, name or default or "onnx_model", batch_norm, limits)
     outputs = [g.var(i) for i in g.outputs.values()]
     try:
-        loss_var = head.build(g, outputs)
+        with g.layer("loss"):
+            loss_var = head.build(g, outputs)
     except AccelsimError as e:  # one output needed, or an input already named `target` / `labels`
         raise fail(checked.label, f"loss={loss!r}: {e}") from None
     if loss_var is not None:

@@ -14,6 +14,7 @@ from accelsim.frontends.aten_registry import AtenOp, Ctx
 from accelsim.frontends.aten_table import aten_ops
 from accelsim.frontends.losses import loss_head
 from accelsim.frontends.quiet import quiet_libraries
+from accelsim.frontends.torch_layer import module_path
 from accelsim.frontends.torch_fold import as_graph_value, fold, foldable
 from accelsim.frontends.torch_leaves import add_constant, add_input, add_param, graph_dtype
 from accelsim.graph.ir import Graph
@@ -85,12 +86,14 @@ def from_exported(ep: Any, *, name: str, loss: str = "mse", example_inputs: tupl
     ctx = Ctx(g)
     for n in fx.nodes:
         if n in needed and n.op == "call_function" and n not in constant:
-            env[n] = _convert(ctx, n, env, ops, name)
+            with g.layer(module_path(n)):
+                env[n] = _convert(ctx, n, env, ops, name)
     outs = [_tensor_out(env[o], o, name) for o in outputs]
     names = ["y"] if len(outs) == 1 else [f"y{k}" for k in range(len(outs))]
     for k, v in zip(names, outs):
         g.output(k, v)
-    loss_var = head.build(g, outs)
+    with g.layer("loss"):
+        loss_var = head.build(g, outs)
     if loss_var is not None:
         g.set_loss(loss_var)
     return prune_to_outputs(g, list(g.outputs))

@@ -56,6 +56,7 @@ class Node:
     name: str
     phase: str
     rank: int = -1  # the tensor-parallel rank that computes it; -1: every rank (replicated)
+    layer: str = ""  # the model layer it belongs to ("layer3.1.conv2", "h4.attn.q"); "": none (layer_names.py)
 
     @property
     def is_leaf(self) -> bool:
@@ -206,6 +207,7 @@ class Graph:
     _names: dict[str, int] = field(default_factory=dict, repr=False)
     _phase: str = field(default="forward", repr=False)
     _rank: int = field(default=-1, repr=False)
+    _layer: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if self.dtype not in FLOAT_DTYPES:
@@ -245,6 +247,18 @@ class Graph:
         finally:
             self._rank = previous
 
+    @contextmanager
+    def layer(self, name: str) -> Iterator[None]:
+        """Nodes built inside the block belong to model layer `name` (a module path such as "layer3.1.conv2"),
+        which reports, traces and plots show instead of node ids; an inner block's name replaces the outer's."""
+        if not isinstance(name, str):
+            raise GraphError(f"graph {self.name!r}: a layer name must be a string, got {_short_repr(name)}")
+        previous, self._layer = self._layer, name
+        try:
+            yield
+        finally:
+            self._layer = previous
+
     @property
     def tensor_parallel(self) -> int:
         """How many tensor-parallel ranks the graph was built for: 1 + its highest rank (1: none)."""
@@ -265,7 +279,7 @@ class Graph:
             raise GraphError(f"{label}: inputs {bad} are not nodes of graph {self.name!r} (ids 0..{node_id - 1})")
         shape, dtype = infer_type(op, [self.nodes[i] for i in inputs], attrs, self.dtype, label)
         self.nodes.append(Node(node_id, op, tuple(inputs), dict(attrs), shape, dtype,
-                               name or f"{op}{node_id}", self._phase, self._rank))
+                               name or f"{op}{node_id}", self._phase, self._rank, self._layer))
         return Var(self, node_id)
 
     def _leaf(self, op: str, name: str, shape: Shape, dtype: str, attrs: dict[str, Any]) -> Var:

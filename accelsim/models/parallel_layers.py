@@ -47,7 +47,7 @@ def column_linear(g: Graph, x: Var, n_out: int, prefix: str, t: int, std: float 
     std = std if std is not None else 1.0 / math.sqrt(n_in)
     outs = []
     for k in range(t):
-        with g.rank(k):
+        with g.rank(k), g.layer(prefix):
             w = g.param(f"{prefix}.w", (n_in, n_out), std=std, shard=(1, k, t))
             outs.append(F.matmul(x, w) + g.param(f"{prefix}.b", (n_out,), init="zeros", shard=(0, k, t)))
     return outs
@@ -60,9 +60,10 @@ def row_linear(g: Graph, xs: list[Var], n_out: int, prefix: str, std: float | No
     std = std if std is not None else 1.0 / math.sqrt(n_in)
     partials = []
     for k, x in enumerate(xs):
-        with g.rank(k):
+        with g.rank(k), g.layer(prefix):
             partials.append(F.matmul(x, g.param(f"{prefix}.w", (n_in, n_out), std=std, shard=(0, k, t))))
-    return tp_allreduce(*partials) + g.param(f"{prefix}.b", (n_out,), init="zeros")
+    with g.layer(prefix):
+        return tp_allreduce(*partials) + g.param(f"{prefix}.b", (n_out,), init="zeros")
 
 
 def _split_heads(x: Var, heads: int) -> Var:
@@ -86,7 +87,7 @@ def attention(g: Graph, x: Var, heads: int, prefix: str, t: int, std: float | No
     qs, ks, vs = (column_linear(g, x, d, f"{prefix}.{n}", t, std=std) for n in ("q", "k", "v"))
     ctx = []
     for r in range(t):
-        with g.rank(r):
+        with g.rank(r), g.layer(prefix):
             ctx.append(_head_attention(qs[r], ks[r], vs[r], heads // t, d // heads))
     return row_linear(g, ctx, d, f"{prefix}.proj", std=std)
 
@@ -97,7 +98,7 @@ def mlp(g: Graph, x: Var, hidden: int, prefix_fc: str, prefix_proj: str, t: int,
     hs = column_linear(g, x, hidden, prefix_fc, t, std=std)
     acts = []
     for r, h in enumerate(hs):
-        with g.rank(r):
+        with g.rank(r), g.layer(prefix_fc):
             acts.append(F.gelu(h))
     return row_linear(g, acts, d, prefix_proj, std=std)
 
@@ -106,8 +107,9 @@ def block(g: Graph, x: Var, heads: int, prefix: str, t: int = 1, std: float | No
     """Pre-LN block x + attn(ln1(x)), then + mlp(ln2(.)); layer norms and residuals replicated, as in
     Megatron-LM (they are cheap, and replicating them saves two collectives per block)."""
     d = x.shape[-1]
-    h = x + attention(g, layer_norm(g, x, f"{prefix}.ln1"), heads, f"{prefix}.attn", t, std)
-    return h + mlp(g, layer_norm(g, h, f"{prefix}.ln2"), 4 * d, f"{prefix}.fc", f"{prefix}.mlp_proj", t, std)
+    with g.layer(prefix):  # the residual adds
+        h = x + attention(g, layer_norm(g, x, f"{prefix}.ln1"), heads, f"{prefix}.attn", t, std)
+        return h + mlp(g, layer_norm(g, h, f"{prefix}.ln2"), 4 * d, f"{prefix}.fc", f"{prefix}.mlp_proj", t, std)
 
 
 def column_conv(g: Graph, x: Var, c_out: int, kernel: int, prefix: str, t: int, padding: int = 0) -> list[Var]:
@@ -117,7 +119,7 @@ def column_conv(g: Graph, x: Var, c_out: int, kernel: int, prefix: str, t: int, 
     std = math.sqrt(2.0 / (c_in * kernel * kernel))
     outs = []
     for k in range(t):
-        with g.rank(k):
+        with g.rank(k), g.layer(prefix):
             w = g.param(f"{prefix}.w", (c_out, c_in, kernel, kernel), std=std, shard=(0, k, t))
             outs.append(F.conv2d(x, w, padding=padding))
     return outs
@@ -130,17 +132,19 @@ def row_conv(g: Graph, xs: list[Var], c_out: int, kernel: int, prefix: str, padd
     std = math.sqrt(2.0 / (c_in * kernel * kernel))
     partials = []
     for k, x in enumerate(xs):
-        with g.rank(k):
+        with g.rank(k), g.layer(prefix):
             w = g.param(f"{prefix}.w", (c_out, c_in, kernel, kernel), std=std, shard=(1, k, t))
             partials.append(F.conv2d(x, w, padding=padding))
-    return tp_allreduce(*partials)
+    with g.layer(prefix):
+        return tp_allreduce(*partials)
 
 
 def sharded_batch_norm(g: Graph, x: Var, prefix: str, k: int, t: int) -> Var:
     """Batch norm of rank k's channels: per-channel statistics need no other rank's channels."""
     c = x.shape[1] * t
-    return F.batch_norm(x, g.param(f"{prefix}.gamma", (c,), init="ones", shard=(0, k, t)),
-                        g.param(f"{prefix}.beta", (c,), init="zeros", shard=(0, k, t)))
+    with g.layer(prefix):
+        return F.batch_norm(x, g.param(f"{prefix}.gamma", (c,), init="ones", shard=(0, k, t)),
+                            g.param(f"{prefix}.beta", (c,), init="zeros", shard=(0, k, t)))
 
 
 def conv_pair(g: Graph, x: Var, channels: int, t: int) -> Var:

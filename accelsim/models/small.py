@@ -40,5 +40,6 @@ def mlp(batch: int = 64, sizes: tuple[int, ...] = (784, 100, 10), dtype: str = "
         if i < len(sizes) - 2:
             h = F.relu(h)
     g.output("logits", h)
-    g.set_loss(F.softmax_cross_entropy(h, labels))
+    with g.layer("loss"):
+        g.set_loss(F.softmax_cross_entropy(h, labels))
     return g

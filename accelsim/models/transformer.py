@@ -20,10 +20,11 @@ def _split_heads(x: Var, heads: int) -> Var:
 def attention(g: Graph, x: Var, heads: int, prefix: str, std: float | None = None) -> Var:
     """Causal multi-head self-attention with separate Q, K, V projections."""
     b, t, d = x.shape
-    q, k, v = (_split_heads(linear(g, x, d, f"{prefix}.{n}", std=std), heads) for n in ("q", "k", "v"))
-    scores = F.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(d // heads))
-    p = F.softmax(F.causal_mask(scores), axis=-1)
-    ctx = F.reshape(F.transpose(F.matmul(p, v), (0, 2, 1, 3)), (b, t, d))
+    with g.layer(prefix):  # the head split, scores, softmax and context; the projections are their own layers
+        q, k, v = (_split_heads(linear(g, x, d, f"{prefix}.{n}", std=std), heads) for n in ("q", "k", "v"))
+        scores = F.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(d // heads))
+        p = F.softmax(F.causal_mask(scores), axis=-1)
+        ctx = F.reshape(F.transpose(F.matmul(p, v), (0, 2, 1, 3)), (b, t, d))
     return linear(g, ctx, d, f"{prefix}.proj", std=std)
 
 
@@ -33,9 +34,12 @@ def block(g: Graph, x: Var, heads: int, prefix: str, std: float | None = None, t
     if tensor_parallel > 1:
         return parallel_layers.block(g, x, heads, prefix, tensor_parallel, std)
     d = x.shape[-1]
-    h = x + attention(g, layer_norm(g, x, f"{prefix}.ln1"), heads, f"{prefix}.attn", std)
-    m = F.gelu(linear(g, layer_norm(g, h, f"{prefix}.ln2"), 4 * d, f"{prefix}.fc", std=std))
-    return h + linear(g, m, d, f"{prefix}.mlp_proj", std=std)
+    with g.layer(prefix):  # the residual adds
+        h = x + attention(g, layer_norm(g, x, f"{prefix}.ln1"), heads, f"{prefix}.attn", std)
+        fc = linear(g, layer_norm(g, h, f"{prefix}.ln2"), 4 * d, f"{prefix}.fc", std=std)
+        with g.layer(f"{prefix}.fc"):
+            m = F.gelu(fc)
+        return h + linear(g, m, d, f"{prefix}.mlp_proj", std=std)
 
 
 def _check_heads(d_model: int, heads: int) -> None:
@@ -53,7 +57,8 @@ def transformer_block(batch: int = 2, seq: int = 128, d_model: int = 256, heads:
     target = g.input("target", (batch, seq, d_model))
     y = block(g, x, heads, "block", tensor_parallel=tensor_parallel)
     g.output("y", y)
-    g.set_loss(F.mse_loss(y, target))
+    with g.layer("loss"):
+        g.set_loss(F.mse_loss(y, target))
     return g
 
 
@@ -142,8 +147,10 @@ def gpt2(batch: int = 1, seq: int = 1024, layers: int = _SMALL["layers"], d_mode
                                                                std=0.02)
     else:
         wte = g.param("wte", (vocab, d_model), std=0.02)
-        emb = F.embedding(ids, wte)
-    h = emb + g.param("wpe", (seq, d_model), std=0.01)
+        with g.layer("wte"):
+            emb = F.embedding(ids, wte)
+    with g.layer("wpe"):
+        h = emb + g.param("wpe", (seq, d_model), std=0.01)
     for i in range(layers):
         h = block(g, h, heads, f"h{i}", std=0.02, tensor_parallel=tensor_parallel)
     h = layer_norm(g, h, "ln_f")
@@ -153,7 +160,9 @@ def gpt2(batch: int = 1, seq: int = 1024, layers: int = _SMALL["layers"], d_mode
             g.output(f"logits[{k}/{tensor_parallel}]", z)
         g.set_loss(loss)
         return g
-    logits = F.matmul(h, wte, transpose_b=True)
+    with g.layer("lm_head"):  # tied to wte
+        logits = F.matmul(h, wte, transpose_b=True)
     g.output("logits", logits)
-    g.set_loss(F.softmax_cross_entropy(F.reshape(logits, (batch * seq, vocab)), labels))
+    with g.layer("loss"):
+        g.set_loss(F.softmax_cross_entropy(F.reshape(logits, (batch * seq, vocab)), labels))
     return g

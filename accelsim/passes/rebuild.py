@@ -8,7 +8,7 @@ equal graph), and the result passes `verify`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -128,6 +128,8 @@ class Rebuild:
             if rep.phase == "forward" and readers - {"forward", "backward"}:
                 return False
         self.new_id[old.id] = new_id
+        if not rep.is_leaf and not rep.layer and old.layer:  # an emitted node reports as the layer it stands for
+            self.out.nodes[new_id] = replace(rep, layer=old.layer)
         self.rewrites.append(f"%{old.id} {old.op} {old.name!r}: {why}")
         return True
 

@@ -1,21 +1,25 @@
 """Result -> Chrome trace-event JSON, for ui.perfetto.dev and chrome://tracing.
 
-One process per chip, one thread per unit instance or link, one complete ("X") event per span and one
-counter ("C") track per memory, on its chip's process. Times are microseconds, as the format requires.
+One process per chip, one thread per unit instance or link, one complete ("X") event per span (named by its
+layer where the layer names are given, else by its op) and one counter ("C") track per memory, on its chip's
+process. Times are microseconds, as the format requires.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 from accelsim.errors import AccelsimError
 from accelsim.sim.trace import Result
-from accelsim.viz.timeline import check_result, row_label, timeline_rows
+from accelsim.viz.timeline import check_layers, check_result, row_label, span_label, timeline_rows
 
 
-def write_perfetto(result: Result, path: str | Path) -> dict:
-    """Write the trace to `path` (parents created) and return the dict written; ts/dur in µs."""
+def write_perfetto(result: Result, path: str | Path, layers: Sequence[str] | None = None) -> dict:
+    """Write the trace to `path` (parents created) and return the dict written; ts/dur in µs. `layers`:
+    layer_names(graph), by node id: events are named by layer (their op in args); None: by op."""
     check_result(result)
+    check_layers(result, layers)
     rows = timeline_rows(result)
     chips = sorted({r[0] for r in rows} | {m.chip for m in result.memories})
     events: list[dict] = []
@@ -35,10 +39,11 @@ def write_perfetto(result: Result, path: str | Path) -> dict:
 
     for s in sorted(result.spans, key=lambda s: (s.chip, tid_of[(s.chip, s.resource, s.instance)], s.start, s.task)):
         events.append({
-            "ph": "X", "name": s.op, "cat": s.phase, "pid": s.chip, "tid": tid_of[(s.chip, s.resource, s.instance)],
+            "ph": "X", "name": span_label(s, layers), "cat": s.phase, "pid": s.chip,
+            "tid": tid_of[(s.chip, s.resource, s.instance)],
             "ts": _us(s.start, result), "dur": _us(s.end - s.start, result),
-            "args": {"task": s.task, "kind": s.kind, "node": s.node, "microbatch": s.microbatch,
-                     "replica": s.replica, "phase": s.phase, "start_cycle": s.start, "end_cycle": s.end,
+            "args": {"task": s.task, "kind": s.kind, **({"op": s.op} if layers is not None else {}), "node": s.node,
+                     "microbatch": s.microbatch, "replica": s.replica, "phase": s.phase, "start_cycle": s.start, "end_cycle": s.end,
                      "ready_cycle": s.ready, "planned_start_cycle": s.planned_start,
                      "stall_cycles": sum(c for _, c in s.stalls), "stalls": dict(s.stalls)},
         })

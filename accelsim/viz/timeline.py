@@ -5,6 +5,7 @@ MiB (2**20 bytes), and a memory's peak is metrics.peak_memory_bytes, the figure 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib.axes import Axes
@@ -216,9 +217,28 @@ def _draw_stalls(ax: Axes, spans: list[Span], y_of: dict[Row, int]) -> None:
         ax.broken_barh(xranges, (y_of[row] + 0.1, 0.35), zorder=3, gid="stalls", **_STALL_STYLE)
 
 
+def span_label(span: Span, layers: Sequence[str] | None) -> str:
+    """What a bar or trace event is called: its node's layer name (layer_names.layer_names) where given,
+    else its op's name."""
+    return span.op if layers is None else layers[span.node]
+
+
+def check_layers(result: Result, layers: object) -> None:
+    """`layers` must name every node a span computes: a sequence of strings by node id, or None."""
+    if layers is None:
+        return
+    if not isinstance(layers, Sequence) or isinstance(layers, str) or not all(isinstance(x, str) for x in layers):
+        raise AccelsimError(f"layers must be a sequence of layer names by node id (layer_names(graph)), got "
+                            f"{type(layers).__name__}")
+    top = max((s.node for s in result.spans), default=-1)
+    if top >= len(layers):
+        raise AccelsimError(f"layers names {len(layers)} nodes, but the result of {result.graph_name!r} has a span "
+                            f"of node %{top}: pass layer_names of the graph the schedule was compiled from")
+
+
 def _bars_that_fit(spans: list[Span], y_of: dict[Row, int], x0: float, x1: float, axes_px: float,
-                   dpi: float) -> list[tuple]:
-    """(-width in px, task, span, x, y) of every bar at least as wide as its op's name would be."""
+                   dpi: float, layers: Sequence[str] | None = None) -> list[tuple]:
+    """(-width in px, task, span, x, y) of every bar at least as wide as its label would be."""
     px_per_cycle = axes_px / (x1 - x0)
     char_px = 0.62 * _LABEL_FONTSIZE * dpi / 72  # DejaVu Sans: ~0.6 em per lower-case character
     fits = []
@@ -226,17 +246,18 @@ def _bars_that_fit(spans: list[Span], y_of: dict[Row, int], x0: float, x1: float
         row = (s.chip, s.resource, s.instance)
         lo, hi = max(s.start, x0), min(s.end, x1)
         width_px = (hi - lo) * px_per_cycle
-        if row in y_of and width_px >= char_px * len(s.op) + 6:
+        if row in y_of and width_px >= char_px * len(span_label(s, layers)) + 6:
             fits.append((-width_px, s.task, s, (lo + hi) / 2, y_of[row]))
     return fits
 
 
-def _label_bars(ax: Axes, spans: list[Span], y_of: dict[Row, int], x0: float, x1: float) -> None:
-    """The op's name centred on every bar wide enough to hold it (an estimate of the text's width against
-    the bar's width once the figure is laid out, so a label never spills over its bar); the widest bars
-    first, at most _MAX_BAR_LABELS of them."""
+def _label_bars(ax: Axes, spans: list[Span], y_of: dict[Row, int], x0: float, x1: float,
+                layers: Sequence[str] | None = None) -> None:
+    """The span's label (its layer's name, else its op's) centred on every bar wide enough to hold it (an
+    estimate of the text's width against the bar's width once the figure is laid out, so a label never spills
+    over its bar); the widest bars first, at most _MAX_BAR_LABELS of them."""
     fig = ax.figure
-    if not _bars_that_fit(spans, y_of, x0, x1, fig.bbox.width, fig.dpi):
+    if not _bars_that_fit(spans, y_of, x0, x1, fig.bbox.width, fig.dpi, layers):
         return  # none would fit even across the whole figure: skip the layout
     engine = fig.get_layout_engine()
     if engine is not None:  # lay the figure out first (legend, tick labels), so the axes' width is final
@@ -244,12 +265,12 @@ def _label_bars(ax: Axes, spans: list[Span], y_of: dict[Row, int], x0: float, x1
         axes_px = 0.97 * ax.bbox.width
     else:  # an Axes laid out by its owner: allow for what may still take some of its width
         axes_px = 0.8 * ax.bbox.width
-    for _, _, s, x, y in sorted(_bars_that_fit(spans, y_of, x0, x1, axes_px, fig.dpi))[:_MAX_BAR_LABELS]:
+    for _, _, s, x, y in sorted(_bars_that_fit(spans, y_of, x0, x1, axes_px, fig.dpi, layers))[:_MAX_BAR_LABELS]:
         style = _span_style(s)
         face = style["facecolor"]
         dark = 0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2] < 0.5
         backing = {"bbox": {"facecolor": face, "edgecolor": "none", "pad": 0.6}} if style.get("hatch") else {}
-        label = ax.text(x, y, s.op, ha="center", va="center", fontsize=_LABEL_FONTSIZE, clip_on=True,
+        label = ax.text(x, y, span_label(s, layers), ha="center", va="center", fontsize=_LABEL_FONTSIZE, clip_on=True,
                         gid="op_label", color="white" if dark else "black", **backing)
         label.set_in_layout(False)  # inside its bar: nothing for the layout to make room for
 
@@ -276,12 +297,15 @@ def merge_subpixel(xranges: list[tuple[int, int]], pixel: float) -> list[tuple[i
 
 
 def plot_timeline(result: Result, path: str | Path | None = None, title: str = "", ax: Axes | None = None,
-                  window: tuple[float, float] | None = None, max_rows: int = 64) -> Figure:
+                  window: tuple[float, float] | None = None, max_rows: int = 64,
+                  layers: Sequence[str] | None = None) -> Figure:
     """Gantt chart in cycles: one row per unit instance / link, one bar per span, colour = micro-batch,
-    hatching/edges = phase, a hatch per communication kind (all-reduce, reduce-scatter, ...), the op's name
-    on bars wide enough for it, and stalls (cycles a task started late) as red bands before their task.
-    `window=(t0, t1)` zooms in; past `max_rows` rows only the busiest are drawn."""
+    hatching/edges = phase, a hatch per communication kind (all-reduce, reduce-scatter, ...), the layer's name
+    (`layers`: layer_names(graph), by node id; None: the op's name) on bars wide enough for it, and stalls
+    (cycles a task started late) as red bands before their task. `window=(t0, t1)` zooms in; past `max_rows`
+    rows only the busiest are drawn."""
     check_result(result)
+    check_layers(result, layers)
     if window is not None and not window[0] < window[1]:
         raise AccelsimError(f"window must be (t0, t1) with t0 < t1 in cycles, got {window}")
     if max_rows < 1:
@@ -343,7 +367,7 @@ def plot_timeline(result: Result, path: str | Path | None = None, title: str = "
         ax.text(0.5, 0.5, "no spans in range", transform=ax.transAxes, ha="center", va="center", color="0.4")
     if handles:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
-    _label_bars(ax, spans, y_of, x0, x1)
+    _label_bars(ax, spans, y_of, x0, x1, layers)
     _save(fig, path)
     return fig
 

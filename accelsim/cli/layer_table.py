@@ -1,0 +1,63 @@
+"""`accelsim run`'s per-layer tables (LayerReport -> two rich Tables): the layers that took the most unit time
+and the most dynamic energy, ten rows each."""
+from __future__ import annotations
+
+from rich.table import Table
+
+from accelsim.cli import fmt
+from accelsim.per_layer import LayerReport, LayerRow
+
+TOP_ROWS = 10
+
+
+def _share(part: float, whole: float) -> str:
+    return fmt.percent(part / whole) if whole else "-"
+
+
+def _optional_percent(x: float | None) -> str:
+    return "-" if x is None else fmt.percent(x)
+
+
+def time_table(report: LayerReport, rows: int = TOP_ROWS) -> Table:
+    """The `rows` layers with the most busy unit-cycles: their share, ideal and memory-stall cycles, the wait
+    before they started, utilization and the mapping (fold) efficiency behind it."""
+    total = sum(r.work.busy_cycles for r in report.layers)
+    table = Table(title=f"top {rows} layers by time ({report.timeline} timeline; cycles summed over tasks: "
+                        "busy = ideal + latency + memory stall + communication)")
+    for col in ("layer", "op", "busy cycles", "share", "ideal", "memory stall", "wait", "utilization",
+                "mapping eff."):
+        table.add_column(col, justify="left" if col in ("layer", "op") else "right")
+    for r in report.top_by_time(rows):
+        w = r.work
+        table.add_row(r.layer, _ops(r), fmt.count(w.busy_cycles), _share(w.busy_cycles, total),
+                      fmt.count(w.ideal_cycles), fmt.count(w.memory_stall_cycles), fmt.count(w.wait_cycles),
+                      _optional_percent(w.utilization), _optional_percent(w.mapping_efficiency))
+    return table
+
+
+def energy_table(report: LayerReport, rows: int = TOP_ROWS) -> Table | None:
+    """The `rows` layers with the most dynamic energy and its largest component; None without energy figures."""
+    if report.static_energy_pj is None:
+        return None
+    total = sum(r.total_energy_pj for r in report.layers)
+    table = Table(title=f"top {rows} layers by dynamic energy (static {fmt.si(report.static_energy_pj * 1e-12, 'J')} "
+                        "is the step's, not a layer's)")
+    for col in ("layer", "op", "energy", "share", "largest component", "bytes read", "bytes written"):
+        table.add_column(col, justify="left" if col in ("layer", "op", "largest component") else "right")
+    for r in report.top_by_energy(rows):
+        largest = max(r.energy_pj, key=lambda kv: kv[1], default=("-", 0.0))
+        table.add_row(r.layer, _ops(r), fmt.si(r.total_energy_pj * 1e-12, "J"), _share(r.total_energy_pj, total),
+                      f"{largest[0]} {_share(largest[1], r.total_energy_pj)}",
+                      fmt.nbytes(sum(b for _, b in r.bytes_read)), fmt.nbytes(sum(b for _, b in r.bytes_written)))
+    return table
+
+
+def _ops(r: LayerRow) -> str:
+    """The op of its forward nodes that takes the most unit time (ties: model order; any phase's without a
+    forward node: an SGD update may outlast its layer's convolution), and how many other ops its nodes have."""
+    busy: dict[str, int] = {}
+    for d in [d for d in r.nodes if d.phase == "forward"] or r.nodes:
+        busy[d.op] = busy.get(d.op, 0) + d.work.busy_cycles
+    main = max(busy, key=lambda op: busy[op], default="-")
+    others = len(set(r.ops) - {main})
+    return main + (f" +{others}" if others else "")
