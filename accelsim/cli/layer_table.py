@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from accelsim.cli import fmt
+from accelsim import fmt
 from accelsim.per_layer import LayerReport, LayerRow
 
 TOP_ROWS = 10
