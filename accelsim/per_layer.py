@@ -27,8 +27,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.layer_names import layer_names
 from accelsim.layer_work import TaskWork, task_work, timeline_of
 from accelsim.schedule.plan import Schedule, memory_label
-from accelsim.schedule.traffic import placed_io, task_loads
-from accelsim.sim.energy import ENERGY_KINDS, timeline_energy
+from accelsim.sim.energy import ENERGY_KINDS, TimelineFacts, timeline_energy, timeline_facts
 from accelsim.sim.trace import Result
 
 Pairs = tuple[tuple[str, int], ...]
@@ -166,9 +165,10 @@ class LayerReport:
         return out
 
 
-def _layer_energy(schedule: Schedule, hw: HwSpec, ids: list[int]) -> tuple[Pairs, Pairs, tuple[tuple[str, float], ...]]:
+def _layer_energy(schedule: Schedule, hw: HwSpec, ids: list[int],
+                  facts: TimelineFacts) -> tuple[Pairs, Pairs, tuple[tuple[str, float], ...]]:
     """(bytes read, bytes written, dynamic energy by component) of tasks `ids`, from the timeline energy."""
-    breakdown = timeline_energy(schedule, hw, ran=ids, makespan_cycles=0)
+    breakdown = timeline_energy(schedule, hw, ran=ids, makespan_cycles=0, facts=facts)
     if breakdown is None:
         return (), (), ()
     read: dict[str, int] = defaultdict(int)
@@ -196,7 +196,8 @@ def build_layer_report(schedule: Schedule, hw: HwSpec, graph: Graph, result: Res
                                if isinstance(result, Result) else ""))
     names = layer_names(graph)
     works = task_work(schedule, hw, graph, timeline_of(schedule, None if result is None else result.spans))
-    loads = task_loads(schedule, hw, placed_io(schedule, hw))
+    facts = timeline_facts(schedule, hw)
+    loads = facts.loads
     by_layer: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for t in schedule.tasks:
         by_layer[names[t.node]][t.node].append(t.id)
@@ -216,11 +217,12 @@ def build_layer_report(schedule: Schedule, hw: HwSpec, graph: Graph, result: Res
         total = Work()
         for i in ids:
             total = total.plus(works[i])
-        read, written, energy = _layer_energy(schedule, hw, ids)
+        read, written, energy = _layer_energy(schedule, hw, ids, facts)
         rows.append(LayerRow(layer, tuple(sorted({d.op for d in details})),
                              tuple(sorted({u for d in details for u in d.units})), total, read, written, energy,
                              tuple(details)))
-    whole = timeline_energy(schedule, hw, makespan_cycles=None if result is None else result.makespan_cycles)
+    whole = timeline_energy(schedule, hw, makespan_cycles=None if result is None else result.makespan_cycles,
+                            facts=facts)
     return LayerReport(schedule.graph_name, schedule.hw_name, "compiled" if result is None else result.mode,
                        tuple(rows), None if whole is None else whole.static_pj)
 

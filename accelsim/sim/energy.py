@@ -130,10 +130,27 @@ PlacedIO = tuple[list[list[Placed]], list[Placed | None]]
 """schedule.traffic.placed_io's answer: per task its inputs and its output, each as (memory, bytes)."""
 
 
-def _port_traffic(schedule: Schedule, hw: HwSpec, ran: list[int], io: PlacedIO) -> Traffic:
+@dataclass(frozen=True)
+class TimelineFacts:
+    """What timeline_energy reads from the whole schedule, whichever tasks it is asked about: where each task's
+    inputs and output were placed, what it moved through each port, and the links each transfer or collective
+    crossed. Computed once by timeline_facts when the energy of many subsets is asked for (a per-layer
+    report: otherwise every layer re-derives them from every task)."""
+
+    io: PlacedIO
+    loads: list[dict[str, int]]
+    links: tuple
+
+
+def timeline_facts(schedule: Schedule, hw: HwSpec) -> TimelineFacts:
+    io = placed_io(schedule, hw)
+    return TimelineFacts(io, task_loads(schedule, hw, io), tuple(links_of_schedule(schedule, topology_of(hw))))
+
+
+def _port_traffic(schedule: Schedule, ran: list[int], facts: TimelineFacts) -> Traffic:
     """What the unit tasks in `ran` move through memory ports (their loads), split into reads and writes."""
-    loads = task_loads(schedule, hw, io)
-    outputs = io[1]
+    loads = facts.loads
+    outputs = facts.io[1]
     split: Traffic = defaultdict(lambda: [0, 0])
     for tid in ran:
         t = schedule.tasks[tid]
@@ -169,10 +186,10 @@ def _link_end_traffic(schedule: Schedule, ran: list[int], io: PlacedIO) -> Traff
 
 
 def _memory_items(schedule: Schedule, hw: HwSpec, ran: list[int],
-                  port_bytes: Mapping[tuple[int, str], int] | None) -> list[EnergyItem]:
+                  port_bytes: Mapping[tuple[int, str], int] | None, facts: TimelineFacts) -> list[EnergyItem]:
     chips = chip_list(hw)
-    io = placed_io(schedule, hw)
-    split = _port_traffic(schedule, hw, ran, io)
+    io = facts.io
+    split = _port_traffic(schedule, ran, facts)
     if port_bytes is not None:  # the simulation's totals, split as the schedule's loads split them
         split = {k: [v - min(split.get(k, [0, 0])[1], v), min(split.get(k, [0, 0])[1], v)]
                  for k, v in port_bytes.items() if v}
@@ -192,11 +209,11 @@ def _memory_items(schedule: Schedule, hw: HwSpec, ran: list[int],
     return sorted(items, key=lambda i: (ENERGY_KINDS.index(i.kind), i.name))
 
 
-def _link_items(schedule: Schedule, hw: HwSpec, ran: set[int]) -> list[EnergyItem]:
+def _link_items(schedule: Schedule, hw: HwSpec, ran: set[int], facts: TimelineFacts) -> list[EnergyItem]:
     topo = topology_of(hw)
     per_byte = link_pj_per_byte(hw) or 0.0
     moved: dict[str, float] = defaultdict(float)
-    for h in links_of_schedule(schedule, topo):
+    for h in facts.links:
         nbytes = sum(schedule.tasks[t].bytes_moved for t in h.tasks if t in ran)
         together = TASK_KINDS[schedule.tasks[h.tasks[0]].kind].together
         share = nbytes / len(h.links) if together else nbytes
@@ -217,16 +234,18 @@ def _static_items(hw: HwSpec, makespan_s: float) -> list[EnergyItem]:
 
 def timeline_energy(schedule: Schedule, hw: HwSpec, ran: Iterable[int] | None = None,
                     port_bytes: Mapping[tuple[int, str], int] | None = None,
-                    makespan_cycles: int | None = None) -> EnergyBreakdown | None:
+                    makespan_cycles: int | None = None, facts: TimelineFacts | None = None) -> EnergyBreakdown | None:
     """The step's energy by component (module docstring); None when the hardware has no energy figures
     (schedule.energy_pj is None). `ran`: ids of the tasks that ran (default all); `port_bytes`: (chip,
     memory) -> bytes its port moved in a simulation (default the schedule's loads); `makespan_cycles`:
-    the simulated makespan (default the compiled one)."""
+    the simulated makespan (default the compiled one); `facts`: timeline_facts(schedule, hw), when the caller
+    asks about many subsets of one schedule."""
     if schedule.energy_pj is None:
         return None
+    facts = facts if facts is not None else timeline_facts(schedule, hw)
     ids = sorted(range(len(schedule.tasks)) if ran is None else set(ran))
     cycles = schedule.makespan_cycles if makespan_cycles is None else makespan_cycles
     makespan_s = cycles / hw.clock_hz
-    items = (_unit_items(schedule, hw, ids) + _memory_items(schedule, hw, ids, port_bytes)
-             + _link_items(schedule, hw, set(ids)) + _static_items(hw, makespan_s))
+    items = (_unit_items(schedule, hw, ids) + _memory_items(schedule, hw, ids, port_bytes, facts)
+             + _link_items(schedule, hw, set(ids), facts) + _static_items(hw, makespan_s))
     return EnergyBreakdown(tuple(items), makespan_s)
