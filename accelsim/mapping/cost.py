@@ -20,7 +20,7 @@ from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.mapping.dims import LayerDims
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.mapping.record import Geometry, Mapping, check_mapping
-from accelsim.mapping.reuse import OPERANDS, OperandFetch, operand_fetch
+from accelsim.mapping.reuse import OPERANDS, OperandFetch, operand_fetches
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ def _buffered(hw: HwSpec, unit: Unit, layer: LayerDims, mapping: Mapping, geom: 
     rows, cols, ways = _array_context(unit)
     capacity = {"input": b.input_bytes, "weight": b.weight_bytes, "output": b.output_bytes}
     active = {op: (capacity[op] // elem) // (2 if b.double_buffered else 1) for op in OPERANDS}
-    fetch = {op: operand_fetch(layer, mapping, geom, rows, cols, op, active[op]) for op in OPERANDS}
+    fetch = operand_fetches(layer, mapping, geom, rows, cols, active)
     bandwidth = b.bytes_per_cycle(hw.clock_hz) * ways
     to_cycles = lambda elems: math.ceil(elems * elem / bandwidth)  # noqa: E731
     out = fetch["output"]

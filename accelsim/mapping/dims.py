@@ -49,6 +49,10 @@ class LayerDims:
     def size(self, name: str) -> int:
         return self.dim(name).size
 
+    def sizes(self) -> dict[str, int]:
+        """Extent by dimension name (build once where a loop asks for many)."""
+        return {d.name: d.size for d in self.dims}
+
     def dim(self, name: str) -> Dim:
         for d in self.dims:
             if d.name == name:

@@ -64,6 +64,7 @@ def check_mapping(layer: LayerDims, mapping: Mapping, rows: int, cols: int, data
         raise _problem(layer, unit, "dataflow", f"{mapping.dataflow!r} is not one unit {unit!r} allows "
                        f"(its dataflows: {', '.join(dataflows)})")
     names = [d.name for d in layer.dims]
+    by_name = {d.name: d for d in layer.dims}
     row_role, col_role, stream_role = DATAFLOW_ROLES[mapping.dataflow]
     placed: dict[str, str] = {}
     for key, listed, role in (("rows", mapping.rows, row_role), ("cols", mapping.cols, col_role),
@@ -75,22 +76,22 @@ def check_mapping(layer: LayerDims, mapping: Mapping, rows: int, cols: int, data
                 raise _problem(layer, unit, key, f"dimension {name!r} is already on {placed[name]}; each "
                                f"dimension goes on rows, cols or stream once")
             placed[name] = key
-            dim = layer.dim(name)
+            dim = by_name[name]
             if dim.role != role and dim.size > 1:
                 raise _problem(layer, unit, key, f"dimension {name!r} ({dim.role}-role) cannot go there under "
                                f"dataflow {mapping.dataflow!r}, which puts {role}-role dimensions on {key} "
                                f"({', '.join(d.name for d in layer.of_role(role)) or 'none'})")
     tiles = {d.name: 1 for d in layer.dims if d.name not in mapping.rows and d.name not in mapping.cols}
     for name, tile in mapping.stream:
-        size = layer.size(name)
+        size = by_name[name].size
         if isinstance(tile, bool) or not isinstance(tile, int) or not 1 <= tile <= size or size % tile:
             raise _problem(layer, unit, f"stream.{name}", f"{tile!r} elements per fold does not divide "
                            f"{name}={size}; expected a divisor of {size} (the folds would not cover it evenly)")
         tiles[name] = tile
-    sr = math.prod(layer.size(d) for d in mapping.rows)
-    sc = math.prod(layer.size(d) for d in mapping.cols)
+    sr = math.prod(by_name[d].size for d in mapping.rows)
+    sc = math.prod(by_name[d].size for d in mapping.cols)
     counts = {"rows": -(-sr // rows), "cols": -(-sc // cols)}
-    counts.update({name: layer.size(name) // tile for name, tile in tiles.items()})
+    counts.update({name: by_name[name].size // tile for name, tile in tiles.items()})
     seen: set[str] = set()
     for name in mapping.order:
         if name not in counts:

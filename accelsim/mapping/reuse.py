@@ -39,39 +39,40 @@ class OperandFetch:
 def _axis_roles(layer: LayerDims, mapping: Mapping) -> dict[str, str | None]:
     """The role each fold loop's index belongs to (a fold axis holds dimensions of one role)."""
     roles: dict[str, str | None] = {}
+    by_name = {d.name: d for d in layer.dims}
     for axis, dims in (("rows", mapping.rows), ("cols", mapping.cols)):
-        sized = [layer.dim(d).role for d in dims if layer.size(d) > 1]
+        sized = [by_name[d].role for d in dims if by_name[d].size > 1]
         roles[axis] = sized[0] if sized else None
     roles.update({d.name: d.role for d in layer.dims})
     return roles
 
 
-def operand_fetch(layer: LayerDims, mapping: Mapping, geom: Geometry, rows: int, cols: int, operand: str,
-                  active_elems: int) -> OperandFetch:
-    """Elements of `operand` fetched into a buffer whose active part holds `active_elems` (module docstring)."""
-    relevant = OPERAND_ROLES[operand]
+def operand_fetches(layer: LayerDims, mapping: Mapping, geom: Geometry, rows: int, cols: int,
+                    active_elems: dict[str, int]) -> dict[str, OperandFetch]:
+    """Each operand's fetches into a buffer whose active part holds `active_elems[operand]` elements
+    (module docstring)."""
     roles = _axis_roles(layer, mapping)
+    sizes = layer.sizes()
     inner = {"rows": min(rows, geom.spatial_rows), "cols": min(cols, geom.spatial_cols), **geom.tiles}
-    full = {"rows": geom.spatial_rows, "cols": geom.spatial_cols, **{d: layer.size(d) for d in geom.tiles}}
-    axes = [a for a in inner if roles[a] in relevant]
-    opened: set[str] = set()
-
-    def footprint() -> int:
-        return math.prod(full[a] if a in opened else inner[a] for a in axes)
-
-    conv_input = operand == "input" and layer.op == "conv2d"
+    full = {"rows": geom.spatial_rows, "cols": geom.spatial_cols, **{d: sizes[d] for d in geom.tiles}}
     raw_per_batch = layer.input_elems // max(1, layer.role_size("b"))
-    tile = footprint()
-    passes = 1
-    for loop in reversed(mapping.order):
-        if roles[loop] in relevant:
-            opened.add(loop)
-            continue
-        held = min(footprint(), raw_per_batch) if conv_input else footprint()
-        if held > active_elems:
-            passes *= geom.loop_counts[loop]
-    view = layer.operand_elems(operand)
-    fetched = passes * view
-    if conv_input and passes == 1 and raw_per_batch <= active_elems:
-        fetched = layer.input_elems
-    return OperandFetch(operand, tile, view, passes, fetched)
+    loops = tuple(reversed(mapping.order))  # innermost first
+    out = {}
+    for operand in OPERANDS:
+        relevant = OPERAND_ROLES[operand]
+        conv_input = operand == "input" and layer.op == "conv2d"
+        footprint = math.prod(inner[a] for a in inner if roles[a] in relevant)
+        tile, passes = footprint, 1
+        for loop in loops:
+            if roles[loop] in relevant:
+                footprint = footprint // inner[loop] * full[loop]
+                continue
+            held = min(footprint, raw_per_batch) if conv_input else footprint
+            if held > active_elems[operand]:
+                passes *= geom.loop_counts[loop]
+        view = math.prod(sizes[d.name] for d in layer.dims if d.role in relevant)
+        fetched = passes * view
+        if conv_input and passes == 1 and raw_per_batch <= active_elems[operand]:
+            fetched = layer.input_elems
+        out[operand] = OperandFetch(operand, tile, view, passes, fetched)
+    return out
