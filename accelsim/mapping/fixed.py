@@ -9,10 +9,12 @@ from accelsim.mapping.record import DATAFLOW_ROLES, Mapping
 
 def im2col_mapping(layer: LayerDims, dataflow: str) -> Mapping:
     """Every dimension of the rows role flattened onto the rows (a conv's C x FY x FX), of the cols role onto
-    the columns, of the streamed role streamed whole; the batch role (groups, batch) outermost."""
+    the columns, of the streamed role streamed whole; the batch role (groups, batch) outermost. Dimensions
+    of extent 1 are left out (they change nothing), as the mapper's space leaves them out."""
     row_role, col_role, stream_role = DATAFLOW_ROLES[dataflow]
-    rows = tuple(d.name for d in layer.of_role(row_role))
-    cols = tuple(d.name for d in layer.of_role(col_role))
-    stream = tuple((d.name, d.size) for d in layer.of_role(stream_role))
+    placed = lambda role: tuple(d for d in layer.of_role(role) if d.size > 1)  # noqa: E731  extent 1: nowhere
+    rows = tuple(d.name for d in placed(row_role))
+    cols = tuple(d.name for d in placed(col_role))
+    stream = tuple((d.name, d.size) for d in placed(stream_role))
     batch = tuple(d.name for d in layer.of_role("b") if d.size > 1)
     return Mapping(dataflow, rows, cols, stream, (*batch, "cols", "rows"))

@@ -116,7 +116,9 @@ class MappingSpace:
     def neighbour(self, mapping: Mapping, rng: random.Random) -> Mapping:
         """A point one move away: another row or column set, another stream tile for one dimension, or two
         adjacent fold loops swapped; a fresh sample where no move exists."""
-        df = next(s for s in self.spaces if s.dataflow == mapping.dataflow)
+        df = next((s for s in self.spaces if s.dataflow == mapping.dataflow), None)
+        if df is None or mapping.rows not in df.row_sets or mapping.cols not in df.col_sets:
+            return self.sample(rng)  # not a point of this space (a user's mapping listing extent-1 dimensions)
         moves = [("tile", i) for i, choices in enumerate(df.tiles) if len(choices) > 1]
         moves += [("rows", 0)] * (len(df.row_sets) > 1) + [("cols", 0)] * (len(df.col_sets) > 1)
         if self.orders and len(mapping.order) > 1:
