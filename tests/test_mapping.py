@@ -192,3 +192,26 @@ def test_an_energy_objective_without_energy_figures_is_refused_naming_the_unit()
     layer = layer_dims(_resnet50(), _first_conv(_resnet50()))
     with pytest.raises(MappingSpecError, match=f"unit '{unit.name}' has none"):
         search_mapping(hw, hw.chips[0], unit, layer, MapperOptions(objective="energy"))
+
+
+def test_only_ops_with_a_gemm_view_on_array_units_are_mapped():
+    hw = A.load_hw("tpu_v1_like")
+    graph = _resnet50()
+    relu = next(n for n in graph.nodes if n.op == "relu")
+    with pytest.raises(MappingSpecError, match=f"relu node %{relu.id} .* has no GEMM view"):
+        layer_dims(graph, relu)
+    vector = next(u for u in hw.chips[0].units if u.array is None)
+    layer = layer_dims(graph, _first_conv(graph))
+    with pytest.raises(MappingSpecError, match=f"unit '{vector.name}' has no systolic array"):
+        search_mapping(hw, hw.chips[0], vector, layer, MapperOptions())
+
+
+def test_a_gang_unit_with_all_dataflows_maps_gpt2_no_slower_than_today():
+    """a100_like's 432 tensor cores split each layer's folds; the mapper may pick ws or is per matmul."""
+    hw = A.load_hw("a100_like", overrides={"chips.0.units.tensor_core.dataflows": ["os", "ws", "is"]})
+    unit = next(u for u in hw.chips[0].units if u.array is not None)
+    graph = A.models.build("gpt2", batch=1)
+    result = map_graph(hw, graph, unit)
+    assert len(result) == 97
+    for node_id, cost in result.items():
+        assert cost.cycles <= node_cost(hw, graph, graph.nodes[node_id], unit).cycles
