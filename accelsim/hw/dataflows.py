@@ -1,14 +1,17 @@
-"""A unit's `dataflows:` list: the dataflows its array may run a layer in, for the mapper to choose from
-(accelsim/mapping/). Absent, the array runs only its one `array.dataflow`, as before the key existed.
+"""A unit's mapping keys: `dataflows:`, the dataflows its array may run a layer in, for the mapper to choose
+from (accelsim/mapping/; absent, the array's one `array.dataflow`), and `mapping:`, whether the scheduler
+costs its nodes by the fixed im2col mapping (`fixed`, the default: every result as before the keys
+existed) or by the mapper's best mapping (`search`).
 """
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, WithJsonSchema
 
 DATAFLOW_WORDS = ("os", "ws", "is")  # the words cost/systolic.py times (its DATAFLOWS); hw/ sits left of cost/
 MAX_DATAFLOWS = len(DATAFLOW_WORDS)
+MappingChoice = Literal["fixed", "search"]
 
 
 def check_dataflows(value: Any) -> tuple[str, ...]:
@@ -37,9 +40,14 @@ Dataflows = Annotated[tuple[str, ...], BeforeValidator(check_dataflows), WithJso
                     "array's one `dataflow`"})]
 
 
-def dataflows_problems(name: str, dataflows: tuple[str, ...] | None, array_dataflow: str | None) -> list[tuple]:
-    """Cross-field problems (hw/ranges.Problem tuples): `dataflows` needs an array, and must include the
-    array's own `dataflow`, so that today's mapping stays one point of the mapper's space."""
+def dataflows_problems(name: str, dataflows: tuple[str, ...] | None, array_dataflow: str | None,
+                       mapping: str = "fixed") -> list[tuple]:
+    """Cross-field problems (hw/ranges.Problem tuples): `dataflows` and `mapping: search` need an array, and
+    `dataflows` must include the array's own `dataflow`, so that today's mapping stays one point of the
+    mapper's space."""
+    if mapping != "fixed" and array_dataflow is None:
+        return [(("mapping",), f"unit {name!r}: mapping {mapping!r} searches how a systolic array runs each layer; "
+                 f"give the unit an `array` or drop the key", mapping)]
     if dataflows is None:
         return []
     if array_dataflow is None:
