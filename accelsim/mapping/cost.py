@@ -59,6 +59,8 @@ class MappingCost:
     traffic: tuple[LevelTraffic, ...]
     tiles: tuple[LevelTile, ...]
     energy_pj: float | None
+    memory_cycles: int = 0  # the unit's memory traffic at its bandwidth
+    channels_bound: bool = False  # the operand buffers' channels, not the array, set the pace
 
 
 def _array_context(unit: Unit) -> tuple[int, int, int]:
@@ -99,8 +101,9 @@ def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, read_bytes: int, written_
 
 
 def _buffered(hw: HwSpec, unit: Unit, layer: LayerDims, mapping: Mapping, geom: Geometry, compute: int,
-              elem: int) -> tuple[dict[str, OperandFetch], int, int]:
-    """(fetches per operand, cycles of compute plus buffer stalls, array <-> buffer elements)."""
+              elem: int) -> tuple[dict[str, OperandFetch], int, int, bool]:
+    """(fetches per operand, cycles of compute plus buffer stalls, array <-> buffer elements, whether the
+    busiest channel's whole traffic takes longer than the compute)."""
     b = unit.operand_buffers
     rows, cols, ways = _array_context(unit)
     capacity = {"input": b.input_bytes, "weight": b.weight_bytes, "output": b.output_bytes}
@@ -120,7 +123,7 @@ def _buffered(hw: HwSpec, unit: Unit, layer: LayerDims, mapping: Mapping, geom: 
     else:
         total = compute + max(to_cycles(elems) for elems in channel)
     accesses = geom.folds * sum(f.tile_elems for f in fetch.values())
-    return fetch, total, accesses
+    return fetch, total, accesses, max(to_cycles(elems) for elems in channel) > compute
 
 
 def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: Mapping) -> MappingCost:
@@ -131,11 +134,11 @@ def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: 
     compute = mapping_compute_cycles(unit, mapping, geom)
     if unit.operand_buffers is None:
         read, written = layer.read_elems * elem, layer.written_elems * elem
-        busy, buffer_elems = compute, 0
+        busy, buffer_elems, channels_bound = compute, 0, False
         tile = LevelTile("operand_buffers", *(layer.operand_elems(op) if op != "input" else layer.input_elems
                                               for op in OPERANDS))
     else:
-        fetch, busy, buffer_elems = _buffered(hw, unit, layer, mapping, geom, compute, elem)
+        fetch, busy, buffer_elems, channels_bound = _buffered(hw, unit, layer, mapping, geom, compute, elem)
         out = fetch["output"]
         read = (fetch["input"].fetched_elems + fetch["weight"].fetched_elems + (out.passes - 1) * out.view_elems) * elem
         written = out.fetched_elems * elem
@@ -148,4 +151,4 @@ def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: 
     energy = node_energy_pj(hw, chip, unit, layer.flops, read, written, buffer_elems * elem)
     utilization = layer.macs / (compute * rows * cols * ways)
     return MappingCost(mapping, geom.folds, geom.temporal, compute, busy - compute, max(0, memory - busy), cycles,
-                       utilization, traffic, (tile, whole), energy)
+                       utilization, traffic, (tile, whole), energy, memory, channels_bound)
