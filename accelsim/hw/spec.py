@@ -17,6 +17,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, Serialize
 from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.peaks import UnitPeaks
 from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream, SystolicArray, VectorLanes
+from accelsim.hw.dataflows import Dataflows, MappingChoice, dataflows_problems
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
                                 ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
 from accelsim.hw.ranges import (MAX_NAME_CHARS, NAME_PATTERN, Problem, check_in_range, check_name, check_technology_nm,
@@ -160,6 +161,8 @@ class Unit(Spec):
     area_mm2: AreaMm2 | None = Field(None, description="one instance's datapath area; leave out to derive it")
     peaks: UnitPeaks | None = Field(None, description=(
         "dense TFLOP/s of all its instances per step precision, e.g. {fp32: 19.5, bf16: 312}"))
+    dataflows: Dataflows | None = Field(None, description="array units: the dataflows the mapper may choose from")
+    mapping: MappingChoice = Field("fixed", description="array units: cost by im2col (fixed) or the mapper (search)")
 
     @model_validator(mode="after")
     def _check(self) -> "Unit":
@@ -186,6 +189,8 @@ class Unit(Spec):
         for port in ("reads", "writes"):
             if not getattr(self, port):
                 problems.append(((port,), f"unit {self.name!r}: name the memories it {port[:-1]}s", None))
+        problems += dataflows_problems(self.name, self.dataflows, self.array.dataflow if self.array else None,
+                                       self.mapping)
         raise_problems("Unit", problems)
         return self
 
@@ -198,6 +203,10 @@ class Unit(Spec):
             data.pop("operand_buffers", None)
         if self.peaks is None:
             data.pop("peaks", None)
+        if self.dataflows is None:
+            data.pop("dataflows", None)
+        if self.mapping == "fixed":
+            data.pop("mapping", None)
         return data
 
     @property

@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.cost.energy import link_pj_per_byte
-from accelsim.cost.model import capable_units, node_cost
+from accelsim.cost.model import capable_units
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.limits import check_tensor_parallel
+from accelsim.mapping.cache import MappingCache
+from accelsim.mapping.node import unit_node_cost
 from accelsim.hw.topology import Route, topology_of
 from accelsim.ops import add
 from accelsim.ops.registry import get_op
@@ -71,6 +73,7 @@ class CostTable:
         self._split: dict[tuple[int, int], tuple[PartCosts, ...]] = {}
         self._part: dict[tuple, NodeCosts] = {}
         self.has_energy = False
+        self.mappings = MappingCache()  # units with `mapping: search` map each distinct layer once
         # costs depend on the chip's kind, not on which instance: every chip of a kind is priced once
         # (a d x p x t job on 8 identical chips would otherwise price every node eight times)
         first = {id(c): i for i, c in reversed(list(enumerate(chips)))}
@@ -85,7 +88,7 @@ class CostTable:
         return self._rank_twins
 
     def _costs(self, graph: Graph, node: Node, chip: int) -> NodeCosts:
-        costs = [node_cost(self.hw, graph, node, u, self.chips[chip])
+        costs = [unit_node_cost(self.hw, graph, node, u, self.chips[chip], self.mappings)
                  for u in capable_units(self.hw, graph, node, self.chips[chip])]
         units = {u.name: u for u in self.chips[chip].units}
         # energy of the cheapest unit: what the step costs if each node runs where it is fastest

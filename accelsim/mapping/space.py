@@ -1,0 +1,158 @@
+"""The mappings a mapper may choose from for one layer on one array unit: LayerDims x unit -> MappingSpace.
+
+A point is a dataflow, which dimensions of its rows role are flattened onto the rows (the others become
+fold loops), likewise for the columns, a stream tile for each dimension of its streamed role, and an order
+of the fold loops. Pruned without operand buffers, where order and stream tiles cannot change the cost:
+the fold loops' order moves no byte, and splitting a stream only adds fills and drains (one fold of T
+elements costs less than two of T/2, and under fold_overlap two folds issue every max(T/2, P) >= T/2
+cycles), so streams are whole and the order canonical. Dimensions of extent 1 are never placed.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+
+from accelsim.mapping.dims import LayerDims
+from accelsim.mapping.record import DATAFLOW_ROLES, Mapping
+
+MAX_TILE_CHOICES = 6  # stream tiles tried per dimension: whole, 1 and divisors spread between
+MAX_EXHAUSTIVE_ORDER_LOOPS = 5  # up to 5! = 120 orders enumerated; beyond, orders are sampled
+
+
+def _subsets(names: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Every subset, in a fixed order (all of them first: im2col's choice)."""
+    out = [tuple(c) for r in range(len(names), -1, -1) for c in itertools.combinations(names, r)]
+    return tuple(out)
+
+
+def tile_choices(size: int) -> tuple[int, ...]:
+    """Stream tiles for a dimension of `size`: the whole of it first, then up to MAX_TILE_CHOICES - 1
+    divisors spread from large to 1."""
+    divisors = [d for d in range(size, 0, -1) if size % d == 0]
+    if len(divisors) <= MAX_TILE_CHOICES:
+        return tuple(divisors)
+    step = (len(divisors) - 1) / (MAX_TILE_CHOICES - 1)
+    return tuple(sorted({divisors[round(i * step)] for i in range(MAX_TILE_CHOICES)}, reverse=True))
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowSpace:
+    """The choices under one dataflow."""
+
+    dataflow: str
+    row_sets: tuple[tuple[str, ...], ...]
+    col_sets: tuple[tuple[str, ...], ...]
+    stream_dims: tuple[str, ...]
+    tiles: tuple[tuple[int, ...], ...]  # per stream dimension, its tile choices
+
+
+@dataclass(frozen=True, slots=True)
+class MappingSpace:
+    """All choices for one layer on one unit; `orders` says whether fold-loop order is searched."""
+
+    layer: LayerDims
+    rows: int
+    cols: int
+    spaces: tuple[DataflowSpace, ...]
+    orders: bool
+
+    @property
+    def _sizes(self) -> dict[str, int]:
+        return self.layer.sizes()
+
+    def _loops(self, df: DataflowSpace, row_set: tuple[str, ...], col_set: tuple[str, ...],
+               stream: tuple[tuple[str, int], ...]) -> list[str]:
+        """The fold loops of more than one iteration, in the canonical order: batch role, outer dimensions,
+        stream remainders, then columns and rows (im2col's order)."""
+        tiles = dict(stream)
+        placed = set(row_set) | set(col_set)
+        outer = [d for d in self.layer.dims if d.size > 1 and d.name not in placed and tiles.get(d.name, 1) < d.size]
+        loops = [d.name for d in sorted(outer, key=lambda d: (d.role != "b", d.name in tiles))]
+        sizes = self._sizes
+        sr = math.prod(sizes[d] for d in row_set)
+        sc = math.prod(sizes[d] for d in col_set)
+        return loops + (["cols"] if sc > self.cols else []) + (["rows"] if sr > self.rows else [])
+
+    def _build(self, df: DataflowSpace, r: int, c: int, tiles: tuple[int, ...]) -> tuple[Mapping, list[str]]:
+        stream = tuple(zip(df.stream_dims, tiles))
+        loops = self._loops(df, df.row_sets[r], df.col_sets[c], stream)
+        return Mapping(df.dataflow, df.row_sets[r], df.col_sets[c], stream, tuple(loops)), loops
+
+    def size(self) -> int:
+        """Points in the space (orders counted as permutations of each point's fold loops)."""
+        total = 0
+        for df in self.spaces:
+            for r, c in itertools.product(range(len(df.row_sets)), range(len(df.col_sets))):
+                for tiles in itertools.product(*df.tiles):
+                    _, loops = self._build(df, r, c, tiles)
+                    searched = self.orders and len(loops) <= MAX_EXHAUSTIVE_ORDER_LOOPS
+                    total += math.factorial(len(loops)) if searched else 1
+        return total
+
+    def enumerate(self):
+        """Every point, canonical order first for each (a generator: the space may be large)."""
+        for df in self.spaces:
+            for r, c in itertools.product(range(len(df.row_sets)), range(len(df.col_sets))):
+                for tiles in itertools.product(*df.tiles):
+                    mapping, loops = self._build(df, r, c, tiles)
+                    if not self.orders or len(loops) > MAX_EXHAUSTIVE_ORDER_LOOPS:
+                        yield mapping
+                        continue
+                    for order in itertools.permutations(loops):
+                        yield Mapping(mapping.dataflow, mapping.rows, mapping.cols, mapping.stream, order)
+
+    def sample(self, rng: random.Random) -> Mapping:
+        """One point drawn uniformly per choice (dataflow, row set, column set, tiles, order)."""
+        df = self.spaces[rng.randrange(len(self.spaces))]
+        tiles = tuple(choices[rng.randrange(len(choices))] for choices in df.tiles)
+        mapping, loops = self._build(df, rng.randrange(len(df.row_sets)), rng.randrange(len(df.col_sets)), tiles)
+        if self.orders:
+            rng.shuffle(loops)
+            mapping = Mapping(mapping.dataflow, mapping.rows, mapping.cols, mapping.stream, tuple(loops))
+        return mapping
+
+    def neighbour(self, mapping: Mapping, rng: random.Random) -> Mapping:
+        """A point one move away: another row or column set, another stream tile for one dimension, or two
+        adjacent fold loops swapped; a fresh sample where no move exists."""
+        df = next((s for s in self.spaces if s.dataflow == mapping.dataflow), None)
+        if df is None or mapping.rows not in df.row_sets or mapping.cols not in df.col_sets:
+            return self.sample(rng)  # not a point of this space (a user's mapping listing extent-1 dimensions)
+        moves = [("tile", i) for i, choices in enumerate(df.tiles) if len(choices) > 1]
+        moves += [("rows", 0)] * (len(df.row_sets) > 1) + [("cols", 0)] * (len(df.col_sets) > 1)
+        if self.orders and len(mapping.order) > 1:
+            moves += [("swap", i) for i in range(len(mapping.order) - 1)]
+        if not moves:
+            return self.sample(rng)
+        kind, i = moves[rng.randrange(len(moves))]
+        if kind == "swap":
+            order = list(mapping.order)
+            order[i], order[i + 1] = order[i + 1], order[i]
+            return Mapping(mapping.dataflow, mapping.rows, mapping.cols, mapping.stream, tuple(order))
+        stream = list(mapping.stream)
+        r, c = df.row_sets.index(mapping.rows), df.col_sets.index(mapping.cols)
+        if kind == "tile":
+            stream[i] = (stream[i][0], df.tiles[i][rng.randrange(len(df.tiles[i]))])
+        elif kind == "rows":
+            r = rng.randrange(len(df.row_sets))
+        else:
+            c = rng.randrange(len(df.col_sets))
+        rebuilt, loops = self._build(df, r, c, tuple(t for _, t in stream))
+        kept = [loop for loop in mapping.order if loop in loops]  # keep the order of loops still there
+        order = kept + [loop for loop in loops if loop not in kept]
+        return Mapping(rebuilt.dataflow, rebuilt.rows, rebuilt.cols, rebuilt.stream, tuple(order))
+
+
+def mapping_space(layer: LayerDims, rows: int, cols: int, dataflows: tuple[str, ...], buffered: bool) -> MappingSpace:
+    """The space for `layer` on a rows x cols array allowing `dataflows`; `buffered`: the unit has operand
+    buffers, so stream tiles and fold-loop order change traffic and are searched."""
+    spaces = []
+    for dataflow in dataflows:
+        row_role, col_role, stream_role = DATAFLOW_ROLES[dataflow]
+        names = lambda role: tuple(d.name for d in layer.of_role(role) if d.size > 1)  # noqa: E731
+        stream_dims = names(stream_role)
+        tiles = tuple(tile_choices(layer.size(d)) if buffered else (layer.size(d),) for d in stream_dims)
+        spaces.append(DataflowSpace(dataflow, _subsets(names(row_role)), _subsets(names(col_role)), stream_dims,
+                                    tiles))
+    return MappingSpace(layer, rows, cols, tuple(spaces), buffered)
