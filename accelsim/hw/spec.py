@@ -15,6 +15,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, Serialize
                       WithJsonSchema, model_serializer, model_validator)
 
 from accelsim.graph.ir import NUMPY_BYTES
+from accelsim.hw.placement import ChipPlacement
 from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream, SystolicArray, VectorLanes
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
                                 ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
@@ -220,6 +221,7 @@ class Chip(Spec):
     units: list[Unit] = Field(min_length=1, max_length=MAX_UNITS_PER_CHIP, description="the functional units")
     memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP, description=(
         "shared storage: SRAM, caches, DRAM, HBM"))
+    placement: ChipPlacement = None  # after units and memories: its validator reads them (hw/placement.py)
 
     def memory(self, name: str) -> Memory:
         """The memory named `name` (a unit's reads and writes are validated to name one of them)."""

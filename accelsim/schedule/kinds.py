@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Literal, Sequence, get_args
+from typing import Callable, Iterable, Literal, Protocol, Sequence, get_args
 
 import numpy as np
 
@@ -15,7 +15,8 @@ from accelsim.graph.ir import Graph, Node
 
 Kernel = Callable[..., np.ndarray]
 KernelFor = Callable[[str], Kernel]
-TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
+TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather",
+                   "prefetch"]
 """The kinds a schedule's task may have: the keys of TASK_KINDS (in the order pydantic names them in errors)."""
 
 
@@ -26,11 +27,14 @@ class Holds(Enum):
     UNIT: an instance of a unit kind of its chip, one task at a time in turn (its time is the unit's busy
       time). LINK: the link from its chip to its out_chip, in turn, and every physical link of the route
       between them (hw/topology.py). COLLECTIVE: its share of its group's collective: every member (one
-      per replica or rank) waits at the group's gate, and all start and end together."""
+      per replica or rank) waits at the group's gate, and all start and end together. DMA: the DMA engine of
+      a streamed placement class on its chip (hw/placement.py), one task at a time in turn; it moves bytes
+      from the class's memory into its buffer and does no arithmetic (its time is data movement)."""
 
     UNIT = "unit"
     LINK = "link"
     COLLECTIVE = "collective"
+    DMA = "dma"
 
 
 class Reads(Enum):
@@ -61,6 +65,11 @@ class TaskKindDef:
     compute: its arithmetic on real arrays, given a kernel lookup, its graph node and its inputs.
     partial: may hold one part of its node's value (schedule/split.py): a node task computing a part,
       a transfer moving one, an accumulation of ZeRO gradient shards; all-reduces hold whole gradients.
+    stages: its output is a staged copy of the head of a leaf it reads (a prefetch): it reads only those
+      bytes of the leaf; its reader waits for it (an ordering edge, `after`), reads the staged bytes in the
+      buffer and the rest of the leaf where the leaf lives (staged_bytes, leaf_read_bytes); the staged copy
+      is held until its reader starts (the head is consumed first). It computes no value: the executor
+      computes the reader from the leaf itself.
     """
 
     name: TaskKind
@@ -70,6 +79,7 @@ class TaskKindDef:
     needs: Callable[[Graph, Node], tuple[int, ...]]
     compute: Callable[[KernelFor, Node, Sequence[np.ndarray]], np.ndarray]
     partial: bool
+    stages: bool = False
 
     @property
     def busy(self) -> bool:
@@ -107,6 +117,15 @@ def _itself_unless_leaf(graph: Graph, node: Node) -> tuple[int, ...]:
     return () if node.is_leaf else (node.id,)
 
 
+def _nothing(graph: Graph, node: Node) -> tuple[int, ...]:
+    return ()
+
+
+def _no_value(kernel: KernelFor, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
+    """A prefetch moves bytes: its readers compute from the leaf, so no value is written for it."""
+    return np.zeros(0, dtype=np.uint8)
+
+
 def _apply_op(kernel: KernelFor, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
     return np.asarray(kernel(node.op)(*args, **node.attrs), dtype=node.dtype)
 
@@ -138,6 +157,9 @@ TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
     TaskKindDef("all_gather", "all-gather", Holds.COLLECTIVE, Reads.GATHER, _itself_unless_leaf, _copy,
                 partial=False),
     TaskKindDef("transfer", "transfer (link)", Holds.LINK, Reads.DEPENDENCES, _itself, _copy, partial=True),
+    # a streamed leaf's head staged in its DMA buffer for one reader (compiler/planning/prefetch.py)
+    TaskKindDef("prefetch", "prefetch (DMA)", Holds.DMA, Reads.DEPENDENCES, _nothing, _no_value, partial=False,
+                stages=True),
 )}
 assert set(TASK_KINDS) == set(get_args(TaskKind)), "TaskKind must name exactly the kinds of TASK_KINDS"
 
@@ -145,3 +167,31 @@ assert set(TASK_KINDS) == set(get_args(TaskKind)), "TaskKind must name exactly t
 def busy_kinds() -> tuple[str, ...]:
     """Kinds whose time counts as a unit's busy time."""
     return tuple(k.name for k in TASK_KINDS.values() if k.busy)
+
+
+class Staged(Protocol):
+    """What staged_bytes reads of a task (a schedule's Task and the planner's TaskSpec both fit)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def node(self) -> int: ...
+    @property
+    def out_bytes(self) -> int: ...
+
+
+def staged_bytes(preds: Iterable[Staged]) -> dict[int, int]:
+    """Leaf node -> bytes of it that the prefetches among a task's predecessors `preds` staged in their buffers."""
+    staged: dict[int, int] = {}
+    for d in preds:
+        if TASK_KINDS[d.kind].stages:
+            staged[d.node] = staged.get(d.node, 0) + d.out_bytes
+    return staged
+
+
+def leaf_read_bytes(task: Staged, leaf: int, size_bytes: int, staged: dict[int, int]) -> int:
+    """Bytes `task` reads of a leaf placed as `size_bytes` in its memory: a prefetch the head it stages, a reader
+    what its prefetches (`staged`, staged_bytes of its predecessors) did not stage, any other task all of it."""
+    if TASK_KINDS[task.kind].stages:
+        return min(size_bytes, task.out_bytes)
+    return max(0, size_bytes - staged.get(leaf, 0))
