@@ -30,7 +30,7 @@ _Name = Annotated[str, BeforeValidator(check_name)]
 Depth = Annotated[int, BeforeValidator(in_range(PREFETCH_DEPTH))]
 
 
-class Stream(Spec):
+class DmaStream(Spec):
     """A DMA engine that streams a class of tensors from its memory into an on-chip buffer, `prefetch_depth`
     tiles of `tile_bytes` ahead of the task that reads them. Give exactly one bandwidth."""
 
@@ -42,7 +42,7 @@ class Stream(Spec):
     latency_cycles: LatencyCycles = Field(0, description="cycles from a DMA request to its first byte")
 
     @model_validator(mode="after")
-    def _exactly_one_bandwidth(self) -> "Stream":
+    def _exactly_one_bandwidth(self) -> "DmaStream":
         if (self.bandwidth_bytes_per_cycle is None) == (self.bandwidth_bytes_per_s is None):
             raise ValueError("give exactly one of bandwidth_bytes_per_cycle and bandwidth_bytes_per_s")
         return self
@@ -62,7 +62,7 @@ class ClassPlacement(Spec):
     """Where one class of tensors lives: resident in `memory`, or streamed from it when `stream` is given."""
 
     memory: _Name = Field(description="the memory of the chip the tensors live in")
-    stream: Stream | None = Field(None, description="stream them from `memory` through a DMA engine")
+    stream: DmaStream | None = Field(None, description="stream them from `memory` through a DMA engine")
 
 
 class Placement(Spec):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Iterable, Literal, Protocol, Sequence, get_args
+from typing import Callable, Iterable, Literal, Sequence, get_args
 
 import numpy as np
 
@@ -67,8 +67,8 @@ class TaskKindDef:
       a transfer moving one, an accumulation of ZeRO gradient shards; all-reduces hold whole gradients.
     stages: its output is a staged copy of the head of a leaf it reads (a prefetch): it reads only those
       bytes of the leaf; its reader waits for it (an ordering edge, `after`), reads the staged bytes in the
-      buffer and the rest of the leaf where the leaf lives (staged_bytes, leaf_read_bytes); the staged copy
-      is held until its reader starts (the head is consumed first). It computes no value: the executor
+      buffer and the rest of the leaf where the leaf lives (staged_bytes, leaf_read_bytes); its output is
+      one slot of the buffer (a FIFO entry), held until its reader starts (the head is consumed first). It computes no value: the executor
       computes the reader from the leaf itself.
     """
 
@@ -169,29 +169,24 @@ def busy_kinds() -> tuple[str, ...]:
     return tuple(k.name for k in TASK_KINDS.values() if k.busy)
 
 
-class Staged(Protocol):
-    """What staged_bytes reads of a task (a schedule's Task and the planner's TaskSpec both fit)."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def node(self) -> int: ...
-    @property
-    def out_bytes(self) -> int: ...
+Moved = tuple[str, int, int]
+"""(kind, node, bytes moved) of a task: what staged_bytes and leaf_read_bytes read of it (a schedule's Task
+gives bytes_moved, the planner's TaskSpec port_bytes)."""
 
 
-def staged_bytes(preds: Iterable[Staged]) -> dict[int, int]:
+def staged_bytes(preds: Iterable[Moved]) -> dict[int, int]:
     """Leaf node -> bytes of it that the prefetches among a task's predecessors `preds` staged in their buffers."""
     staged: dict[int, int] = {}
-    for d in preds:
-        if TASK_KINDS[d.kind].stages:
-            staged[d.node] = staged.get(d.node, 0) + d.out_bytes
+    for kind, node, moved in preds:
+        if TASK_KINDS[kind].stages:
+            staged[node] = staged.get(node, 0) + moved
     return staged
 
 
-def leaf_read_bytes(task: Staged, leaf: int, size_bytes: int, staged: dict[int, int]) -> int:
-    """Bytes `task` reads of a leaf placed as `size_bytes` in its memory: a prefetch the head it stages, a reader
+def leaf_read_bytes(task: Moved, leaf: int, size_bytes: int, staged: dict[int, int]) -> int:
+    """Bytes a task reads of a leaf placed as `size_bytes` in its memory: a prefetch the tile it stages, a reader
     what its prefetches (`staged`, staged_bytes of its predecessors) did not stage, any other task all of it."""
-    if TASK_KINDS[task.kind].stages:
-        return min(size_bytes, task.out_bytes)
+    kind, _, moved = task
+    if TASK_KINDS[kind].stages:
+        return min(size_bytes, moved)
     return max(0, size_bytes - staged.get(leaf, 0))

@@ -35,9 +35,11 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
         keys += [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
         placed = [(k, where[k]) for k in keys
                   if k in where and chip is not None and memory_of(chip, where[k][0]) is not None]
-        if any_staging:
-            staged = staged_bytes(tasks[a] for a in staging)
-            placed = [(k, (m, leaf_read_bytes(t, k[1], b, staged) if k[0] == "leaf" else b)) for k, (m, b) in placed]
+        if any_staging:  # a staged tile is read as the bytes it holds, not its slot
+            staged = staged_bytes((tasks[a].kind, tasks[a].node, tasks[a].bytes_moved) for a in staging)
+            me = (t.kind, t.node, t.bytes_moved)
+            placed = [(k, (m, leaf_read_bytes(me, k[1], b, staged) if k[0] == "leaf"
+                           else tasks[k[1]].bytes_moved if k[1] in staging else b)) for k, (m, b) in placed]
         inputs.append([p for _, p in placed if p[1]])
         x = where.get(("out", t.id))
         known = x is not None and t.out_chip < len(chips) and memory_of(chips[t.out_chip], x[0]) is not None

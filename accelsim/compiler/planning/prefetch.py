@@ -46,21 +46,17 @@ class Prefetcher:
             return None
         return dma_resource(cls), where
 
-    def home(self, chip: int, leaf: int) -> str | None:
-        """The memory a placement puts `leaf` in on `chip` (None: none; the fastest with room)."""
-        cls = self.classes.get(leaf)
-        where = placement_of(self.chips[chip]).get(cls) if cls is not None and self.any else None
-        return None if where is None else where.memory
-
     def stage(self, new, reads: list[tuple[int, int]], sizes: dict[int, int], common: dict) -> tuple[list[int], int]:
         """Prefetch tasks (made with `new(**fields)`) for the streamed leaves among a reader's `reads`, with
-        `sizes` the leaves' bytes and `common` the reader's identity fields. Returns their ids and the cycles the
-        reader needs at least to stream the rest of those leaves through the DMA engines (one engine per class:
-        a class's leaves stream one after another, the engines in parallel)."""
+        `sizes` the leaves' bytes and `common` the reader's identity fields: one per tile of each leaf's head,
+        as many as the buffer's prefetch_depth slots allow for the reader's leaves together. Each holds one
+        slot of the buffer (a FIFO entry: tile_bytes, the last tile of a leaf too) and moves its tile's bytes.
+        Returns their ids and the cycles the reader needs at least to stream the rest of those leaves through
+        the DMA engines (a class's leaves one after another, the classes' engines in parallel)."""
         chip = common["chip"]
         ids: list[int] = []
         rest: dict[str, int] = {}
-        room: dict[str, int] = {}  # what the reader's earlier prefetches left of each buffer: all are held at once
+        slots: dict[str, int] = {}  # slots the reader's earlier leaves left: all its tiles are held at once
         for leaf, mb in reads:
             s = self.stream(chip, leaf) if mb == PER_STEP else None
             if s is None:
@@ -68,17 +64,19 @@ class Prefetcher:
             resource, where = s
             stream, size = where.stream, sizes[leaf]
             per_cycle = stream.bytes_per_cycle(self.hw.clock_hz)
-            ahead = min(size, room.setdefault(resource, stream.buffer_bytes))
-            room[resource] -= ahead
-            rest[resource] = rest.get(resource, 0) + math.ceil((size - ahead) / per_cycle)
-            if not ahead:  # the buffer is full of the reader's other leaves: this one streams while it runs
-                continue
-            cycles = stream.latency_cycles + math.ceil(ahead / per_cycle)
-            t = new(kind="prefetch", node=leaf, op="prefetch", phase=common["phase"],
-                    microbatch=common["microbatch"], replica=common["replica"], stage=common["stage"], chip=chip,
-                    out_chip=chip, deps=[], options=((resource, 1, max(1, cycles)),), out_bytes=ahead,
-                    port_bytes=ahead, reads=[(leaf, PER_STEP)], energy_pj=self.energy_pj(chip, where, ahead))
-            ids.append(t.id)
+            tiles = min(slots.setdefault(resource, stream.prefetch_depth), -(-size // stream.tile_bytes))
+            slots[resource] -= tiles
+            for i in range(tiles):
+                moved = min(stream.tile_bytes, size - i * stream.tile_bytes)
+                cycles = stream.latency_cycles + math.ceil(moved / per_cycle)
+                t = new(kind="prefetch", node=leaf, op="prefetch", phase=common["phase"],
+                        microbatch=common["microbatch"], replica=common["replica"], stage=common["stage"], chip=chip,
+                        out_chip=chip, deps=[], options=((resource, 1, max(1, cycles)),),
+                        out_bytes=stream.tile_bytes, port_bytes=moved, reads=[(leaf, PER_STEP)],
+                        energy_pj=self.energy_pj(chip, where, moved))
+                ids.append(t.id)
+            staged = min(size, tiles * stream.tile_bytes)
+            rest[resource] = rest.get(resource, 0) + math.ceil((size - staged) / per_cycle)
         return ids, max(rest.values(), default=0)
 
     def energy_pj(self, chip: int, where: ClassPlacement, nbytes: int) -> float:

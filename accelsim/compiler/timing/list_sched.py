@@ -186,7 +186,7 @@ class ListScheduler:
                 self.readers[d].append(t.id)
         self.waiting = [len({d for d in t.preds if not self.staging[d]}) for t in tasks]
         self.any_staging = any(self.staging)
-        # (chip, DMA engine) -> when its next prefetch may start: its last one ended and that one's reader started
+        # (chip, DMA engine) -> when its next prefetch may start: its last one ended
         self.dma_queue: dict[tuple[int, str], int] = {}
         self.leaf_readers: dict[tuple, list[int]] = defaultdict(list)
         for t in tasks:
@@ -261,13 +261,16 @@ class ListScheduler:
         streamed leaf, what it reads where the leaf lives: kinds.leaf_read_bytes)."""
         mem = self.mem
         staging = self.prefetches.get(t.id, [])  # read in their buffer, though not dependences
-        deps = [("out", d) for d in set(t.deps) | set(staging)]
+        tasks = self.tasks
+        deps = [("out", d) for d in set(t.deps)]
         placed = [(mem.where[k][1], mem.home[k].size_bytes) for k in deps if k in mem.where]
-        staged = staged_bytes(self.tasks[d] for d in staging)
+        placed += [(mem.where[("out", p)][1], tasks[p].port_bytes) for p in staging if ("out", p) in mem.where]
+        staged = staged_bytes((tasks[d].kind, tasks[d].node, tasks[d].port_bytes) for d in staging)
         for r in set(t.reads):
             k = ("leaf", *r, t.replica, t.chip)
             if k in mem.where:
-                placed.append((mem.where[k][1], leaf_read_bytes(t, r[0], mem.home[k].size_bytes, staged)))
+                placed.append((mem.where[k][1], leaf_read_bytes((t.kind, t.node, t.port_bytes), r[0],
+                                                                mem.home[k].size_bytes, staged)))
         return [p for p in placed if p[1]]
 
     def read_cycles(self, t: TaskSpec, resource: str, inputs: list[tuple[str, int]]) -> int:
@@ -358,19 +361,16 @@ class ListScheduler:
         """Earliest finish over every candidate resource instance (reading the inputs where they are
         placed), then placement of its leaves and output, and the start and length these allow. Its
         prefetches are timed first: each as early as its DMA engine and its buffer's room allow."""
-        staged = self.prefetches.get(t.id, ())
-        for p in staged:
+        for p in self.prefetches.get(t.id, ()):
             self.schedule_single(self.tasks[p])
+            self.dma_queue[(t.chip, self.timed[p].resource)] = self.timed[p].end
         self.schedule_single(t)
-        for p in staged:
-            self.dma_queue[(t.chip, self.timed[p].resource)] = max(self.timed[p].end, self.timed[t.id].start)
 
     def schedule_single(self, t: TaskSpec) -> None:
         data_ready = max((self.timed[d].end + t.lag.get(d, 0) for d in t.preds), default=0)
         if self.staging[t.id]:
-            # a DMA engine serves its requests in the order they are issued (a queue), and stages one reader's
-            # tiles at a time: the next prefetch starts once the previous one is done and its reader has
-            # started consuming it, so the buffer fills and drains in order (and its blocks always pack)
+            # a DMA engine serves its requests in the order they are issued (a queue): a prefetch never slips
+            # into an earlier gap. Its buffer's slots are equal blocks, so they always pack.
             data_ready = max(data_ready, self.dma_queue.get((t.chip, t.options[0][0]), 0))
         if self.gates is not None:
             data_ready = max(data_ready, self.gates.earliest(t.id))
