@@ -204,3 +204,24 @@ def test_placed_parameters_live_in_their_memory():
     staged = [x for x in s.tensors if x.task >= 0 and s.tasks[x.task].kind == "prefetch"]
     assert staged and {x.memory for x in staged} == {"weight_fifo"}
     assert all(x.size_bytes == aligned(64 * 1024) for x in staged)
+
+
+def two_streamed_tpus() -> A.HwSpec:
+    d = tpu_dict()
+    d["chips"][0]["count"] = 2
+    d["interconnect"] = {"topology": "ring", "bandwidth_bytes_per_s": "10 GB/s"}
+    return A.load_hw(d)
+
+
+@pytest.mark.parametrize("step", [dict(microbatches=4), dict(data_parallel=2), dict(pipeline_stages=2, microbatches=4),
+                                  dict(pipeline_stages=2, microbatches=4, pipeline_schedule="1f1b"),
+                                  dict(data_parallel=2, zero=1), dict(data_parallel=2, zero=3)],
+                         ids=["microbatches", "data_parallel", "gpipe", "1f1b", "zero1", "zero3"])
+def test_streamed_steps_of_every_parallel_shape_replay_and_check(step):
+    """ZeRO-3 reads its parameters all-gathered from their shards (which live in DDR3), so nothing is prefetched."""
+    hw = two_streamed_tpus()
+    g = A.training_graph(A.models.build("mlp", batch=8, sizes=(64, 128, 32)), optimizer="sgd", lr=0.01)
+    s = A.compile(g, hw, **step)
+    assert any(t.kind == "prefetch" for t in s.tasks) == (step.get("zero") != 3)
+    assert A.simulate(s, hw, graph=g).makespan_cycles == s.makespan_cycles
+    assert A.check(s, backend="numpy", graph=g, hw=hw).passed

@@ -263,13 +263,17 @@ class Planner:
             tasks += self.rank_task(n, mb, replica, rank)
         return tasks
 
-    def rank_task(self, n: Node, mb: int, replica: int, rank: int) -> list[TaskSpec]:
+    def rank_task(self, n: Node, mb: int, replica: int, rank: int, gathered: frozenset[int] = frozenset()
+                  ) -> list[TaskSpec]:
+        """`gathered`: leaves it reads all-gathered from their ZeRO shards (zero.py adds those dependences),
+        not from memory (so no prefetch streams them either)."""
         chip = self.chip_of[(replica, self.stage[n.id], rank)]
         deps, reads = [], []
         for i in n.inputs:
             src = self.graph.nodes[i]
             if src.is_leaf:
-                reads.append((i, mb if src.op == "input" else PER_STEP))
+                if i not in gathered:
+                    reads.append((i, mb if src.op == "input" else PER_STEP))
                 continue
             deps += [self.on_chip(p, chip) for p in self.value(i, self.source_mb(src, mb), replica, rank)]
         deps = sorted(set(deps))
