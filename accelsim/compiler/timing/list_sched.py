@@ -88,6 +88,7 @@ class MemoryPlanner:
             self.order.append(row)
         self.home: dict[tuple, Block] = {}
         self.where: dict[tuple, tuple[int, str]] = {}
+        self.buffers = [dma_buffers(chip) for chip in plan.chips]  # per chip: DMA buffer -> its engine
 
     def place(self, key: tuple, chip: int, resource: str | None, result: bool, size: int, start: int,
               what: str, home: str | None = None) -> tuple[int, int]:
@@ -99,7 +100,7 @@ class MemoryPlanner:
         there (levels.dma_buffers)."""
         row = self.order[chip]
         spec = self.chips[chip]
-        buffers = dma_buffers(spec)
+        buffers = self.buffers[chip]
         if home is not None:
             ranked = [ma for ma in row if ma[0].name == home]
         elif resource is not None and resource in buffers.values():
@@ -247,9 +248,9 @@ class ListScheduler:
             key = ("leaf", node, mb, t.replica, t.chip)
             if key not in self.mem.home:  # params/constants live the whole step; inputs from first use
                 at = 0 if mb == PER_STEP else start
+                home = leaf_home(plan.chips[t.chip], plan.leaf_class.get(node)) if plan.leaf_class else None
                 self.mem.place(key, t.chip, None, False, plan.leaf_size(node, t.replica), at,
-                               f"leaf %{node} {plan.node_names[node]!r} (mb {mb}, replica {t.replica})",
-                               home=leaf_home(plan.chips[t.chip], plan.leaf_class.get(node)))
+                               f"leaf %{node} {plan.node_names[node]!r} (mb {mb}, replica {t.replica})", home=home)
         if not t.out_bytes:
             return start, 0
         return self.mem.place(("out", t.id), t.out_chip, resource, is_result(t.keep, t.phase), t.out_bytes, start,
@@ -260,6 +261,9 @@ class ListScheduler:
         """(memory, bytes) of the task's inputs placed so far: its dependences' outputs and its leaves (of a
         streamed leaf, what it reads where the leaf lives: kinds.leaf_read_bytes)."""
         mem = self.mem
+        if not self.any_staging:  # the common case, kept as cheap as before placements existed
+            keys = [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
+            return [(mem.where[k][1], mem.home[k].size_bytes) for k in keys if k in mem.where]
         staging = self.prefetches.get(t.id, [])  # read in their buffer, though not dependences
         tasks = self.tasks
         deps = [("out", d) for d in set(t.deps)]
