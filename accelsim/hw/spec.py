@@ -16,6 +16,7 @@ from pydantic import (BeforeValidator, ConfigDict, Field, PrivateAttr, Serialize
 
 from accelsim.graph.ir import NUMPY_BYTES
 from accelsim.hw.peaks import UnitPeaks
+from accelsim.hw.placement import ChipPlacement
 from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream, SystolicArray, VectorLanes
 from accelsim.hw.dataflows import Dataflows, MappingChoice, dataflows_problems
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
@@ -235,6 +236,7 @@ class Chip(Spec):
     units: list[Unit] = Field(min_length=1, max_length=MAX_UNITS_PER_CHIP, description="the functional units")
     memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP, description=(
         "shared storage: SRAM, caches, DRAM, HBM"))
+    placement: ChipPlacement = None  # after units and memories: its validator reads them (hw/placement.py)
 
     def memory(self, name: str) -> Memory:
         """The memory named `name` (a unit's reads and writes are validated to name one of them)."""

@@ -14,6 +14,7 @@ from typing import Callable
 
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import HwSpec
+from accelsim.hw.placement import streams_of
 from accelsim.schedule.kinds import TASK_KINDS, Holds, Reads
 from accelsim.schedule.levels import chip_list, read_cycles, write_cycles
 from accelsim.schedule.plan import Schedule, Task, graph_hash, hw_hash, memory_label
@@ -187,7 +188,12 @@ def _check_hardware(schedule: Schedule, hw: HwSpec, names: Names) -> list[str]:
                 problems.append(f"{names.task(t)} names chip{chip}, but {hw.name} has {len(chips)} chip(s)")
                 break
         else:
-            if TASK_KINDS[t.kind].holds is not Holds.UNIT:
+            holds = TASK_KINDS[t.kind].holds
+            if holds is Holds.DMA and t.resource not in streams_of(chips[t.chip]):
+                problems.append(f"{names.task(t)} runs on DMA engine {t.resource!r}, which chip{t.chip} of {hw.name} "
+                                f"does not have (its placement streams: "
+                                f"{', '.join(streams_of(chips[t.chip])) or 'none'})")
+            if holds is not Holds.UNIT:
                 continue
             unit = next((u for u in chips[t.chip].units if u.name == t.resource), None)
             if unit is None:

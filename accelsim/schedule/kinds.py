@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Literal, Sequence, get_args
+from typing import Callable, Iterable, Literal, Sequence, get_args
 
 import numpy as np
 
@@ -15,7 +15,8 @@ from accelsim.graph.ir import Graph, Node
 
 Kernel = Callable[..., np.ndarray]
 KernelFor = Callable[[str], Kernel]
-TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather"]
+TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather",
+                   "prefetch"]
 """The kinds a schedule's task may have: the keys of TASK_KINDS (in the order pydantic names them in errors)."""
 
 
@@ -26,11 +27,14 @@ class Holds(Enum):
     UNIT: an instance of a unit kind of its chip, one task at a time in turn (its time is the unit's busy
       time). LINK: the link from its chip to its out_chip, in turn, and every physical link of the route
       between them (hw/topology.py). COLLECTIVE: its share of its group's collective: every member (one
-      per replica or rank) waits at the group's gate, and all start and end together."""
+      per replica or rank) waits at the group's gate, and all start and end together. DMA: the DMA engine of
+      a streamed placement class on its chip (hw/placement.py), one task at a time in turn; it moves bytes
+      from the class's memory into its buffer and does no arithmetic (its time is data movement)."""
 
     UNIT = "unit"
     LINK = "link"
     COLLECTIVE = "collective"
+    DMA = "dma"
 
 
 class Reads(Enum):
@@ -61,6 +65,11 @@ class TaskKindDef:
     compute: its arithmetic on real arrays, given a kernel lookup, its graph node and its inputs.
     partial: may hold one part of its node's value (schedule/split.py): a node task computing a part,
       a transfer moving one, an accumulation of ZeRO gradient shards; all-reduces hold whole gradients.
+    stages: its output is a staged copy of the head of a leaf it reads (a prefetch): it reads only those
+      bytes of the leaf; its reader waits for it (an ordering edge, `after`), reads the staged bytes in the
+      buffer and the rest of the leaf where the leaf lives (staged_bytes, leaf_read_bytes); its output is
+      one slot of the buffer (a FIFO entry), held until its reader starts (the head is consumed first). It computes no value: the executor
+      computes the reader from the leaf itself.
     """
 
     name: TaskKind
@@ -70,6 +79,7 @@ class TaskKindDef:
     needs: Callable[[Graph, Node], tuple[int, ...]]
     compute: Callable[[KernelFor, Node, Sequence[np.ndarray]], np.ndarray]
     partial: bool
+    stages: bool = False
 
     @property
     def busy(self) -> bool:
@@ -107,6 +117,15 @@ def _itself_unless_leaf(graph: Graph, node: Node) -> tuple[int, ...]:
     return () if node.is_leaf else (node.id,)
 
 
+def _nothing(graph: Graph, node: Node) -> tuple[int, ...]:
+    return ()
+
+
+def _no_value(kernel: KernelFor, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
+    """A prefetch moves bytes: its readers compute from the leaf, so no value is written for it."""
+    return np.zeros(0, dtype=np.uint8)
+
+
 def _apply_op(kernel: KernelFor, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
     return np.asarray(kernel(node.op)(*args, **node.attrs), dtype=node.dtype)
 
@@ -138,6 +157,9 @@ TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
     TaskKindDef("all_gather", "all-gather", Holds.COLLECTIVE, Reads.GATHER, _itself_unless_leaf, _copy,
                 partial=False),
     TaskKindDef("transfer", "transfer (link)", Holds.LINK, Reads.DEPENDENCES, _itself, _copy, partial=True),
+    # a streamed leaf's head staged in its DMA buffer for one reader (compiler/planning/prefetch.py)
+    TaskKindDef("prefetch", "prefetch (DMA)", Holds.DMA, Reads.DEPENDENCES, _nothing, _no_value, partial=False,
+                stages=True),
 )}
 assert set(TASK_KINDS) == set(get_args(TaskKind)), "TaskKind must name exactly the kinds of TASK_KINDS"
 
@@ -145,3 +167,26 @@ assert set(TASK_KINDS) == set(get_args(TaskKind)), "TaskKind must name exactly t
 def busy_kinds() -> tuple[str, ...]:
     """Kinds whose time counts as a unit's busy time."""
     return tuple(k.name for k in TASK_KINDS.values() if k.busy)
+
+
+Moved = tuple[str, int, int]
+"""(kind, node, bytes moved) of a task: what staged_bytes and leaf_read_bytes read of it (a schedule's Task
+gives bytes_moved, the planner's TaskSpec port_bytes)."""
+
+
+def staged_bytes(preds: Iterable[Moved]) -> dict[int, int]:
+    """Leaf node -> bytes of it that the prefetches among a task's predecessors `preds` staged in their buffers."""
+    staged: dict[int, int] = {}
+    for kind, node, moved in preds:
+        if TASK_KINDS[kind].stages:
+            staged[node] = staged.get(node, 0) + moved
+    return staged
+
+
+def leaf_read_bytes(task: Moved, leaf: int, size_bytes: int, staged: dict[int, int]) -> int:
+    """Bytes a task reads of a leaf placed as `size_bytes` in its memory: a prefetch the tile it stages, a reader
+    what its prefetches (`staged`, staged_bytes of its predecessors) did not stage, any other task all of it."""
+    kind, _, moved = task
+    if TASK_KINDS[kind].stages:
+        return min(size_bytes, moved)
+    return max(0, size_bytes - staged.get(leaf, 0))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from accelsim.hw.placement import placement_of, streams_of
 from accelsim.hw.spec import Chip, HwSpec, Memory
 
 ALIGN_BYTES = 64
@@ -33,12 +34,27 @@ def memory_order(chip: Chip) -> list[Memory]:
 
 
 def preferred_memory(chip: Chip, resource: str) -> str:
-    """Where a task's output goes first: its unit's first `writes` memory, or for a link or a
-    collective (no unit) the chip's fastest memory."""
+    """Where a task's output goes first: its unit's first `writes` memory, a DMA engine's buffer, or for a
+    link or a collective (no unit) the chip's fastest memory that is no DMA buffer."""
     for u in chip.units:
         if u.name == resource:
             return u.writes[0]
-    return memory_order(chip)[0].name
+    streams = streams_of(chip)
+    if resource in streams:
+        return streams[resource][1].stream.buffer
+    buffers = dma_buffers(chip)
+    return next(m.name for m in memory_order(chip) if m.name not in buffers)
+
+
+def dma_buffers(chip: Chip) -> dict[str, str]:
+    """Buffer memory -> the DMA engine (resource) whose prefetches alone it holds (hw/placement.py)."""
+    return {where.stream.buffer: resource for resource, (_, where) in streams_of(chip).items()}
+
+
+def leaf_home(chip: Chip, leaf_class: str | None) -> str | None:
+    """The memory a placement puts a leaf of `leaf_class` in (None: no placement for it, the fastest with room)."""
+    where = placement_of(chip).get(leaf_class) if leaf_class is not None else None
+    return None if where is None else where.memory
 
 
 def spill_cycles(mem: Memory, nbytes: int, clock_hz: float) -> int:

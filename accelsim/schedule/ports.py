@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import math
 
+from accelsim.hw.placement import streams_of
 from accelsim.hw.spec import Chip, HwSpec
 
 MILLI = 1000
@@ -39,8 +40,14 @@ def port_capacities(hw: HwSpec, chips: list[Chip]) -> dict[Port, int]:
 
 
 def unit_ports(chips: list[Chip]) -> dict[tuple[int, str], Port]:
-    """(chip, unit) -> the port a unit streams its operands through: its first `reads` memory."""
-    return {(c, u.name): (c, u.reads[0]) for c, chip in enumerate(chips) for u in chip.units}
+    """(chip, unit) -> the port a unit streams its operands through: its first `reads` memory; and (chip, DMA
+    engine) -> the buffer a streamed placement class's engine writes (hw/placement.py): a prefetch writes its
+    staged bytes through the buffer's port and reads them through the class's memory's."""
+    ports = {(c, u.name): (c, u.reads[0]) for c, chip in enumerate(chips) for u in chip.units}
+    for c, chip in enumerate(chips):
+        for resource, (_, where) in streams_of(chip).items():
+            ports[(c, resource)] = (c, where.stream.buffer)
+    return ports
 
 
 class PortProfile:

@@ -4,6 +4,7 @@ with (the scheduler derives the same from its own placement, levels.port_loads).
 from __future__ import annotations
 
 from accelsim.hw.spec import HwSpec
+from accelsim.schedule.kinds import TASK_KINDS, leaf_read_bytes, staged_bytes
 from accelsim.schedule.levels import chip_list, memory_of, port_loads, preferred_memory
 from accelsim.schedule.plan import Schedule
 from accelsim.schedule.ports import unit_ports
@@ -23,11 +24,23 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
         where[key] = (x.memory, x.size_bytes)
     inputs: list[list[Placed]] = []
     outputs: list[Placed | None] = []
-    for t in schedule.tasks:
+    tasks = schedule.tasks
+    any_staging = any(TASK_KINDS[t.kind].stages for t in tasks)
+    for t in tasks:
         chip = chips[t.chip] if t.chip < len(chips) else None
-        keys = [("out", d) for d in set(t.deps)] + [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
-        inputs.append([where[k] for k in keys
-                       if k in where and chip is not None and memory_of(chip, where[k][0]) is not None])
+        # a streamed leaf: a prefetch reads its head, its reader (after it) the head in the buffer and the
+        # rest where the leaf lives (kinds.leaf_read_bytes)
+        staging = [a for a in set(t.after) if a < len(tasks) and TASK_KINDS[tasks[a].kind].stages] if any_staging else []
+        keys = [("out", d) for d in set(t.deps) | set(staging)]
+        keys += [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
+        placed = [(k, where[k]) for k in keys
+                  if k in where and chip is not None and memory_of(chip, where[k][0]) is not None]
+        if any_staging:  # a staged tile is read as the bytes it holds, not its slot
+            staged = staged_bytes((tasks[a].kind, tasks[a].node, tasks[a].bytes_moved) for a in staging)
+            me = (t.kind, t.node, t.bytes_moved)
+            placed = [(k, (m, leaf_read_bytes(me, k[1], b, staged) if k[0] == "leaf"
+                           else tasks[k[1]].bytes_moved if k[1] in staging else b)) for k, (m, b) in placed]
+        inputs.append([p for _, p in placed if p[1]])
         x = where.get(("out", t.id))
         known = x is not None and t.out_chip < len(chips) and memory_of(chips[t.out_chip], x[0]) is not None
         outputs.append((x[0], t.out_bytes) if known else None)

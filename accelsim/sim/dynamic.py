@@ -20,8 +20,9 @@ from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.identity import identity_of
-from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.levels import (aligned, chip_list, first_memory, is_result, memory_order, port_loads,
+from accelsim.hw.placement import placement_of
+from accelsim.schedule.kinds import TASK_KINDS, leaf_read_bytes, staged_bytes
+from accelsim.schedule.levels import (aligned, chip_list, dma_buffers, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import Port, unit_ports
@@ -69,6 +70,13 @@ class WorkQueueRuntime:
             for key in keys:
                 self.leaf_readers_left[key] += 1
         self.leaf_home: dict[LeafKey, simpy.Event] = {}  # succeeds with the memory the leaf was put in
+        # a placement (hw/placement.py) fixes where a leaf lives: the runtime puts it where the schedule did
+        self.leaf_memory: dict[LeafKey, str] = {(x.node, x.microbatch, x.replica, x.chip): x.memory
+                                                for x in schedule.tensors
+                                                if x.task < 0 and x.chip < len(self.chips)
+                                                and placement_of(self.chips[x.chip])}
+        # a reader waits for its prefetches (ordering edges the runtime keeps, unlike the in-flight window's)
+        self.staging = [[a for a in t.after if TASK_KINDS[tasks[a].kind].stages] for t in tasks]
         self.placed: dict[int, Port] = {}
         self.ready_at: dict[int, int] = {}
         self.spans: list[Span | None] = [None] * len(tasks)
@@ -104,8 +112,12 @@ class WorkQueueRuntime:
 
     def target(self, chip: int, nbytes: int, first: str | None = None) -> Port:
         """`first` (the unit's own memory) if it has room now, else the first memory in the chip's
-        order with room, else the last (and wait there): the scheduler's ranking."""
-        ranked = sorted(self.order[chip], key=lambda p: p[1] != first)
+        order with room, else the last (and wait there): the scheduler's ranking. A DMA buffer holds only
+        its engine's prefetches: it is `first` for them and never a choice for anything else."""
+        buffers = dma_buffers(self.chips[chip])
+        if first in buffers:
+            return (chip, first)
+        ranked = sorted((p for p in self.order[chip] if p[1] not in buffers), key=lambda p: p[1] != first)
         return next((p for p in ranked if self.memories.free(p) >= nbytes), ranked[-1])
 
     def hold_leaves(self, t: Task):
@@ -114,7 +126,8 @@ class WorkQueueRuntime:
             if key not in self.leaf_home:
                 self.leaf_home[key] = self.env.event()
                 nbytes = self.leaf_bytes[key]
-                mem = self.target(t.chip, nbytes)
+                home = self.leaf_memory.get(key)
+                mem = (t.chip, home) if home is not None else self.target(t.chip, nbytes)
                 self.waiting[t.id] = f"{nbytes} B of space in {memory_label(*mem)} for leaf %{key[0]}"
                 yield from self.memories.take(mem, nbytes)
                 self.leaf_home[key].succeed(mem)
@@ -123,7 +136,7 @@ class WorkQueueRuntime:
 
     def release(self, t: Task):
         """Wait for the task's inputs, then hand it to its chip's queue or its collective."""
-        yield self.env.all_of([self.done[d] for d in t.deps])
+        yield self.env.all_of([self.done[d] for d in t.deps + tuple(self.staging[t.id])])
         yield from self.hold_leaves(t)
         self.ready_at[t.id] = int(self.env.now)
         queued = self.start_collective(t) if TASK_KINDS[t.kind].together else self.queue(t)
@@ -159,9 +172,16 @@ class WorkQueueRuntime:
         return write_cycles(self.chips[t.out_chip], resource, where[1], t.out_bytes, self.hw.clock_hz)
 
     def inputs_of(self, t: Task) -> list[tuple[str, int]]:
-        """(memory, bytes) of where each of the task's dependences' outputs and leaves was put."""
+        """(memory, bytes) of where each of the task's dependences' outputs (and its prefetches' staged heads)
+        and leaves was put; of a streamed leaf, what it reads where the leaf lives (kinds.leaf_read_bytes)."""
+        staging = self.staging[t.id]
         inputs = [(self.placed[d][1], aligned(self.tasks[d].out_bytes)) for d in set(t.deps) if d in self.placed]
-        return inputs + [(self.leaf_home[k].value[1], self.leaf_bytes[k]) for k in self.leaves_of[t.id]]
+        inputs += [(self.placed[a][1], self.tasks[a].bytes_moved) for a in staging if a in self.placed]
+        staged = staged_bytes((self.tasks[a].kind, self.tasks[a].node, self.tasks[a].bytes_moved) for a in staging)
+        leaves = [(self.leaf_home[k].value[1], leaf_read_bytes((t.kind, t.node, t.bytes_moved), k[0],
+                                                               self.leaf_bytes[k], staged))
+                  for k in self.leaves_of[t.id]]
+        return inputs + [x for x in leaves if x[1]]
 
     def worker(self, server: Server, instance: int):
         """One unit instance or link: takes the first queued task it can run, forever. A unit task lasts

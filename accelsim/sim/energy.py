@@ -17,6 +17,9 @@ What is charged, per task that ran (pJ figures from cost/energy.py):
   itself), those totals are charged, split into reads and writes as the schedule's loads split them.
   A transfer or a collective member reads its bytes where its largest input lives and writes its output
   where it was placed (on the destination chip): no memory port meters these, so they come from the schedule.
+  A prefetch (a streamed placement's DMA engine, hw/placement.py) loads ports like a unit task: its tile is
+  read where the leaf lives and written in the stream's buffer; its reader reads the tile there and the rest
+  of the leaf where the leaf lives.
 - links: a transfer's bytes at the link pJ/byte on every physical link of its route; a collective's bytes
   (its members' together) once, spread evenly over the links it holds.
 - static: every chip the hardware describes, idle or not (cost/energy.chip_static_power), over the makespan.
@@ -175,7 +178,7 @@ def _link_end_traffic(schedule: Schedule, ran: list[int], io: PlacedIO) -> Traff
     split: Traffic = defaultdict(lambda: [0, 0])
     for tid in ran:
         t = schedule.tasks[tid]
-        if TASK_KINDS[t.kind].holds is Holds.UNIT or not t.bytes_moved:
+        if TASK_KINDS[t.kind].holds in (Holds.UNIT, Holds.DMA) or not t.bytes_moved:  # ports meter these
             continue
         if inputs[tid]:
             source = max(inputs[tid], key=lambda placed: (placed[1], placed[0]))[0]

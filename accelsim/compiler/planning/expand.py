@@ -22,6 +22,7 @@ from accelsim.schedule.collectives import collective_cost
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
 from accelsim.schedule.options import StepOptions
+from accelsim.compiler.planning.prefetch import Prefetcher
 from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
 from accelsim.compiler.planning.stages import partition
@@ -182,6 +183,7 @@ class Planner:
         # in part order; a rank's own value is under its rank only, a replicated one under every rank
         self.producer: dict[tuple[int, int, int, int], list[int]] = {}
         self.transfers: dict[tuple[int, int], int] = {}
+        self.prefetcher = Prefetcher(graph, hw, self.chips)  # streamed placement classes (hw/placement.py)
 
     def nbytes(self, node: Node) -> int:
         return tensor_bytes(self.graph, node, self.hw)
@@ -265,13 +267,17 @@ class Planner:
             tasks += self.rank_task(n, mb, replica, rank)
         return tasks
 
-    def rank_task(self, n: Node, mb: int, replica: int, rank: int) -> list[TaskSpec]:
+    def rank_task(self, n: Node, mb: int, replica: int, rank: int, gathered: frozenset[int] = frozenset()
+                  ) -> list[TaskSpec]:
+        """`gathered`: leaves it reads all-gathered from their ZeRO shards (zero.py adds those dependences),
+        not from memory (so no prefetch streams them either)."""
         chip = self.chip_of[(replica, self.stage[n.id], rank)]
         deps, reads = [], []
         for i in n.inputs:
             src = self.graph.nodes[i]
             if src.is_leaf:
-                reads.append((i, mb if src.op == "input" else PER_STEP))
+                if i not in gathered:
+                    reads.append((i, mb if src.op == "input" else PER_STEP))
                 continue
             deps += [self.on_chip(p, chip) for p in self.value(i, self.source_mb(src, mb), replica, rank)]
         deps = sorted(set(deps))
@@ -280,16 +286,29 @@ class Planner:
                       keep=n.id in self.results and n.phase != "backward")
         parts = self.costs.split(n.id, chip) if self.splits(n) else ()
         if parts:
-            tasks = [self.new(**common, deps=list(deps), reads=list(reads), options=p.costs.options,
-                              out_bytes=p.out_bytes, port_bytes=p.costs.port_bytes,
-                              energy_pj=p.costs.energy_pj or 0.0, flops=p.costs.flops, part=p.part)
-                     for p in parts]
+            tasks = []
+            for p in parts:  # every part reads the whole leaf: each streams it
+                staged, stream = self.prefetch(reads, common)
+                tasks.append(self.new(**common, deps=list(deps), after=staged, reads=list(reads),
+                                      options=p.costs.options, out_bytes=p.out_bytes, port_bytes=p.costs.port_bytes,
+                                      energy_pj=p.costs.energy_pj or 0.0, flops=p.costs.flops, part=p.part,
+                                      stream_cycles=stream))
         else:
             costs = self.costs.node(n.id, chip)
-            tasks = [self.new(**common, deps=deps, reads=reads, options=costs.options, out_bytes=self.nbytes(n),
-                              port_bytes=costs.port_bytes, energy_pj=costs.energy_pj or 0.0, flops=costs.flops)]
+            staged, stream = self.prefetch(reads, common)
+            tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=costs.options,
+                              out_bytes=self.nbytes(n), port_bytes=costs.port_bytes,
+                              energy_pj=costs.energy_pj or 0.0, flops=costs.flops, stream_cycles=stream)]
         self.producer[(n.id, mb, replica, rank)] = [t.id for t in tasks]
         return tasks
+
+    def prefetch(self, reads: list[tuple[int, int]], common: dict) -> tuple[list[int], int]:
+        """Prefetch tasks of the streamed leaves a node task reads (prefetch.Prefetcher.stage): their ids (the
+        reader's ordering edges: it waits for them, and its value is computed from the leaf itself, so the
+        executor reads no staged copy) and the cycles the reader needs at least to stream the rest."""
+        if not self.prefetcher.any:
+            return [], 0
+        return self.prefetcher.stage(self.new, reads, {i: self.nbytes(self.graph.nodes[i]) for i, _ in reads}, common)
 
     def tensor_collective(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
         """A tp_allreduce node: input k is rank k's partial value; one member task per rank, on the chip
@@ -330,8 +349,8 @@ class Planner:
                 if n.phase == "update":
                     continue
                 for t in self.node_task(n, mb, replica):
-                    if not t.deps and mb >= window:
-                        t.after = list(sinks[mb - window])
+                    if not t.deps and mb >= window:  # (its prefetches, if any, are ordering edges already)
+                        t.after = sorted(t.after + sinks[mb - window])
             has_succ = {d for t in self.tasks[first:] for d in t.preds}
             sinks[mb] = [t.id for t in self.tasks[first:] if t.id not in has_succ and t.microbatch == mb]
 
@@ -425,7 +444,8 @@ class Planner:
         return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
                     [n.name for n in self.graph.nodes], self.costs.has_energy or self.link_energy,
                     shards=self.zero.leaf_shards() if self.zero is not None else {},
-                    rank_twins=self.costs.rank_twins if self.ranks > 1 else ())
+                    rank_twins=self.costs.rank_twins if self.ranks > 1 else (),
+                    leaf_class=self.prefetcher.classes if self.prefetcher.any else {})
 
 
 def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = None,

@@ -46,6 +46,7 @@ class TaskSpec:
     lag: dict[int, int] = field(default_factory=dict)  # predecessor -> cycles between its end and this start
     part: Part | None = None  # which part of its node's output it computes or moves (None: all of it)
     span: tuple[int, ...] = ()  # a collective timed for one replica (symmetry.py): every member's chip
+    stream_cycles: int = 0  # cycles it needs at least to stream the rest of leaves its prefetches staged
 
     def part_fields(self) -> dict[str, int]:
         """Its part as the schedule's Task records it (split -1, part 0, parts 1: the whole node)."""
@@ -74,6 +75,8 @@ class Plan:
     shards: dict[int, tuple[int, ...]] = field(default_factory=dict)
     # tensor-parallel rank k's nodes -> their rank-0 twins (rank_twins.py); () when ranks are not copies
     rank_twins: tuple[dict[int, int], ...] = ()
+    # leaf -> its placement class (prefetch.leaf_classes), when a chip has a placement; {} otherwise
+    leaf_class: dict[int, str] = field(default_factory=dict)
 
     def leaf_size(self, node: int, replica: int) -> int:
         """Bytes of leaf `node` as placed for `replica`: the whole leaf, or its ZeRO shard."""

@@ -232,8 +232,7 @@ class ZeroSteps:
         for rank in p.ranks_of(n):
             chip = p.chip_of[(replica, p.stage[n.id], rank)]
             local = {p.on_chip(self.gathered(i, n, mb, rank)[replica], chip) for i in params}
-            for t in p.rank_task(n, mb, replica, rank):
-                t.reads = [r for r in t.reads if r[0] not in params]
+            for t in p.rank_task(n, mb, replica, rank, gathered=frozenset(params)):
                 t.deps = sorted(set(t.deps) | local)
                 tasks.append(t)
         return tasks

@@ -26,8 +26,9 @@ from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import collective_links
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.schedule.kinds import TASK_KINDS, Holds
-from accelsim.schedule.levels import (ALIGN_BYTES, aligned, first_memory, is_result, memory_order, port_loads,
-                                      preferred_memory, read_cycles, write_cycles)
+from accelsim.schedule.kinds import leaf_read_bytes, staged_bytes
+from accelsim.schedule.levels import (ALIGN_BYTES, aligned, dma_buffers, first_memory, is_result, leaf_home,
+                                      memory_order, port_loads, preferred_memory, read_cycles, write_cycles)
 from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack
 from accelsim.compiler.timing.pipeline_order import ItemGates
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
@@ -87,17 +88,27 @@ class MemoryPlanner:
             self.order.append(row)
         self.home: dict[tuple, Block] = {}
         self.where: dict[tuple, tuple[int, str]] = {}
+        self.buffers = [dma_buffers(chip) for chip in plan.chips]  # per chip: DMA buffer -> its engine
 
     def place(self, key: tuple, chip: int, resource: str | None, result: bool, size: int, start: int,
-              what: str) -> tuple[int, int]:
+              what: str, home: str | None = None) -> tuple[int, int]:
         """Allocate `key` for a task on `resource` (None: a leaf, loaded before the step) wanting to start
         at `start`. Returns (start, extra): the first-choice memory (levels.first_memory) now, or later
         when it has room then, or another memory with room now, whichever finishes first; `extra` is the
-        write cost of the memory chosen (levels.write_cycles)."""
+        write cost of the memory chosen (levels.write_cycles). `home`: the one memory a placement puts a
+        leaf in (hw/placement.py). A DMA buffer holds its engine's prefetches only, and they wait for room
+        there (levels.dma_buffers)."""
         row = self.order[chip]
         spec = self.chips[chip]
-        target = None if resource is None else first_memory(spec, resource, result)
-        ranked = [ma for _, ma in sorted(enumerate(row), key=lambda im: (im[1][0].name != target, im[0]))]
+        buffers = self.buffers[chip]
+        if home is not None:
+            ranked = [ma for ma in row if ma[0].name == home]
+        elif resource is not None and resource in buffers.values():
+            ranked = [ma for ma in row if buffers.get(ma[0].name) == resource]
+        else:
+            target = None if resource is None else first_memory(spec, resource, result)
+            ranked = [ma for _, ma in sorted(enumerate(row), key=lambda im: (im[1][0].name != target, im[0]))
+                      if ma[0].name not in buffers]
         if result and aligned(size) <= ranked[0][1].capacity_bytes:
             ranked = ranked[:1]  # a result goes to the backing memory, waiting for room there if need be
 
@@ -162,12 +173,22 @@ class ListScheduler:
         rank = upward_ranks(tasks)
         self.succ: list[list[int]] = [[] for _ in tasks]  # every waiter
         self.readers: list[list[int]] = [[] for _ in tasks]  # the waiters that read its output
+        # a prefetch is timed with its reader (schedule_one), never on its own: it is not a waiter's
+        # predecessor here, so a reader is ready when its other predecessors are
+        self.staging = [TASK_KINDS[t.kind].stages for t in tasks]
+        self.prefetches: dict[int, list[int]] = defaultdict(list)
         for t in tasks:
             for d in set(t.preds):
-                self.succ[d].append(t.id)
+                if self.staging[d]:
+                    self.prefetches[t.id].append(d)
+                else:
+                    self.succ[d].append(t.id)
             for d in set(t.deps):
                 self.readers[d].append(t.id)
-        self.waiting = [len(set(t.preds)) for t in tasks]
+        self.waiting = [len({d for d in t.preds if not self.staging[d]}) for t in tasks]
+        self.any_staging = any(self.staging)
+        # (chip, DMA engine) -> when its next prefetch may start: its last one ended
+        self.dma_queue: dict[tuple[int, str], int] = {}
         self.leaf_readers: dict[tuple, list[int]] = defaultdict(list)
         for t in tasks:
             for r in t.reads:
@@ -227,8 +248,9 @@ class ListScheduler:
             key = ("leaf", node, mb, t.replica, t.chip)
             if key not in self.mem.home:  # params/constants live the whole step; inputs from first use
                 at = 0 if mb == PER_STEP else start
+                home = leaf_home(plan.chips[t.chip], plan.leaf_class.get(node)) if plan.leaf_class else None
                 self.mem.place(key, t.chip, None, False, plan.leaf_size(node, t.replica), at,
-                               f"leaf %{node} {plan.node_names[node]!r} (mb {mb}, replica {t.replica})")
+                               f"leaf %{node} {plan.node_names[node]!r} (mb {mb}, replica {t.replica})", home=home)
         if not t.out_bytes:
             return start, 0
         return self.mem.place(("out", t.id), t.out_chip, resource, is_result(t.keep, t.phase), t.out_bytes, start,
@@ -236,10 +258,24 @@ class ListScheduler:
                               f"(mb {t.microbatch}, replica {t.replica})")
 
     def inputs(self, t: TaskSpec) -> list[tuple[str, int]]:
-        """(memory, bytes) of the task's inputs placed so far: its dependences' outputs and its leaves."""
+        """(memory, bytes) of the task's inputs placed so far: its dependences' outputs and its leaves (of a
+        streamed leaf, what it reads where the leaf lives: kinds.leaf_read_bytes)."""
         mem = self.mem
-        keys = [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
-        return [(mem.where[k][1], mem.home[k].size_bytes) for k in keys if k in mem.where]
+        if not self.any_staging:  # the common case, kept as cheap as before placements existed
+            keys = [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
+            return [(mem.where[k][1], mem.home[k].size_bytes) for k in keys if k in mem.where]
+        staging = self.prefetches.get(t.id, [])  # read in their buffer, though not dependences
+        tasks = self.tasks
+        deps = [("out", d) for d in set(t.deps)]
+        placed = [(mem.where[k][1], mem.home[k].size_bytes) for k in deps if k in mem.where]
+        placed += [(mem.where[("out", p)][1], tasks[p].port_bytes) for p in staging if ("out", p) in mem.where]
+        staged = staged_bytes((tasks[d].kind, tasks[d].node, tasks[d].port_bytes) for d in staging)
+        for r in set(t.reads):
+            k = ("leaf", *r, t.replica, t.chip)
+            if k in mem.where:
+                placed.append((mem.where[k][1], leaf_read_bytes((t.kind, t.node, t.port_bytes), r[0],
+                                                                mem.home[k].size_bytes, staged)))
+        return [p for p in placed if p[1]]
 
     def read_cycles(self, t: TaskSpec, resource: str, inputs: list[tuple[str, int]]) -> int:
         """Cycles to stream `inputs` (self.inputs) that live outside the unit's port memory."""
@@ -327,14 +363,25 @@ class ListScheduler:
 
     def schedule_one(self, t: TaskSpec) -> None:
         """Earliest finish over every candidate resource instance (reading the inputs where they are
-        placed), then placement of its leaves and output, and the start and length these allow."""
+        placed), then placement of its leaves and output, and the start and length these allow. Its
+        prefetches are timed first: each as early as its DMA engine and its buffer's room allow."""
+        for p in self.prefetches.get(t.id, ()):
+            self.schedule_single(self.tasks[p])
+            self.dma_queue[(t.chip, self.timed[p].resource)] = self.timed[p].end
+        self.schedule_single(t)
+
+    def schedule_single(self, t: TaskSpec) -> None:
         data_ready = max((self.timed[d].end + t.lag.get(d, 0) for d in t.preds), default=0)
+        if self.staging[t.id]:
+            # a DMA engine serves its requests in the order they are issued (a queue): a prefetch never slips
+            # into an earlier gap. Its buffer's slots are equal blocks, so they always pack.
+            data_ready = max(data_ready, self.dma_queue.get((t.chip, t.options[0][0]), 0))
         if self.gates is not None:
             data_ready = max(data_ready, self.gates.earliest(t.id))
         best = None
         inputs = self.inputs(t)
         for resource, instances, cycles in t.options:
-            length = max(cycles, self.read_cycles(t, resource, inputs))
+            length = max(cycles, self.read_cycles(t, resource, inputs), t.stream_cycles)
             loads = self.loads(t, resource, length, inputs)  # the same on every instance
             for i in range(instances):
                 start = self.fit(t, resource, i, data_ready, length, loads)
@@ -344,7 +391,7 @@ class ListScheduler:
         _, start, resource, instance, cycles = best
         placed_at, extra = self.place(t, resource, start)
         inputs = self.inputs(t)  # with the leaves placed just now, which may be far
-        total = max(cycles, self.read_cycles(t, resource, inputs)) + extra
+        total = max(cycles, self.read_cycles(t, resource, inputs), t.stream_cycles) + extra
         loads = self.loads(t, resource, total, inputs)  # now with its output's stream too
         start = self.fit(t, resource, instance, placed_at, total, loads)
         self.book(t, resource, instance, start, start + total, loads)
@@ -352,7 +399,7 @@ class ListScheduler:
     def run(self) -> tuple[list[Timed], MemoryPlanner]:
         gates = self.gates
         ready = [self.prio[t.id] for t in self.tasks
-                 if self.waiting[t.id] == 0 and (gates is None or gates.admit(t.id))]
+                 if self.waiting[t.id] == 0 and not self.staging[t.id] and (gates is None or gates.admit(t.id))]
         heapq.heapify(ready)
         while ready or (gates is not None and gates.held):
             if not ready:
@@ -362,7 +409,7 @@ class ListScheduler:
             if self.timed[tid] is not None:
                 continue  # a collective member, scheduled with its group
             t = self.tasks[tid]
-            group = self.groups[t.group] if t.group >= 0 else [t]
+            group = self.groups[t.group] if t.group >= 0 else [*(self.tasks[p] for p in self.prefetches[t.id]), t]
             if t.group >= 0:
                 self.schedule_group(group)
             else:
@@ -371,7 +418,10 @@ class ListScheduler:
                 for h in gates.taken(x.id, self.timed[x.id].start) if gates is not None else ():
                     heapq.heappush(ready, self.prio[h])
                 self.finish_reads(x)
-                if not self.readers[x.id] and ("out", x.id) in self.mem.home and not x.keep:
+                if self.staging[x.id]:  # its reader consumes the staged head first
+                    if ("out", x.id) in self.mem.home:
+                        self.mem.free(("out", x.id), max(self.timed[t.id].start, self.timed[x.id].end))
+                elif not self.readers[x.id] and ("out", x.id) in self.mem.home and not x.keep:
                     self.mem.free(("out", x.id), self.timed[x.id].end)  # nobody reads it: free once written
                 for s in self.succ[x.id]:
                     self.waiting[s] -= 1

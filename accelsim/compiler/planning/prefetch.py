@@ -1,0 +1,88 @@
+"""Streamed placement classes as prefetch tasks (hw/placement.py -> TaskSpecs): for every node task that reads
+a leaf of a streamed class, a prefetch on the chip's DMA engine for that class stages the leaf's head (at most
+prefetch_depth tiles) in the stream's buffer before the reader starts; the reader depends on it and streams
+the rest from the class's memory while it runs, at the DMA engine's bandwidth at most."""
+from __future__ import annotations
+
+import math
+
+from accelsim.cost.energy import memory_pj_per_byte
+from accelsim.graph.ir import Graph
+from accelsim.hw.placement import ClassPlacement, dma_resource, placement_of
+from accelsim.hw.spec import Chip, HwSpec
+from accelsim.schedule.identity import PER_STEP
+
+
+def leaf_classes(graph: Graph) -> dict[int, str]:
+    """Leaf node -> its placement class: a trainable or frozen parameter is "parameters", a non-trainable
+    parameter that only update nodes read (momentum, Adam's moments) is "optimizer_state". Inputs and
+    constants have no class (they are placed as without a placement)."""
+    readers: dict[int, set[str]] = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            readers.setdefault(i, set()).add(n.phase)
+    out = {}
+    for n in graph.nodes:
+        if n.op != "param":
+            continue
+        state = not n.trainable and readers.get(n.id, set()) == {"update"}
+        out[n.id] = "optimizer_state" if state else "parameters"
+    return out
+
+
+class Prefetcher:
+    """Makes the prefetch tasks of one plan: which leaves stream on which chip, and at what cost."""
+
+    def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
+        self.hw, self.chips = hw, chips
+        self.classes = leaf_classes(graph)
+        self.any = any(placement_of(c) for c in chips)
+
+    def stream(self, chip: int, leaf: int) -> tuple[str, ClassPlacement] | None:
+        """(DMA resource, placement) when `leaf` streams on `chip`, else None."""
+        cls = self.classes.get(leaf)
+        where = placement_of(self.chips[chip]).get(cls) if cls is not None and self.any else None
+        if where is None or where.stream is None:
+            return None
+        return dma_resource(cls), where
+
+    def stage(self, new, reads: list[tuple[int, int]], sizes: dict[int, int], common: dict) -> tuple[list[int], int]:
+        """Prefetch tasks (made with `new(**fields)`) for the streamed leaves among a reader's `reads`, with
+        `sizes` the leaves' bytes and `common` the reader's identity fields: one per tile of each leaf's head,
+        as many as the buffer's prefetch_depth slots allow for the reader's leaves together. Each holds one
+        slot of the buffer (a FIFO entry: tile_bytes, the last tile of a leaf too) and moves its tile's bytes.
+        Returns their ids and the cycles the reader needs at least to stream the rest of those leaves through
+        the DMA engines (a class's leaves one after another, the classes' engines in parallel)."""
+        chip = common["chip"]
+        ids: list[int] = []
+        rest: dict[str, int] = {}
+        slots: dict[str, int] = {}  # slots the reader's earlier leaves left: all its tiles are held at once
+        for leaf, mb in reads:
+            s = self.stream(chip, leaf) if mb == PER_STEP else None
+            if s is None:
+                continue
+            resource, where = s
+            stream, size = where.stream, sizes[leaf]
+            per_cycle = stream.bytes_per_cycle(self.hw.clock_hz)
+            tiles = min(slots.setdefault(resource, stream.prefetch_depth), -(-size // stream.tile_bytes))
+            slots[resource] -= tiles
+            for i in range(tiles):
+                moved = min(stream.tile_bytes, size - i * stream.tile_bytes)
+                cycles = stream.latency_cycles + math.ceil(moved / per_cycle)
+                t = new(kind="prefetch", node=leaf, op="prefetch", phase=common["phase"],
+                        microbatch=common["microbatch"], replica=common["replica"], stage=common["stage"], chip=chip,
+                        out_chip=chip, deps=[], options=((resource, 1, max(1, cycles)),),
+                        out_bytes=stream.tile_bytes, port_bytes=moved, reads=[(leaf, PER_STEP)],
+                        energy_pj=self.energy_pj(chip, where, moved))
+                ids.append(t.id)
+            staged = min(size, tiles * stream.tile_bytes)
+            rest[resource] = rest.get(resource, 0) + math.ceil((size - staged) / per_cycle)
+        return ids, max(rest.values(), default=0)
+
+    def energy_pj(self, chip: int, where: ClassPlacement, nbytes: int) -> float:
+        """Reading `nbytes` in the class's memory and writing them in its buffer (0 where a figure is missing)."""
+        c = self.chips[chip]
+        per_byte = [memory_pj_per_byte(c, c.memory(m)) for m in (where.memory, where.stream.buffer)]
+        return nbytes * sum(p or 0.0 for p in per_byte)
+
+

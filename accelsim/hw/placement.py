@@ -1,0 +1,140 @@
+"""Placement: where each class of leaf tensor lives on a chip (the `placement` key of a chip in a hardware file),
+resident in a memory or streamed from one through a DMA engine into an on-chip buffer.
+
+Without a `placement` key a chip places every tensor as it always did (parameters and optimizer state in
+the fastest memory with room, hw/levels.memory_order), and its description dumps (and hashes) as before.
+A streamed class is read again for every task that reads it: a DMA engine of `bandwidth` copies the first
+`prefetch_depth` tiles of each such read into `buffer` ahead of the reader (a prefetch task the scheduler
+places, compiler/planning/prefetch.py); the rest streams from `memory` while the reader runs.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
+from pydantic_core import PydanticCustomError
+
+from accelsim.hw.fields import BytesPerCycle, BytesPerSecond, CapacityBytes, LatencyCycles, Spec
+from accelsim.hw.ranges import Range, check_name, in_range
+
+LeafClass = Literal["parameters", "optimizer_state"]
+"""The classes of tensor a placement names: trainable (and frozen) parameters, and the optimizer's state."""
+LEAF_CLASSES: tuple[LeafClass, ...] = ("parameters", "optimizer_state")
+ON_CHIP = ("sram", "cache")
+"""Memory kinds that can hold a stream's prefetch buffer."""
+PREFETCH_DEPTH = Range(1, 1024, "tiles", integer=True, why=(
+    "at least one tile must be staged ahead of its reader; 1024 tiles is far beyond any DMA queue (TPU v1's "
+    "weight FIFO holds 4), and the buffer must hold them all"))
+
+_Name = Annotated[str, BeforeValidator(check_name)]
+Depth = Annotated[int, BeforeValidator(in_range(PREFETCH_DEPTH))]
+
+
+class DmaStream(Spec):
+    """A DMA engine that streams a class of tensors from its memory into an on-chip buffer, `prefetch_depth`
+    tiles of `tile_bytes` ahead of the task that reads them. Give exactly one bandwidth."""
+
+    buffer: _Name = Field(description="the on-chip memory (sram or cache) that holds the prefetched tiles")
+    bandwidth_bytes_per_cycle: BytesPerCycle | None = Field(None, description="the DMA engine's bytes per cycle")
+    bandwidth_bytes_per_s: BytesPerSecond | None = Field(None, description="the DMA engine's bytes per second")
+    prefetch_depth: Depth = Field(description="tiles the engine may fetch ahead of their reader")
+    tile_bytes: CapacityBytes = Field(description="bytes of one prefetched tile, e.g. '64 KiB'")
+    latency_cycles: LatencyCycles = Field(0, description="cycles from a DMA request to its first byte")
+
+    @model_validator(mode="after")
+    def _exactly_one_bandwidth(self) -> "DmaStream":
+        if (self.bandwidth_bytes_per_cycle is None) == (self.bandwidth_bytes_per_s is None):
+            raise ValueError("give exactly one of bandwidth_bytes_per_cycle and bandwidth_bytes_per_s")
+        return self
+
+    @property
+    def buffer_bytes(self) -> int:
+        """The buffer the stream needs: prefetch_depth tiles."""
+        return self.prefetch_depth * self.tile_bytes
+
+    def bytes_per_cycle(self, clock_hz: float) -> float:
+        if self.bandwidth_bytes_per_cycle is not None:
+            return self.bandwidth_bytes_per_cycle
+        return self.bandwidth_bytes_per_s / clock_hz
+
+
+class ClassPlacement(Spec):
+    """Where one class of tensors lives: resident in `memory`, or streamed from it when `stream` is given."""
+
+    memory: _Name = Field(description="the memory of the chip the tensors live in")
+    stream: DmaStream | None = Field(None, description="stream them from `memory` through a DMA engine")
+
+
+class Placement(Spec):
+    """Per class of tensor, where it lives; a class left out is placed as without a placement."""
+
+    parameters: ClassPlacement | None = Field(None, description="weights and biases (and frozen parameters)")
+    optimizer_state: ClassPlacement | None = Field(None, description="momentum and Adam moments")
+
+    def classes(self) -> dict[str, ClassPlacement]:
+        """The classes given, by name, in LEAF_CLASSES order."""
+        return {c: getattr(self, c) for c in LEAF_CLASSES if getattr(self, c) is not None}
+
+
+def dma_resource(leaf_class: str) -> str:
+    """The scheduler's resource name of the DMA engine streaming `leaf_class` (one per chip and class)."""
+    return f"dma.{leaf_class}"
+
+
+def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement | None:
+    """The memories a placement names are the chip's, a buffer is on chip and holds its tiles, and no unit has
+    the name of a DMA engine. Runs after the chip's units and memories (declared before it) were validated."""
+    if placement is None:
+        return None
+    memories = {m.name: m for m in info.data.get("memories") or []}
+    units = {u.name for u in info.data.get("units") or []}
+    problems: list[str] = []
+    for cls, where in placement.classes().items():
+        if where.memory not in memories:
+            problems.append(f"{cls}.memory: no memory {where.memory!r} on this chip (memories: "
+                            f"{', '.join(sorted(memories)) or 'none'})")
+        s = where.stream
+        if s is None:
+            continue
+        if dma_resource(cls) in units:
+            problems.append(f"{cls}.stream: a unit is named {dma_resource(cls)!r}, the name of this "
+                            f"class's DMA engine in schedules; rename the unit")
+        buf = memories.get(s.buffer)
+        if buf is None:
+            problems.append(f"{cls}.stream.buffer: no memory {s.buffer!r} on this chip (memories: "
+                            f"{', '.join(sorted(memories)) or 'none'})")
+        elif s.buffer == where.memory:
+            problems.append(f"{cls}.stream.buffer: {s.buffer!r} is also the memory the class streams "
+                            f"from; expected another, on-chip memory")
+        elif buf.kind not in ON_CHIP:
+            problems.append(f"{cls}.stream.buffer: memory {s.buffer!r} is {buf.kind}, expected an "
+                            f"on-chip memory ({' or '.join(ON_CHIP)}) to hold the prefetched tiles")
+        elif s.buffer_bytes > buf.capacity_bytes:
+            problems.append(f"{cls}.stream: prefetch_depth {s.prefetch_depth} x tile_bytes {s.tile_bytes} "
+                            f"= {s.buffer_bytes} bytes, larger than buffer {s.buffer!r} ({buf.capacity_bytes} "
+                            f"bytes); expected a depth or tile that fits")
+    others = [(c, w.stream.buffer) for c, w in placement.classes().items() if w.stream is not None]
+    if len({b for _, b in others}) < len(others):
+        problems.append(f"streams share a buffer ({', '.join(f'{c}: {b}' for c, b in others)}); "
+                        f"expected one buffer memory per stream")
+    if problems:
+        raise PydanticCustomError("hw_config", "{msg}", {"msg": "; ".join(problems)})
+    return placement
+
+
+ChipPlacement = Annotated[Placement | None, AfterValidator(_fits_chip), Field(
+    None, exclude_if=lambda p: p is None, description=(
+        "where parameters and optimizer state live: resident in a memory, or streamed through a DMA engine "
+        "(left out: the fastest memory with room, as before)"))]
+"""The type of Chip.placement; left out, the chip's dump (and its hardware hash) is the one from before."""
+
+
+def placement_of(chip: Any) -> dict[str, ClassPlacement]:
+    """A chip's placed classes by name ({} without a placement)."""
+    p = getattr(chip, "placement", None)
+    return {} if p is None else p.classes()
+
+
+def streams_of(chip: Any) -> dict[str, tuple[str, ClassPlacement]]:
+    """DMA resource name -> (class, its placement) for each streamed class of a chip."""
+    return {dma_resource(c): (c, w) for c, w in placement_of(chip).items() if w.stream is not None}
