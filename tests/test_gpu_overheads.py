@@ -6,6 +6,7 @@ import math
 import pytest
 
 import accelsim as A
+from accelsim import ops as F
 from accelsim.cost.model import graph_costs
 from accelsim.hw.overrides import parse_assignments
 from accelsim.passes.fuse_elementwise import fuse_elementwise
@@ -47,6 +48,28 @@ def test_a_long_kernel_hides_its_launch_pays_its_tail_and_streams_hbm_at_the_ach
     assert achieved.overhead_cycles == at_peak.overhead_cycles == tail == 1410
     assert achieved.cycles == achieved.memory_cycles + tail
     assert achieved.memory_cycles == pytest.approx(at_peak.memory_cycles / overheads.hbm_fraction, abs=1)
+
+
+def _matmul_beside_relu() -> A.Graph:
+    """Two independent kernels for two units: a matmul (Tensor Cores) and a relu (CUDA cores)."""
+    g = A.Graph("two", dtype="float32")
+    a, b, x = g.input("a", (1024, 1024)), g.input("b", (1024, 1024)), g.input("x", (1 << 22,))
+    g.output("m", F.matmul(a, b))
+    g.output("r", F.relu(x))
+    return g
+
+
+def test_a_gpu_like_chip_runs_its_kernels_one_at_a_time_on_one_stream():
+    """A GPU runs one compute stream: the matmul and the relu, free to run together on a dataflow chip's two
+    units, run back to back, and the step lasts their two kernels."""
+    hw, graph = _a100(), _matmul_beside_relu()
+    sched = A.compile(graph, hw)
+    spans = sorted((t.start, t.end, t.resource) for t in sched.tasks if t.kind == "node")
+    assert {r for _, _, r in spans} == {"tensor_core", "cuda_cores"}
+    assert spans[0][1] <= spans[1][0]
+    assert sched.makespan_cycles == sum(c.cycles for c in graph_costs(hw, graph))
+    result = A.simulate(sched, hw, graph=graph)
+    assert result.makespan_cycles == sched.makespan_cycles
 
 
 def test_a_chip_without_gpu_overheads_costs_and_dumps_as_before():

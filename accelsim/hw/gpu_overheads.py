@@ -1,5 +1,6 @@
 """The per-kernel overheads of a GPU-like chip (a chip's `gpu_overheads:` key): what a dataflow chip with a
-static schedule does not pay and a GPU running one kernel per node does. cost/kernel_overheads.py charges them.
+static schedule does not pay and a GPU running one kernel per node does. cost/kernel_overheads.py charges them,
+and the list scheduler runs such a chip's kernels one at a time, whatever unit they use: one compute stream.
 
 - launch_latency_us: the host's time to issue one kernel (framework dispatch + cudaLaunchKernel). Launches run
   ahead of the GPU, so a long kernel hides the next launch; a kernel shorter than this leaves the GPU waiting,
