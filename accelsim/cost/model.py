@@ -1,7 +1,8 @@
 """Cost model: (node, unit) -> cycles, bytes, bound and utilization, from the op registry and the
 hardware description alone (one source of truth for each).
 
-cycles = unit pipeline latency + max(compute cycles + stall cycles, memory-traffic cycles).
+cycles = unit pipeline latency + max(compute cycles + stall cycles, memory-traffic cycles), as a kernel on a
+GPU-like chip (cost/kernel_overheads.py: plus the tail, at least the launch; HBM at its achievable fraction).
 Stall cycles come from an array unit's operand buffers (cost/operand_traffic.py); without them a node
 moves each operand byte once and never stalls. Energy is flops and bytes at the effective figures of
 cost/energy.py.
@@ -14,6 +15,7 @@ from typing import Any
 
 from accelsim.cost.compute import NodeWork, compute_cycles
 from accelsim.cost.energy import node_energy_pj
+from accelsim.cost.kernel_overheads import kernel_cycles, streaming_bytes_per_cycle
 from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
@@ -41,6 +43,7 @@ class NodeCost:
     energy_pj: float | None
     stall_cycles: int = 0  # array cycles spent waiting for operand buffers (0 without operand buffers)
     buffer_bytes: int = 0  # bytes the array moves in and out of its operand buffers (0 without them)
+    overhead_cycles: int = 0  # of `cycles`, what the kernel's launch and tail add (0 off GPU-like chips)
 
     @property
     def level_bytes(self) -> dict[str, int]:
@@ -127,8 +130,8 @@ def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, bytes_read: int, bytes_wr
     one) and results out to its first `writes` memory; one shared port when both are the same memory."""
     clock = hw.clock_hz
     src, dst = chip.memory(unit.reads[0]), chip.memory(unit.writes[0])
-    read_bw = src.bytes_per_cycle(clock)
-    write_bw = dst.bytes_per_cycle(clock)
+    read_bw = streaming_bytes_per_cycle(chip.gpu_overheads, src, clock)
+    write_bw = streaming_bytes_per_cycle(chip.gpu_overheads, dst, clock)
     if unit.input_buffer is not None:
         read_bw = min(read_bw, unit.input_buffer.bytes_per_cycle(clock))
     if unit.output_buffer is not None:
@@ -161,13 +164,15 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
         stall, buffer_bytes = traffic.stall_cycles, traffic.buffer_bytes
         channels_bound = traffic.memory_bound
     memory = _memory_cycles(hw, chip, unit, bytes_read, bytes_written)
-    cycles = unit.latency_cycles + max(compute + stall, memory, 1)
+    work = unit.latency_cycles + max(compute + stall, memory, 1)
+    cycles = kernel_cycles(chip.gpu_overheads, hw.clock_hz, work)
     peak = model.peak_ops_per_cycle() * ways / compute_scale(hw, unit)  # the peak at the step's precision
     utilization = flops / (cycles * peak) if peak else compute / cycles
     energy = node_energy_pj(hw, chip, unit, flops, bytes_read, bytes_written, buffer_bytes)
     return NodeCost(node.id, node.op, unit.name, flops, bytes_read, bytes_written, compute, memory,
                     unit.latency_cycles, cycles, min(utilization, 1.0),
-                    "compute" if compute >= memory and not channels_bound else "memory", energy, stall, buffer_bytes)
+                    "compute" if compute >= memory and not channels_bound else "memory", energy, stall, buffer_bytes,
+                    cycles - work)
 
 
 def best_cost(hw: HwSpec, graph: Graph, node: Node, chip: Chip | None = None) -> NodeCost:

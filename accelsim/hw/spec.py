@@ -21,6 +21,7 @@ from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream
 from accelsim.hw.dataflows import Dataflows, MappingChoice, dataflows_problems
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
                                 ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
+from accelsim.hw.gpu_overheads import GpuOverheads
 from accelsim.hw.ranges import (MAX_NAME_CHARS, NAME_PATTERN, Problem, check_in_range, check_name, check_technology_nm,
                                 raise_problems)
 from accelsim.hw.tech import NODES, PRECISION_OF_BYTES, Precision
@@ -237,6 +238,9 @@ class Chip(Spec):
     memories: list[Memory] = Field(min_length=1, max_length=MAX_MEMORIES_PER_CHIP, description=(
         "shared storage: SRAM, caches, DRAM, HBM"))
     placement: ChipPlacement = None  # after units and memories: its validator reads them (hw/placement.py)
+    # left out of the dump when absent, so the hardware hashes of schedules compiled before the key hold
+    gpu_overheads: GpuOverheads | None = Field(None, exclude_if=lambda v: v is None, description=(
+        "a GPU-like chip's per-kernel launch and tail latency and achievable HBM fraction"))
 
     def memory(self, name: str) -> Memory:
         """The memory named `name` (a unit's reads and writes are validated to name one of them)."""

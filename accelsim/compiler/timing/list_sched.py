@@ -35,6 +35,9 @@ from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_lab
 from accelsim.compiler.timing.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
 
+STREAM = "stream"
+"""The timeline key of a GPU-like chip's one compute stream, which every unit of the chip books."""
+
 
 class Timeline:
     """Busy intervals of one resource instance, sorted; tasks may fill earlier idle gaps (the
@@ -212,6 +215,9 @@ class ListScheduler:
                 self.groups[t.group].append(t)
         self.links = self.physical_links()
         self.link_lines: dict[Link, Timeline] = defaultdict(Timeline)
+        # a GPU-like chip (hw/gpu_overheads.py) runs its units' kernels one at a time, as one compute stream
+        self.streamed = {c: {u.name for u in chip.units} for c, chip in enumerate(plan.chips)
+                         if chip.gpu_overheads is not None}
 
     def physical_links(self) -> dict[int, tuple[Link, ...]]:
         """Task id (a transfer, or a collective's first member for its group) -> the links it holds."""
@@ -299,10 +305,13 @@ class ListScheduler:
         return [(p, port_rate(b, cycles, p.capacity)) for p, b in zip(profiles, loads.values())]
 
     def line(self, t: TaskSpec, resource: str, instance: int) -> Timeline:
-        """A unit instance on the task's chip, the link from its chip to its out_chip, or its chip's share
-        of collectives (one at a time per chip, whatever the algorithm)."""
+        """A unit instance on the task's chip (every unit of a GPU-like chip: its one compute stream), the link
+        from its chip to its out_chip, or its chip's share of collectives (one at a time per chip, whatever the
+        algorithm)."""
         if resource in COLLECTIVES:
             return self.lines[(t.chip, COLLECTIVE, 0)]
+        if resource in self.streamed.get(t.chip, ()):
+            return self.lines[(t.chip, STREAM, 0)]
         return self.lines[(t.chip, resource if resource != "link" else f"link>{t.out_chip}", instance)]
 
     def fit(self, t: TaskSpec, resource: str, instance: int, ready_at: int, cycles: int,

@@ -1,0 +1,28 @@
+"""What a GPU-like chip adds to a node's cycles (hw/gpu_overheads.py): (GpuOverheads, clock, cycles) -> cycles.
+
+Every node runs as one kernel. Its memory traffic to an `hbm` memory streams at the achievable fraction of
+the datasheet bandwidth; then the kernel pays its tail latency, and lasts at least its launch latency, since
+the host issues kernels one at a time ahead of the GPU (a short kernel waits for the next launch, a long one
+hides it). Fusing a chain of nodes into one therefore saves their launches and tails as well as their bytes.
+"""
+from __future__ import annotations
+
+from accelsim.hw.gpu_overheads import GpuOverheads
+from accelsim.hw.spec import Memory
+
+
+def streaming_bytes_per_cycle(overheads: GpuOverheads | None, memory: Memory, clock_hz: float) -> float:
+    """The rate a kernel streams from (or to) `memory`: the datasheet figure, scaled for an HBM of a GPU-like
+    chip by the achievable fraction."""
+    rate = memory.bytes_per_cycle(clock_hz)
+    if overheads is not None and memory.kind == "hbm":
+        return rate * overheads.hbm_fraction
+    return rate
+
+
+def kernel_cycles(overheads: GpuOverheads | None, clock_hz: float, work_cycles: int) -> int:
+    """A node's cycles as a kernel: its work plus the tail, at least the launch; `work_cycles` unchanged on a
+    chip without GPU overheads."""
+    if overheads is None:
+        return work_cycles
+    return max(overheads.launch_cycles(clock_hz), work_cycles + overheads.tail_cycles(clock_hz))

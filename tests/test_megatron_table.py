@@ -1,0 +1,41 @@
+"""experiments/megatron_table.py's rows are the paper's configurations: each divides into whole replicas,
+micro-batches and virtual stages, and its preset is the model of its row."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelsim.models.transformer import GPT2_SIZES, gpt2_param_count
+
+PATH = Path(__file__).resolve().parent.parent / "experiments" / "megatron_table.py"
+
+
+@pytest.fixture(scope="module")
+def table():
+    spec = importlib.util.spec_from_file_location("megatron_table", PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_row_divides_into_whole_replicas_microbatches_and_virtual_stages(table):
+    for row in table.ROWS:
+        assert row.t * row.p * row.d == row.gpus, row.name
+        assert row.microbatches * row.micro_batch * row.d == row.global_batch, row.name
+        if row.layers_per_virtual_stage is not None:
+            assert row.v * row.p * row.layers_per_virtual_stage == row.layers, row.name
+            assert row.v > 1, row.name
+
+
+def test_each_table_row_builds_the_model_its_name_gives():
+    """Table 1's parameter counts (billions, one decimal) from the zoo preset at vocabulary 51,200, seq 2048."""
+    for name, size in (("1.7B", "megatron-1.7b"), ("18.4B", "megatron-18.4b"), ("145.6B", "megatron-145.6b")):
+        billions = gpt2_param_count(size, seq=2048, vocab=51200) / 1e9
+        assert f"{billions:.1f}B" == name
+    assert GPT2_SIZES["megatron-1t"]["layers"] == 128
+
+
+def test_the_default_rows_are_table_rows(table):
+    assert set(table.DEFAULT_ROWS) <= {r.name for r in table.ROWS}
