@@ -75,6 +75,10 @@ class _Planned:
     """The key of its input from another chunk (None: its inputs are on its chip)."""
     gives: int | None
     """The key of the input it produces for another chunk (None: it produces none)."""
+    gives_after: int
+    """Cycles from the item's start until that input is computed: a whole backward pass computes its input
+    gradient first and its weight gradients after (the part of it ZB-H1 defers as W), so the gradient leaves
+    before the pass ends; anything else gives its output at its end."""
     transfer: Booking | None
     """How that input travels (None: it is there at once: the same chip, or no bytes)."""
     buckets: tuple[Booking, ...]
@@ -107,12 +111,15 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                 to = c - 1 if c > 0 else None
             else:
                 cycles, needs, to = chunk.weight_grad_cycles, None, None
+            gives_after = cycles
+            if it.kind == "backward" and not split:
+                gives_after = max(1, cycles - chunk.weight_grad_cycles)
             gives = transfer = None
             if to is not None:
                 gives = _key(it.kind, m, to, M)
                 transfer = transfers.get((s, to % p, _sent_bytes(work, c, to)))
             mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
-            plan.append(_Planned(it, cycles, needs, gives, transfer, mine))
+            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine))
         plans.append(plan)
     return plans
 
@@ -172,24 +179,30 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             came = arrived.pop(planned.needs)
             clock = max(clock, came[3])
         start, cycles = clock, planned.cycles
-        for i, bucket in enumerate(planned.buckets):
-            ready = start + math.ceil((i + 1) * cycles / len(planned.buckets))
-            if ready > env.now:
-                yield env.timeout(ready - env.now)
-            b_start, b_end = book.book(bucket, ready)
-            spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
-            reduced = max(reduced, b_end)
         clock = start + cycles
         spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
         trace.append((start, clock, came))
+        n = len(planned.buckets)
+        # what the item hands on, in time order (links are booked in time order): its gradient buckets, as
+        # the pass produces them, and its output to another chunk once computed (index n: after a bucket
+        # complete at the same cycle)
+        events = [(start + math.ceil((i + 1) * cycles / n), i) for i in range(n)]
         if planned.gives is not None:
-            arrival = clock
+            events.append((start + planned.gives_after, n))
+        for at, i in sorted(events):
+            if i < n or planned.transfer is not None:
+                if at > env.now:
+                    yield env.timeout(at - env.now)
+            if i < n:
+                b_start, b_end = book.book(planned.buckets[i], at)
+                spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
+                reduced = max(reduced, b_end)
+                continue
+            arrival = at
             if planned.transfer is not None:
-                if clock > env.now:
-                    yield env.timeout(clock - env.now)
-                t_start, arrival = book.book(planned.transfer, clock)
+                t_start, arrival = book.book(planned.transfer, at)
                 spans.append((t_start, stage, "transfer", item.chunk, item.microbatch, arrival))
-            arrived[planned.gives] = (stage, len(trace) - 1, clock, arrival)
+            arrived[planned.gives] = (stage, len(trace) - 1, at, arrival)
             if planned.gives in waiting:
                 waiting.pop(planned.gives).succeed()
     items_end, clock = clock, max(clock, reduced)
