@@ -40,8 +40,9 @@ task-granularity compiler:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from accelsim.compiler.hierarchy.backward_sends import backward_sends
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.compiler.planning.expand import CostTable, Planner, chip_map
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
@@ -248,6 +249,8 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
                                 weight_grad_cycles=busy(c, "weight_grad") + acc, recompute_cycles=busy(c, "recompute"),
                                 activation_bytes=sent[(c, "forward")], stash_bytes=stash[c],
                                 backward_bytes=sent[(c, "backward")]))
+    sends = backward_sends(plan, m.timed, chunk_of_chip, p * v, wgrad, filler)  # when the input gradient leaves, and where
+    chunks = [replace(c, input_grad_after=x.input_grad_after, update_sends=x.update_sends) for c, x in zip(chunks, sends)]
     step_chips = chip_map(len(plan.chips), options)
     stages = []
     for s in range(p):
