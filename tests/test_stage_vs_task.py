@@ -121,3 +121,30 @@ def test_gpipe_on_one_chip_keeps_up_with_fewer_micro_batches_when_memory_halves_
                    for m in (4, 8))
     assert eight.options.max_in_flight == 4
     assert eight.samples_per_step / eight.makespan_cycles >= 0.97 * four.samples_per_step / four.makespan_cycles
+
+
+# ---- real numbers ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("schedule, window", [("gpipe", 2), ("zb-h1", None)])
+def test_a_small_pipelined_step_under_each_schedule_computes_the_reference_numbers(schedule, window):
+    """gpt2 (2 small layers, its tied embedding across the stages) on two chips, 4 micro-batches, the task
+    level following GPipe in rounds of 2 and ZB-H1 (its W passes deferred): executed through its memory placements
+    by the numba kernels, its loss, averaged gradients and updated parameters match the float64 reference."""
+    from accelsim.execute import check
+    from accelsim.models.sizes import SMALL
+
+    hw = A.load_hw("groq_like_x4")
+    graph = A.training_graph(A.models.build("gpt2", **SMALL["gpt2"]), optimizer="adam")
+    sched = A.compile(graph, hw, microbatches=4, pipeline_stages=2, pipeline_schedule=schedule, max_in_flight=window)
+    assert {t.stage for t in sched.tasks} == {0, 1}
+    report = check(sched, "numba", graph=graph, hw=hw)
+    assert report.passed, [e for e in report.entries if not e.passed] or report.corruptions
+    assert "loss" in {e.name for e in report.entries}
+    assert any(e.name.startswith("step mean of") for e in report.entries)
+
+
+def test_a_stage_granularity_step_is_not_taken_for_a_schedule_by_check(hw):
+    """A composed step has no task schedule to execute: check refuses it by name rather than guessing."""
+    step = A.compile(_graph("transformer_block", 1), hw, granularity="stage")
+    with pytest.raises(A.AccelsimError, match="expected a Schedule.*StageStep"):
+        A.check(step)
