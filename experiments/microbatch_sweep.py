@@ -12,7 +12,8 @@ which only stage granularity compiles); gpt2 with 2 layers on a100_x8 (p=1) too.
 GPipe on one chip broke the property (resnet50 on groq_like: 6,260 samples/s at M=4, 5,908 at M=8): GPipe stashes
 all M micro-batches, memory halved the window to 4, and the order of all 8 forwards before any backward
 contradicted it; the order now runs in rounds of the window (schedules.windowed_order): 6,430 at M=8, 6,520 at
-M=16 (measured with --case resnet50-train --schedule gpipe on this branch). gpt2-2 on a100_x8 keeps up under
+M=16 (measured with --case resnet50-train --schedule gpipe on this branch); 1F1B keeps one micro-batch in
+flight on one chip (3,369 at every M), ZB-H1 all of them (3,369 to 4,123). gpt2-2 on a100_x8 keeps up under
 every schedule (349 to 361 samples/s from M=1 to 16).
 Run: python experiments/microbatch_sweep.py [--max-m 64] [--case resnet50-train] [--schedules] [--schedule gpipe]
 """

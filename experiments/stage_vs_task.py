@@ -6,6 +6,7 @@ Run: python experiments/stage_vs_task.py [--models transformer_block gpt2 resnet
 
 Measured on a100_x8 (Adam) on this branch, CPU seconds per row 0.6 to 2.2 (task) and 0.6 to 2.3 (stage):
 - resnet50 p=2 and p=4, M=4, 1F1B: 0.993 and 1.000. gpt2 small (12 layers) p=2 M=4 1F1B: 1.002.
+- gpt2-4 p=4 (last session's underused stage 0), M=4 and 8, GPipe, 1F1B, ZB-H1: 0.996 to 1.001.
 - gpt2-2 p=2: M=4 GPipe 1.003, 1F1B 1.004, ZB-H1 1.003; M=8 ZB-H1 1.002; M=16 GPipe 0.997, ZB-H1 0.997;
   d=2 M=4 1F1B 0.996; d=4 M=4 1F1B 0.980; t=2 and t=4 M=4 1F1B 0.950 and 1.056; one stage within 0.1%.
 - transformer_block (one small block, 1.7 MB of parameters): one stage 1.000 (d = t = 1); p=2, d=1, t in 1, 2:
