@@ -10,7 +10,8 @@ Measured on a100_x8 (Adam) on this branch, CPU seconds per row 0.6 to 2.2 (task)
 - gpt2-2, one stage, d and t in 1, 2, M 1 to 8: within 0.1%. p=2, t=1: M=4 and 8, every schedule, d in 1, 2:
   0.996 to 1.004; M=1 1.047 (GPipe, 1F1B), 1.021 (ZB-H1); d=2 M=1 0.991 to 1.025; M=16 GPipe and ZB-H1 0.997;
   d=4 M=4 1F1B 0.980. p=2 with ranks: t=2 M=1 1.08 to 1.10, M=4 and 8 GPipe 1.026 and 1.033, 1F1B 0.950
-  and 0.943, ZB-H1 1.002 and 0.991; t=4 M=4 1F1B 1.056.
+  and 0.943, ZB-H1 1.002 and 0.991; t=4 M=4 1F1B 1.056. p=4, t=1, M 1 to 8, every schedule: 0.995 to 1.006;
+  p=4 t=2: M=1 1.07, M=4 and 8 1F1B and ZB-H1 1.02, GPipe 1.08 and 1.10.
 - transformer_block (one small block, 1.7 MB of parameters): one stage 1.000 (d = t = 1); p=2, d=1, t in 1, 2:
   GPipe 0.988 to 1.015, 1F1B 1.005 to 1.025, ZB-H1 0.989 to 1.162; p=4 0.79 to 1.15; d=2 0.64 to 1.09.
 
@@ -57,7 +58,8 @@ Where the two still differ by more than 3%, and why (not mended):
 - Ranks across stages (gpt2-2 p=2 t=2): at M=1 (1.10) the update's case again, with the ranks' all-reduces;
   at M=8 the task level's 1F1B window of p binds (its step is 11,309,239 cycles with a window of 2,
   10,923,087 with 3, 11,068,768 with 8, against the composition's 10,660,264 and ZB-H1's 10,760,554 at
-  task level); the rest (t=4: 1.056) not analysed further.
+  task level); the rest (t=4: 1.056; p=4 t=2 GPipe 1.08 to 1.10, where the composition's GPipe is slower than
+  its own 1F1B) not analysed further.
 - GPipe at task level with ranks on four stages (transformer_block t=2 p=4 M=8, window 8): 171,325 cycles
   against its own 1F1B's 127,116 (the two have the same bubble with equal passes; the composition gives
   134,848 and 143,089): the task level looks wrong here (ratio 0.787); not analysed further.
