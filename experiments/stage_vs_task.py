@@ -4,14 +4,17 @@ schedule, their ratio and the CPU seconds of each. Issue 27 asks for agreement w
 Run: python experiments/stage_vs_task.py [--models transformer_block gpt2 resnet50] [--layers 2 4 12]
      [--p 1 2 4] [--d 1 2] [--t 1 2] [--m 1 4 8] [--schedules gpipe 1f1b zb-h1] [--hw a100_x8]
 
-Measured on a100_x8 (Adam) on this branch, CPU seconds per row 0.6 to 2.2 (task) and 0.6 to 2.3 (stage):
+Measured on a100_x8 (Adam) on this branch, CPU seconds per row 0.6 to 3.7 (task) and 0.6 to 2.3 (stage); the
+default table (transformer_block and gpt2-2, 150 rows) takes 396 CPU s (`/usr/bin/time -v python
+experiments/stage_vs_task.py --models transformer_block gpt2 --layers 2`):
 - resnet50 p=2 and p=4, M=4, 1F1B: 0.993 and 1.000. gpt2 small (12 layers) p=2 M=4 1F1B: 1.002.
 - gpt2-4 p=4 (last session's underused stage 0), M=4 and 8, GPipe, 1F1B, ZB-H1: 0.996 to 1.001.
 - gpt2-2, one stage, d and t in 1, 2, M 1 to 8: within 0.1%. p=2, t=1: M=4 and 8, every schedule, d in 1, 2:
   0.996 to 1.004; M=1 1.047 (GPipe, 1F1B), 1.021 (ZB-H1); d=2 M=1 0.991 to 1.025; M=16 GPipe and ZB-H1 0.997;
   d=4 M=4 1F1B 0.980. p=2 with ranks: t=2 M=1 1.08 to 1.10, M=4 and 8 GPipe 1.026 and 1.033, 1F1B 0.950
   and 0.943, ZB-H1 1.002 and 0.991; t=4 M=4 1F1B 1.056. p=4, t=1, M 1 to 8, every schedule: 0.995 to 1.006;
-  p=4 t=2: M=1 1.07, M=4 and 8 1F1B and ZB-H1 1.02, GPipe 1.08 and 1.10.
+  p=4 t=2: M=1 1.07, M=4 and 8 1F1B and ZB-H1 1.02, GPipe 1.08 and 1.10; d=2 p=4: M=1 0.96 and 0.97 (the
+  task level's per-tensor all-reduces, below), M=4 and 8 0.973 to 0.980.
 - transformer_block (one small block, 1.7 MB of parameters): one stage 1.000 (d = t = 1); p=2, d=1, t in 1, 2:
   GPipe 0.988 to 1.015, 1F1B 1.005 to 1.025, ZB-H1 0.989 to 1.162; p=4 0.79 to 1.15; d=2 0.64 to 1.09.
 
