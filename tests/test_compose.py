@@ -75,11 +75,23 @@ def test_zb_h1_bubble_is_p_minus_1_times_f_plus_b_minus_w(f, bi, w, p, M, hw8):
 
 
 def test_zb_h1_bubble_is_a_third_of_1f1b_with_equal_passes(hw8):
+    # the paper's 1F1B runs each backward as one block, its input gradient sent at the end: w=0 (a chunk whose
+    # weight-gradient part is known sends its input gradient before that part, as the next test shows)
     p, M = 8, 64
     zb = compose(step(p, M, f=10, b=20, w=10), "zb-h1", hw8)
-    base = compose(step(p, M, f=10, b=20, w=10), "1f1b", hw8)
+    base = compose(step(p, M, f=10, b=20, w=0), "1f1b", hw8)
     idle = [c.makespan_cycles - M * 30 for c in (zb, base)]
     assert idle[0] * 3 == idle[1]
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b"])
+def test_a_whole_backward_sends_its_input_gradient_before_its_weight_gradients(name, hw8):
+    """p=2, M=1, F=10, B=20 of which W=8: stage 1 runs F 10-20 and B 20-40, its input gradient computed at
+    cycle 32 (before its W part); stage 0 runs B 32-52. Without a W part the gradient leaves at 40."""
+    split = compose(step(2, 1, w=8), name, hw8)
+    assert [(s.stage, s.start, s.end) for s in spans_of(split, "backward")] == [(1, 20, 40), (0, 32, 52)]
+    assert split.makespan_cycles == 52
+    assert compose(step(2, 1, w=0), name, hw8).makespan_cycles == 60
 
 
 # --- validity of the composed timeline ---------------------------------------------------------------------------
@@ -105,21 +117,23 @@ def test_any_work_composes_to_a_valid_timeline_no_shorter_than_its_busiest_chip(
     work = step(p, M, v=v, f=f, b=b, w=1, act=act, d=2, grad=data.draw(st.integers(0, 2**24)),
                 update=data.draw(st.integers(0, 50)))
     comp = compose(work, name, hw8, bucket_bytes=2**22)
-    assert_valid_timeline(comp, p, v, M, split=name == "zb-h1", transfers=act > 0)
+    assert_valid_timeline(comp, p, v, M, split=name == "zb-h1", transfers=act > 0, w=1)
     assert comp.makespan_cycles >= max(comp.busy_cycles)
     assert sum(comp.exposed_cycles.values()) <= comp.makespan_cycles
 
 
-def assert_valid_timeline(comp, p: int, v: int, M: int, split: bool, transfers: bool) -> None:
+def assert_valid_timeline(comp, p: int, v: int, M: int, split: bool, transfers: bool, w: int = 0) -> None:
     """Every item once, on its chunk's chip, after its inputs (strictly after them where a transfer sits in
-    between); a chip runs one thing at a time; spans sorted and of known kinds."""
+    between; a whole backward's input gradient is computed w cycles before it ends, before its weight
+    gradients); a chip runs one thing at a time; spans sorted and of known kinds."""
     work_kinds = ("forward", "backward", "weight_grad")
     items = {(s.kind, s.microbatch, s.chunk): s for s in comp.spans if s.kind in work_kinds}
     assert len(items) == len([s for s in comp.spans if s.kind in work_kinds]) == (3 if split else 2) * p * v * M
     last = p * v - 1
 
-    def after(a, b):  # b starts after a ends, later by a transfer where the two are on two chips
-        return a.end < b.start if transfers and a.stage != b.stage else a.end <= b.start
+    def after(a, b):  # b starts after a's output, later by a transfer where the two are on two chips
+        ready = a.end - (w if a.kind == "backward" and not split else 0)
+        return ready < b.start if transfers and a.stage != b.stage else ready <= b.start
 
     for (kind, m, c), span in items.items():
         assert span.stage == c % p

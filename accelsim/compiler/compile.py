@@ -31,7 +31,7 @@ from accelsim.schedule.options import StepOptions
 from accelsim.schedule.ports import unit_ports
 from accelsim.compiler.timing.search import effort_budget, time_plan
 from accelsim.compiler.timing.pipeline_order import PipelineOrder
-from accelsim.compiler.hierarchy.schedules import pipeline_schedule
+from accelsim.compiler.hierarchy.schedules import pipeline_schedule, windowed_order
 from accelsim.compiler.timing.symmetry import reduce
 from accelsim.compiler.verify import verify_schedule
 from accelsim.remat import REMAT_PASS, rematerialize
@@ -101,7 +101,7 @@ def _pipeline_order(options: StepOptions) -> PipelineOrder | None:
                             f"per pipeline stage; compile it at stage granularity, or use gpipe, 1f1b or zb-h1")
     schedule = pipeline_schedule(options.pipeline_schedule)
     p, m = options.pipeline_stages, options.microbatches
-    return PipelineOrder(schedule.order(p, 1, m), schedule.splits_weight_grad)
+    return PipelineOrder(windowed_order(schedule, p, 1, m, options.max_in_flight), schedule.splits_weight_grad)
 
 
 def _fit_best(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None, chosen: bool,
@@ -244,8 +244,8 @@ def _compile(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits, val
     microbatches, max_in_flight = options.microbatches, options.max_in_flight
     costs = CostTable(graph, hw, chip_list(hw))  # every expansion below prices the same nodes on the same chips
     if _pipeline_order(options) is not None and max_in_flight is None:  # refuses what it cannot follow first
-        # the schedule says how many micro-batches a chip stashes (1F1B: p, GPipe: all): that is the window
-        max_in_flight = pipeline_schedule(options.pipeline_schedule).in_flight(options.pipeline_stages, 1, microbatches)
+        # the schedule says how many micro-batches may be in flight (1F1B: p, GPipe and ZB-H1: all): the window
+        max_in_flight = pipeline_schedule(options.pipeline_schedule).window(options.pipeline_stages, 1, microbatches)
     window = max_in_flight or (_auto_window(graph, hw, options, costs) if microbatches > 1 else None)
     if window is not None:
         window = min(window, microbatches)

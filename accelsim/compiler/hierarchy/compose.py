@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Generator
+from typing import Callable, Generator
 
 import simpy
 
@@ -75,10 +75,17 @@ class _Planned:
     """The key of its input from another chunk (None: its inputs are on its chip)."""
     gives: int | None
     """The key of the input it produces for another chunk (None: it produces none)."""
+    gives_after: int
+    """Cycles from the item's start until that input is computed: a whole backward pass computes its input
+    gradient first and its weight gradients after (the part of it ZB-H1 defers as W), so the gradient leaves
+    before the pass ends; anything else gives its output at its end."""
     transfer: Booking | None
     """How that input travels (None: it is there at once: the same chip, or no bytes)."""
     buckets: tuple[Booking, ...]
     """The gradient buckets this item completes (the chunk's last gradient-producing item), in order."""
+    update_sends: tuple[tuple[int, Booking | None], ...] = ()
+    """(destination stage, how it travels: None when it needs no link) of the weight gradients it sends, at
+    its end, to the stages holding their parameters (ChunkWork.update_sends), whose updates wait for them."""
 
 
 def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
@@ -87,8 +94,10 @@ def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
 
 
 def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, int, int], Booking],
-          buckets: dict[tuple[int, int], list[Booking]]) -> list[list[_Planned]]:
-    """Per stage, its items with their cycles, inputs, outputs, transfers and buckets."""
+          buckets: dict[tuple[int, int], list[Booking]], send: Callable[[int, int, int], Booking | None]
+          ) -> list[list[_Planned]]:
+    """Per stage, its items with their cycles, inputs, outputs, transfers, buckets and weight gradients
+    sent to other stages (`send`: from stage, to stage, bytes -> its booking)."""
     p, M, last = work.pipeline_stages, work.microbatches, len(work.chunks) - 1
     producer = "weight_grad" if split else "backward"
     last_producer = {(s, it.chunk): it for s, items in enumerate(order) for it in items if it.kind == producer}
@@ -107,12 +116,19 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                 to = c - 1 if c > 0 else None
             else:
                 cycles, needs, to = chunk.weight_grad_cycles, None, None
+            gives_after, sends = cycles, ()
+            if it.kind == "backward":
+                if chunk.input_grad_after >= 0:
+                    gives_after = min(cycles, max(1, chunk.input_grad_after))
+                elif not split:
+                    gives_after = max(1, cycles - chunk.weight_grad_cycles)
+                sends = tuple((to_chunk % p, send(s, to_chunk % p, nbytes)) for to_chunk, nbytes in chunk.update_sends)
             gives = transfer = None
             if to is not None:
                 gives = _key(it.kind, m, to, M)
                 transfer = transfers.get((s, to % p, _sent_bytes(work, c, to)))
             mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
-            plan.append(_Planned(it, cycles, needs, gives, transfer, mine))
+            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends))
         plans.append(plan)
     return plans
 
@@ -137,13 +153,19 @@ class _Step:
     trace: list[list[tuple[int, int, tuple[int, int, int, int] | None]]] = field(default_factory=list)
     """Per stage, per item run: (start, end, its input as (producer stage, producer's index, cycle the
     producer ended, cycle the input arrived), or None)."""
-    tail: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    """Stage -> (cycle its last item ended, cycle its last gradient bucket was reduced, cycle its update
-    ended)."""
+    tail: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    """Stage -> (cycle its last item ended, cycle its last gradient bucket was reduced, cycle the last weight
+    gradient sent to it arrived, cycle its update ended)."""
     waits_for: dict[int, Item] = field(default_factory=dict)
     """Stage -> the item it waits to start (for the deadlock message)."""
     ends: dict[int, int] = field(default_factory=dict)
     """Stage -> the cycle its update ends."""
+    pending_sends: dict[int, int] = field(default_factory=dict)
+    """Stage -> weight-gradient sends to it (ChunkWork.update_sends) not yet made; its update waits for them."""
+    sends_in: dict[int, int] = field(default_factory=dict)
+    """Stage -> the cycle the last weight gradient sent to it arrived."""
+    sends_done: dict[int, simpy.Event] = field(default_factory=dict)
+    """Stage -> the event its update waits on while sends to it are pending."""
 
 
 def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int) -> Generator:
@@ -172,30 +194,50 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             came = arrived.pop(planned.needs)
             clock = max(clock, came[3])
         start, cycles = clock, planned.cycles
-        for i, bucket in enumerate(planned.buckets):
-            ready = start + math.ceil((i + 1) * cycles / len(planned.buckets))
-            if ready > env.now:
-                yield env.timeout(ready - env.now)
-            b_start, b_end = book.book(bucket, ready)
-            spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
-            reduced = max(reduced, b_end)
         clock = start + cycles
         spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
         trace.append((start, clock, came))
+        n = len(planned.buckets)
+        # what the item hands on, in time order (links are booked in time order): its gradient buckets, as
+        # the pass produces them, and its output to another chunk once computed (index n: after a bucket
+        # complete at the same cycle)
+        events = [(start + math.ceil((i + 1) * cycles / n), i) for i in range(n)]
         if planned.gives is not None:
-            arrival = clock
+            events.append((start + planned.gives_after, n))
+        for at, i in sorted(events):
+            if i < n or planned.transfer is not None:
+                if at > env.now:
+                    yield env.timeout(at - env.now)
+            if i < n:
+                b_start, b_end = book.book(planned.buckets[i], at)
+                spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
+                reduced = max(reduced, b_end)
+                continue
+            arrival = at
             if planned.transfer is not None:
-                if clock > env.now:
-                    yield env.timeout(clock - env.now)
-                t_start, arrival = book.book(planned.transfer, clock)
+                t_start, arrival = book.book(planned.transfer, at)
                 spans.append((t_start, stage, "transfer", item.chunk, item.microbatch, arrival))
-            arrived[planned.gives] = (stage, len(trace) - 1, clock, arrival)
+            arrived[planned.gives] = (stage, len(trace) - 1, at, arrival)
             if planned.gives in waiting:
                 waiting.pop(planned.gives).succeed()
-    items_end, clock = clock, max(clock, reduced)
+        for to, booking in planned.update_sends:
+            arrival = clock
+            if booking is not None:
+                if clock > env.now:
+                    yield env.timeout(clock - env.now)
+                t_start, arrival = book.book(booking, clock)
+                spans.append((t_start, stage, "transfer", item.chunk, item.microbatch, arrival))
+            step.sends_in[to] = max(step.sends_in.get(to, 0), arrival)
+            step.pending_sends[to] -= 1
+            if not step.pending_sends[to] and to in step.sends_done:
+                step.sends_done.pop(to).succeed()
+    if step.pending_sends.get(stage):
+        event = step.sends_done[stage] = env.event()
+        yield event
+    items_end, clock = clock, max(clock, reduced, step.sends_in.get(stage, 0))
     spans.append((clock, stage, "update", -1, -1, clock + update_cycles))
     clock += update_cycles
-    step.tail[stage] = (items_end, reduced, clock)
+    step.tail[stage] = (items_end, reduced, step.sends_in.get(stage, 0), clock)
     if step.gathers.get(stage):
         if clock > env.now:
             yield env.timeout(clock - env.now)
@@ -223,8 +265,12 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     reduce_kind = "reduce_scatter" if zero else "allreduce"
     buckets = _buckets(work, topo, reduce_kind, bucket_bytes, book)
     gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
-    plans = _plan(work, order, split, _transfers(work, topo, book), buckets)
+    plans = _plan(work, order, split, _transfers(work, topo, book), buckets, _sender(work, topo, book))
     step = _Step(simpy.Environment(), book, reduce_kind, gathers, trace=[[] for _ in range(p)])
+    for plan in plans:
+        for planned in plan:
+            for to, _ in planned.update_sends:
+                step.pending_sends[to] = step.pending_sends.get(to, 0) + 1
     stages = [step.env.process(_run_stage(step, s, plans[s], work.stages[s].update_cycles)) for s in range(p)]
     step.env.run()
     stuck = [f"stage {s} waits to start {step.waits_for[s]}" for s in range(p) if not stages[s].triggered]
@@ -241,13 +287,15 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
 def _exposed(step: _Step, makespan: int) -> dict[str, int]:
     """Communication on the critical path, walked back from the stage that ends last (the lowest on a tie):
     an update waits for its last bucket beyond its stage's last item (allreduce or reduce_scatter), the step
-    ends after the update's all-gathers (all_gather); an item waits for its input
+    ends after the update's all-gathers (all_gather); an update waits for weight gradients sent to it beyond both
+    (transfer); an item waits for its input
     beyond both its chip's previous item and the input's producer (transfer), and the path goes on through
     whichever of those two ended later (its own chip on a tie)."""
     exposed = dict.fromkeys(EXPOSED_KINDS, 0)
     stage = min(s for s, end in step.ends.items() if end == makespan)
-    items_end, reduced, updated = step.tail[stage]
+    items_end, reduced, sent_in, updated = step.tail[stage]
     exposed[step.reduce_kind] += max(0, reduced - items_end)
+    exposed["transfer"] += max(0, sent_in - max(items_end, reduced))
     exposed["all_gather"] += makespan - updated
     index = len(step.trace[stage]) - 1
     while index >= 0:
@@ -282,14 +330,33 @@ def _transfers(work: StepWork, topo: Topology | None, book: LinkBook) -> dict[tu
     return holds
 
 
+def _sender(work: StepWork, topo: Topology | None, book: LinkBook) -> Callable[[int, int, int], Booking | None]:
+    """(from stage, to stage, bytes) -> the booking of a weight gradient sent between two stages' chips (None:
+    the same chip, no bytes or no links), each shape booked once."""
+    holds: dict[tuple[int, int, int], Booking | None] = {}
+
+    def send(src: int, dst: int, nbytes: int) -> Booking | None:
+        if (src, dst, nbytes) not in holds:
+            hold = None
+            if topo is not None and src != dst and nbytes:
+                hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
+            holds[(src, dst, nbytes)] = book.booking(hold) if hold is not None and hold.links else None
+        return holds[(src, dst, nbytes)]
+
+    return send
+
+
 def _sent_bytes(work: StepWork, c: int, to: int) -> int:
     """Bytes chunk `c` sends to its neighbour `to` per micro-batch: its activation forward; backward, the
-    gradients it measured sending (ChunkWork.backward_bytes), else the activation that crossed that boundary
-    forward (the previous chunk's)."""
+    gradients it measured sending (ChunkWork.backward_bytes) less the weight gradients it sends to the stages
+    that update them (ChunkWork.update_sends), else the activation that crossed that boundary forward (the
+    previous chunk's)."""
     if to > c:
         return work.chunks[c].activation_bytes
-    back = work.chunks[c].backward_bytes
-    return back if back >= 0 else work.chunks[to].activation_bytes
+    chunk = work.chunks[c]
+    if chunk.backward_bytes < 0:
+        return work.chunks[to].activation_bytes
+    return max(0, chunk.backward_bytes - sum(n for _, n in chunk.update_sends))
 
 
 def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int,

@@ -34,6 +34,13 @@ class ChunkWork:
     """The backward values sent to earlier chunks per micro-batch, when they differ from activation_bytes
     (gpt2's logit gradients are far larger than its activations); -1: the previous chunk's activation_bytes,
     the activation that crossed the same boundary forward (compose.py)."""
+    input_grad_after: int = -1
+    """Cycles from the start of the backward pass until the input gradient it sends to the previous chunk is
+    computed (backward_sends.py); -1: not measured, taken as backward_cycles - weight_grad_cycles (the input
+    gradient first, the weight gradients after)."""
+    update_sends: tuple[tuple[int, int], ...] = ()
+    """(destination chunk, bytes) per micro-batch: the part of backward_bytes that is weight gradients of
+    parameters earlier chunks hold (a tied embedding), which only those chunks' stages' updates wait for."""
 
 
 @dataclass(frozen=True, slots=True)
