@@ -57,7 +57,10 @@ def _all_static(ctx: ImportContext) -> bool:
 
 def _folds(ctx: ImportContext) -> bool:
     """The node is computed at import: a default-domain op the folder may run, on known inputs only."""
-    return ctx.node.domain in DEFAULT_DOMAINS and foldable(ctx.node) and _all_static(ctx)
+    node = ctx.node
+    if node.domain not in DEFAULT_DOMAINS or (node.op_type in ONNX_OPS and ONNX_OPS[node.op_type].before_folding):
+        return False
+    return foldable(node) and _all_static(ctx)
 
 
 def _convert_node(ctx: ImportContext) -> list[Value]:

@@ -9,8 +9,10 @@ import numpy as np
 
 from accelsim import ops as F
 from accelsim.frontends.onnx_context import ImportContext, Value
+from accelsim.frontends.onnx_errors import fail
 from accelsim.frontends.onnx_opdef import OnnxOpDef
 from accelsim.graph.ir import Var
+from accelsim.limits import ReadLimits
 
 ONNX_FLOAT_TYPES = {1: "float32", 11: "float64"}
 
@@ -151,7 +153,10 @@ def _is_causal(cond: np.ndarray, masked_above: bool) -> bool:
 
 def _where(ctx: ImportContext) -> list[Value]:
     """A constant condition: one branch when it is uniform, the registry's causal_mask for an attention
-    mask with a constant fill, else the blend c*x + (1-c)*y of two finite branches."""
+    mask with a constant fill, else the blend c*x + (1-c)*y of two finite branches. A computed condition
+    (a comparison's 0/1 mask): the registry's where."""
+    if not ctx.is_static(0):
+        return [F.where(ctx.tensor(0), ctx.tensor(1), ctx.tensor(2))]
     cond = np.asarray(ctx.static(0, "the condition")).astype(bool)
     out_shape = tuple(np.broadcast_shapes(cond.shape, ctx.shape(1), ctx.shape(2)))
     if cond.all() or not cond.any():
@@ -188,11 +193,43 @@ def _identity(ctx: ImportContext) -> list[Value]:
 
 
 def _dropout(ctx: ImportContext) -> list[Value]:
+    """Inference mode: the identity, and a mask of ones (a constant: every element is kept)."""
     if ctx.has(2) and bool(np.asarray(ctx.static(2, "training_mode")).reshape(-1)[0]):
         raise ctx.unsupported("training_mode=True; export the model in eval mode (dropout is the identity then)")
-    if any(ctx.node.output[1:]):
-        raise ctx.unsupported("its mask output is used")
-    return _identity(ctx)
+    outs = _identity(ctx)
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        outs.append(np.broadcast_to(np.True_, ctx.shape(0)))  # a view: checked against the limit before any copy
+    return outs
+
+
+LAZY_ABOVE_ELEMENTS = 4096
+"""A float ConstantOfShape larger than this stays lazy (a leaf drawn as its fill value when the graph is
+evaluated) instead of an array made at import: caffe2's exports fill whole weight tensors this way (VGG-19's
+fc6 is 103M elements). Smaller ones are folded like any constant (shape arithmetic reads their values)."""
+
+
+def _constant_of_shape(ctx: ImportContext) -> list[Value]:
+    """np.full(shape, value) when small or integer, else a non-trainable parameter drawn as `value`; the
+    size is bounded before anything is allocated."""
+    from onnx import numpy_helper
+
+    shape = tuple(ctx.static_ints(0, "the shape"))
+    if any(d < 0 for d in shape):
+        raise ctx.unsupported(f"a negative dimension in shape {list(shape)}")
+    value = ctx.attr("value")
+    fill = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
+    if fill.size != 1:
+        raise ctx.unsupported(f"value has {fill.size} elements; ConstantOfShape's value is one element")
+    size = math.prod(shape)
+    lazy = fill.dtype.kind == "f" and size > LAZY_ABOVE_ELEMENTS
+    limit = ctx.limits.max_tensor_elements if lazy else ctx.limits.max_folded_elements
+    knob = "max_tensor_elements" if lazy else "max_folded_elements"
+    if size > limit:
+        raise fail(ctx.where, f"would make a tensor of shape {list(shape)} ({size:,} elements), above the limit of "
+                              f"{limit:,} elements; {ReadLimits.how_to_raise(knob)}")
+    if not lazy:
+        return [np.full(shape, fill[0])]
+    return [ctx.graph.param(ctx.node.output[0], shape, init="full", value=float(fill[0]), trainable=False)]
 
 
 def _cast_to(ctx: ImportContext, target: str) -> list[Value]:
@@ -231,11 +268,14 @@ SHAPE_OPS: tuple[OnnxOpDef, ...] = (
     OnnxOpDef("Split", _split, "one slice per output"),
     OnnxOpDef("Gather", _gather, "slice (+ reshape) for constant indices; embedding for ids into a table"),
     OnnxOpDef("Expand", _expand, "broadcast_to"),
-    OnnxOpDef("Where", _where, "a constant condition: a branch, causal_mask, or a blend of finite branches"),
+    OnnxOpDef("Where", _where, "where on a computed mask; a constant condition: a branch, causal_mask, or a blend "
+                               "of finite branches"),
     OnnxOpDef("Shape", _shape, "a constant (shapes are static)"),
     OnnxOpDef("Size", _size, "a constant (shapes are static)"),
     OnnxOpDef("Identity", _identity, "nothing: the input itself"),
-    OnnxOpDef("Dropout", _dropout, "nothing in inference mode"),
+    OnnxOpDef("Dropout", _dropout, "nothing in inference mode (a constant mask of ones when it is read)"),
+    OnnxOpDef("ConstantOfShape", _constant_of_shape, "a constant; above 4096 float elements a lazy leaf of its value",
+              before_folding=True),
     OnnxOpDef("Cast", _cast, "nothing when the type is already the graph's; constants cast at import"),
     OnnxOpDef("CastLike", _cast_like, "as Cast, to the second input's type"),
 )
