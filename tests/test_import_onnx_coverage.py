@@ -263,3 +263,59 @@ def test_fully_convolutional_bundled_model_trains_compiles_and_checks_at_small_s
     assert report.passed, report.failures
     trained = {p.name for p in train.params if p.trainable}
     assert trained and {f"{p}.new" for p in trained} <= {e.name for e in report.entries}
+
+
+# ---- hostile inputs: one paragraph each --------------------------------------------------------------------
+
+def _hostile(node, inits=(), opset=17, xshape=(1, 2, 6, 6)):
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [f"d{i}" for i in range(len(xshape))])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xshape))],
+                              [out], list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+_W = numpy_helper.from_array(np.ones((3, 2, 3, 3), np.float32), "w")
+HOSTILE = {  # id: (model, words the error must hold)
+    "conv_strides_floats": (_hostile(_node("Conv", ["x", "w"], strides=[1.5, 2.0]), [_W]),
+                            ["conv_node", "strides", "INTS", "FLOATS"]),
+    "maxpool_kernel_string": (_hostile(_node("MaxPool", ["x"], kernel_shape="33")), ["kernel_shape", "STRING"]),
+    "lrn_size_float": (_hostile(_node("LRN", ["x"], size=3.0)), ["lrn_node", "size", "FLOAT"]),
+    "lrn_size_missing": (_hostile(_node("LRN", ["x"])), ["lrn_node", "'size' is missing"]),
+    "lrn_size_zero": (_hostile(_node("LRN", ["x"], size=0)), ["'lrn_node'", "size=0"]),
+    "clip_bounds_vector": (_hostile(_node("Clip", ["x", "lo"]),
+                                    [numpy_helper.from_array(np.zeros(3, np.float32), "lo")]),
+                           ["'clip_node'", "shape (3,)", "scalars"]),
+    "avgpool_pads_wider_than_kernel": (_hostile(_node("AveragePool", ["x"], kernel_shape=[2, 2], pads=[5, 5, 5, 5])),
+                                       ["'averagepool_node'", "begin [5, 5]", "kernel [2, 2]"]),
+    "constant_of_shape_of_floats": (_hostile(_node("ConstantOfShape", ["x"]), xshape=(2,)),
+                                    ["ConstantOfShape", "shape inference"]),
+    "sum_without_inputs": (_hostile(_node("Sum", [])), ["sum_node", "input size 0"]),
+    "opset_zero": (_hostile(_node("Relu", ["x"]), opset=0), ["opset 0", "1..", "opset_version=17"]),
+    "opset_far_future": (_hostile(_node("Relu", ["x"]), opset=10**6), ["opset 1000000", "1.."]),
+    "old_opset_training_dropout": (_hostile(_node("Dropout", ["x"], is_test=0), opset=6),
+                                   ["opset 6", "'dropout_node' (Dropout)", "is_test", "opset 17"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_model_is_refused_in_one_paragraph_naming_the_culprit(case):
+    model, words = HOSTILE[case]
+    with pytest.raises(FrontendError) as e:
+        from_onnx(model, loss="none")
+    text = str(e.value)
+    assert "\n" not in text and all(w in text for w in words), text
+
+
+@pytest.mark.parametrize("damage", ["truncated", "tampered"])
+def test_a_damaged_bundled_model_file_is_refused_in_one_paragraph(tmp_path, damage):
+    data = bytearray(_light_model("squeezenet").read_bytes())
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    else:  # overwrite a stretch in the middle (inside the nodes' protobuf fields)
+        mid = len(data) // 2
+        data[mid: mid + 64] = bytes(range(200, 256)) + bytes(8)
+    path = tmp_path / "squeezenet.onnx"
+    path.write_bytes(bytes(data))
+    with pytest.raises(FrontendError) as e:
+        from_onnx(path, loss="none")
+    assert "\n" not in str(e.value) and str(path) in str(e.value)
