@@ -70,7 +70,7 @@ def _concat(ctx: ImportContext) -> list[Value]:
     return [F.concat(xs, _axis(ctx, int(ctx.attr("axis")), xs[0].ndim))]
 
 
-def _window(x: Var, axis: int, start: int, stop: int) -> Var:
+def window_along(x: Var, axis: int, start: int, stop: int) -> Var:
     """x[..., start:stop, ...] along `axis` (the registry's slice cuts the leading axes)."""
     if (start, stop) == (0, x.shape[axis]):
         return x
@@ -94,7 +94,7 @@ def _slice(ctx: ImportContext) -> list[Value]:
         start, end = (max(0, min(v + dim if v < 0 else v, dim)) for v in (start, end))
         if end <= start:
             raise ctx.unsupported(f"an empty slice [{start}:{end}] of axis {axis}")
-        y = _window(y, axis, start, end)
+        y = window_along(y, axis, start, end)
     return [y]
 
 
@@ -112,7 +112,7 @@ def _split(ctx: ImportContext) -> list[Value]:
     if sum(sizes) != dim or any(s < 1 for s in sizes):
         raise ctx.unsupported(f"split sizes {sizes} do not cut axis {axis} of size {dim} into non-empty parts")
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    return [_window(x, axis, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [window_along(x, axis, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _gather(ctx: ImportContext) -> list[Value]:
@@ -129,7 +129,7 @@ def _gather(ctx: ImportContext) -> list[Value]:
     flat = idx.reshape(-1)
     if flat.size == 0 or idx.ndim > 1 or np.any(np.diff(flat) != 1):
         raise ctx.unsupported(f"constant indices {idx.tolist()!r:.60} that are not one index or a contiguous range")
-    y = _window(x, axis, int(flat[0]), int(flat[-1]) + 1)
+    y = window_along(x, axis, int(flat[0]), int(flat[-1]) + 1)
     if idx.ndim == 0:
         y = F.reshape(y, x.shape[:axis] + x.shape[axis + 1:])
     return [y]
