@@ -1,6 +1,7 @@
 """Converters of ONNX's data movement and shape ops: Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
-Concat, Slice, Split, Gather, Expand, Where, Shape, Identity, Dropout, Cast (ONNX node -> registry
-ops, or a value known at import when only shapes are involved)."""
+Concat, Slice, Split, Gather, Expand, Where, Shape, Identity, Dropout, Cast, ConstantOfShape (ONNX node ->
+registry ops, or a value known at import when only shapes are involved; a large float ConstantOfShape a lazy
+leaf)."""
 from __future__ import annotations
 
 import math
