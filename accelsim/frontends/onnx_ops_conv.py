@@ -38,6 +38,43 @@ def _conv(ctx: ImportContext) -> list[Value]:
     return [y]
 
 
+def _conv_transpose(ctx: ImportContext) -> list[Value]:
+    """conv_transpose2d to the size ONNX gives (strides, dilations, output_padding, symmetric pads)."""
+    x, w = ctx.tensor(0), ctx.tensor(1)
+    _image(ctx, x)
+    if ctx.attr("output_shape") is not None or ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise ctx.unsupported("output_shape or auto_pad SAME_*; give pads and output_padding instead")
+    strides, dilations = _pair_attr(ctx, "strides", 1), _pair_attr(ctx, "dilations", 1)
+    extra = _pair_attr(ctx, "output_padding", 0)
+    pads = [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])]
+    if len(pads) != 4 or pads[:2] != pads[2:] or any(p < 0 for p in pads):
+        raise ctx.unsupported(f"pads={pads}; only symmetric, non-negative 2-D padding is supported")
+    groups = int(ctx.attr("group", 1))
+    kernel = w.shape[2:]
+    size = tuple(s * (n - 1) + e + (k - 1) * d + 1 - 2 * p
+                 for n, s, e, k, d, p in zip(x.shape[2:], strides, extra, kernel, dilations, pads[:2]))
+    y = F.conv_transpose2d(x, w, (x.shape[0], w.shape[1] * groups) + size, strides, tuple(pads[:2]), dilations,
+                           groups)
+    if ctx.has(2):
+        y = y + F.reshape(ctx.tensor(2), (1, w.shape[1] * groups, 1, 1))
+    return [y]
+
+
+def _instance_norm(ctx: ImportContext) -> list[Value]:
+    """Each (sample, channel) normalized over its pixels: layer_norm of the (N, C, pixels) view, then the
+    per-channel scale and bias (GroupNorm's export)."""
+    x, scale, bias = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    if x.ndim < 3:
+        raise ctx.unsupported(f"input of shape {x.shape}: InstanceNormalization needs (N, C, ...)")
+    n, c = x.shape[:2]
+    pixels = int(np.prod(x.shape[2:]))
+    g = x.graph
+    flat = F.layer_norm(F.reshape(x, (n, c, pixels)), g.const(np.ones(pixels)), g.const(np.zeros(pixels)),
+                        float(ctx.attr("epsilon", 1e-5)))
+    channel = (1, c) + (1,) * (x.ndim - 2)
+    return [F.reshape(flat, x.shape) * F.reshape(scale, channel) + F.reshape(bias, channel)]
+
+
 def _pool_window(ctx: ImportContext, x: Var) -> tuple[tuple[int, int], tuple[int, int], list[int], list[int]]:
     """(kernel, strides, begin pads, end pads) of a pooling node."""
     _image(ctx, x)
@@ -120,6 +157,8 @@ def _space_to_depth(ctx: ImportContext) -> list[Value]:
 
 CONV_OPS: tuple[OnnxOpDef, ...] = (
     OnnxOpDef("Conv", _conv, "conv2d (+ add of the reshaped bias); asymmetric padding as a concat of zeros; 2-D only"),
+    OnnxOpDef("ConvTranspose", _conv_transpose, "conv_transpose2d (+ add of the reshaped bias); symmetric pads"),
+    OnnxOpDef("InstanceNormalization", _instance_norm, "layer_norm over each channel's pixels, then scale and bias"),
     OnnxOpDef("MaxPool", _max_pool, "max_pool2d; floor mode, no dilation, no Indices output"),
     OnnxOpDef("AveragePool", _avg_pool, "avg_pool2d; count_include_pad=0 as a rescale by covered elements"),
     OnnxOpDef("GlobalAveragePool", _global_pool(F.mean), "mean over the spatial axes, kept"),
