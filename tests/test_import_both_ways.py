@@ -34,12 +34,9 @@ MODELS = {  # name: (module factory, example inputs factory, loss head: "output"
                 lambda: (torch.arange(12).reshape(2, 6) % 20,), "mse"),
     "resnet18": (lambda: tm.resnet18(num_classes=10), lambda: (torch.randn(1, 3, 32, 32),), "mse"),
     "mean": (tm.Mean, lambda: (torch.randn(3, 4),), "output"),
-    "unet_transposed": (lambda: cm.UNetBlock(mode="transposed"), lambda: (torch.randn(2, 2, 8, 8),
-                                                                         torch.randn(2, 2, 8, 8)), "output"),
-}
-NOT_YET = {  # exported ONNX ops the ONNX importer does not convert yet (the torch importer does)
-    "unet_nearest": "Resize",
-    "unet_bilinear": "Resize",
+    **{f"unet_{mode}": (lambda mode=mode: cm.UNetBlock(mode=mode),
+                        lambda: (torch.randn(2, 2, 8, 8), torch.randn(2, 2, 8, 8)), "output")
+       for mode in ("nearest", "bilinear", "transposed")},
 }
 
 
