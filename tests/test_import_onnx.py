@@ -254,6 +254,14 @@ def _relu_model(**overrides):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", overrides.get("opset", 18))])
 
 
+def _training_dropout_opset6():
+    """Dropout-6 with is_test=0: onnx.version_converter has no adapter for training-mode dropout."""
+    node = helper.make_node("Dropout", ["x"], ["y"], name="drop", is_test=0)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+
+
 def _save(model, path: Path) -> Path:
     path.write_bytes(model.SerializeToString())
     return path
@@ -323,7 +331,8 @@ HOSTILE = {  # id: (make the file under tmp_path -> path, words the one-paragrap
     "cycle": (_cycle, ["cycle", "'first'", "'second'"], None),
     "dangling_input": (_dangling, ["node 'adder'", "'ghost'", "dangling"], None),
     "nan_initializer": (_nan_weight, ["initializer 'w'", "non-finite", "(1, 2)"], None),
-    "old_opset": (lambda p: _save(_relu_model(opset=9), p), ["opset 9", "opset_version"], None),
+    "old_opset_without_an_adapter": (lambda p: _save(_training_dropout_opset6(), p),
+                                     ["opset 6", "node 'drop' (Dropout)", "is_test", "re-export"], None),
     "future_opset": (lambda p: _save(_relu_model(opset=99), p), ["opset 99"], None),
     "directory": (lambda p: (p.mkdir(), p)[1], ["is a directory"], None),
     "missing_file": (lambda p: p, ["no such file"], None),

@@ -24,7 +24,8 @@ def test_every_elementwise_op_with_a_scalar_formula_is_in_the_opcode_table_and_f
     # a program, a positional mask, a normalisation with per-channel operands, a collective: no scalar formula;
     # comparisons and where (ops/select.py) give a mask or pick between operands: not fused (yet)
     no_formula = {"fused_elementwise", "causal_mask", "batch_norm_inference", "tp_allreduce",
-                  "eq", "ne", "lt", "le", "gt", "ge", "where"}
+                  "eq", "ne", "lt", "le", "gt", "ge", "where",
+                  "int_eq", "int_ne", "int_lt", "int_le", "int_gt", "int_ge"}
     elementwise = {name for name, op in OPS.items() if op.category == "elementwise"}
     assert elementwise - no_formula == set(OPCODES), "a new elementwise op: add it to INSTRUCTIONS or to no_formula"
     assert "erf" in OPCODES

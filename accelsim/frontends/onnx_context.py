@@ -34,6 +34,7 @@ class ImportContext:
     batch_norm: str  # "inference" (running statistics) or "training" (batch statistics)
     limits: ReadLimits  # max_folded_elements bounds every value computed at import
     values: dict[str, Value] = field(default_factory=dict)
+    labels: dict[str, tuple[int, ...]] = field(default_factory=dict)  # int64 inputs a loss reads, not yet built
     node: Any = None  # the onnx.NodeProto being converted
     _consts: dict[str, Var] = field(default_factory=dict)
 
@@ -117,6 +118,8 @@ class ImportContext:
         v = self.values.get(name)
         if isinstance(v, Var):
             return v
+        if name in self.labels:
+            raise self.unsupported(f"it reads int64 input {name!r} before the loss that takes it as class labels")
         if v is None and name in self.initializers:
             arr = self.initializers[name]
             if arr.dtype.kind == "f":
@@ -129,6 +132,14 @@ class ImportContext:
             dtype = self.graph.dtype if arr.dtype.kind in "fb" else "int64"
             self._consts[name] = self.graph.const(arr, dtype=dtype)
         return self._consts[name]
+
+    def label_input(self, name: str, classes: int) -> Var:
+        """The int64 graph input `name` that a loss reads as class labels, built on first use (drawn uniform
+        over [0, classes), which the loss's scores tell: a default feed is then a valid batch of labels)."""
+        if name not in self.values:
+            self.values[name] = self.graph.input(name, self.labels.pop(name), dtype="int64", init="randint",
+                                                 high=classes)
+        return self.as_var(name)
 
     def _param(self, name: str, arr: np.ndarray) -> Var:
         return self.graph.param(name, tuple(int(d) for d in arr.shape), trainable=name not in self.frozen,

@@ -29,9 +29,16 @@ def _node_label(node: Any) -> str:
     return node.name or node.output[0]
 
 
-def _add_inputs(g: Graph, checked: CheckedModel) -> dict[str, Value]:
+LABEL_LOSSES = frozenset({"SoftmaxCrossEntropyLoss"})
+"""Loss ops whose input 1 holds int64 class labels (built when the loss is converted: onnx_ops_loss.py)."""
+
+
+def _add_inputs(g: Graph, checked: CheckedModel) -> tuple[dict[str, Value], dict[str, tuple[int, ...]]]:
     """Graph inputs in file order: floats drawn N(0, 1), int64 ids uniform over the rows of the table
-    they index (a Gather on a weight), which the default values need to be valid."""
+    they index (a Gather on a weight), which the default values need to be valid; int64 class labels of a
+    loss are returned apart (name -> shape), built by the loss's converter, which knows the classes."""
+    labels = {n.input[1] for n in checked.nodes if n.op_type in LABEL_LOSSES and len(n.input) > 1}
+    deferred: dict[str, tuple[int, ...]] = {}
     rows: dict[str, int] = {}
     for node in checked.nodes:
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in checked.initializers:
@@ -40,7 +47,9 @@ def _add_inputs(g: Graph, checked: CheckedModel) -> dict[str, Value]:
                 rows[node.input[1]] = min(rows.get(node.input[1], table.shape[0]), table.shape[0])
     values: dict[str, Value] = {}
     for name, (shape, dtype) in checked.inputs.items():
-        if dtype == "int64":
+        if dtype == "int64" and name in labels and name not in rows:
+            deferred[name] = shape
+        elif dtype == "int64":
             if name not in rows:
                 raise fail(f"{checked.label}: input {name!r}", "is int64 but not the indices of a Gather on a weight "
                                                                "table; accelsim imports integer inputs only as "
@@ -48,7 +57,7 @@ def _add_inputs(g: Graph, checked: CheckedModel) -> dict[str, Value]:
             values[name] = g.input(name, shape, dtype="int64", init="randint", high=rows[name])
         else:
             values[name] = g.input(name, shape, dtype=g.dtype)
-    return values
+    return values, deferred
 
 
 def _all_static(ctx: ImportContext) -> bool:
@@ -57,7 +66,10 @@ def _all_static(ctx: ImportContext) -> bool:
 
 def _folds(ctx: ImportContext) -> bool:
     """The node is computed at import: a default-domain op the folder may run, on known inputs only."""
-    return ctx.node.domain in DEFAULT_DOMAINS and foldable(ctx.node) and _all_static(ctx)
+    node = ctx.node
+    if node.domain not in DEFAULT_DOMAINS or (node.op_type in ONNX_OPS and ONNX_OPS[node.op_type].before_folding):
+        return False
+    return foldable(node) and _all_static(ctx)
 
 
 def _convert_node(ctx: ImportContext) -> list[Value]:
@@ -99,8 +111,9 @@ def convert(checked: CheckedModel, name: str, batch_norm: str, limits: ReadLimit
     file (drawn by onnx_leaves' rule), one output per ONNX graph output; no loss. Values folded from
     constants stay within limits.max_folded_elements."""
     g = Graph(name, dtype=checked.dtype)
+    values, labels = _add_inputs(g, checked)
     ctx = ImportContext(g, checked.label, checked.opset, checked.initializers, frozen_initializers(checked),
-                        param_inits(checked), batch_norm, limits, values=_add_inputs(g, checked))
+                        param_inits(checked), batch_norm, limits, values=values, labels=labels)
     missing: dict[str, list[str]] = defaultdict(list)
     unsupported: list[str] = []
     unknown: set[str] = set()  # tensors whose producer failed: their readers are skipped

@@ -18,3 +18,4 @@ class OnnxOpDef:
     op_type: str
     convert: Converter
     doc: str  # the registry ops it becomes, and what it refuses
+    before_folding: bool = False  # converted even when every input is a constant (ConstantOfShape stays lazy)

@@ -2,43 +2,18 @@
 (ONNX node -> registry ops, NCHW, 2-D only)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from accelsim import ops as F
 from accelsim.frontends.onnx_context import ImportContext, Value
 from accelsim.frontends.onnx_opdef import OnnxOpDef
+from accelsim.frontends.onnx_pads import lowest, pad_extra, window_counts, window_pads
 from accelsim.graph.ir import Var
 
 
 def _image(ctx: ImportContext, x: Var) -> None:
     if x.ndim != 4:
         raise ctx.unsupported(f"input of shape {x.shape}: only 2-D (N, C, H, W) images are supported")
-
-
-def _symmetric_pads(ctx: ImportContext, size: tuple[int, int], kernel: tuple[int, int],
-                    strides: tuple[int, int], dilations: tuple[int, int]) -> tuple[int, int]:
-    """(pad_h, pad_w) from pads or auto_pad; the registry pads both sides equally."""
-    auto_pad = ctx.attr("auto_pad", "NOTSET")
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for n, k, s, d in zip(size, kernel, strides, dilations):
-            total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-            small, large = total // 2, total - total // 2
-            pads.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
-        begin, end = [p[0] for p in pads], [p[1] for p in pads]
-    elif auto_pad == "VALID":
-        begin, end = [0, 0], [0, 0]
-    elif auto_pad == "NOTSET":
-        pads = list(ctx.attr("pads", [0, 0, 0, 0]))
-        begin, end = pads[:2], pads[2:]
-    else:
-        raise ctx.unsupported(f"auto_pad={auto_pad!r}")
-    if begin != end:
-        raise ctx.unsupported(f"asymmetric padding (begin {begin}, end {end}); the registry pads both sides "
-                              "equally")
-    return int(begin[0]), int(begin[1])
 
 
 def _pair_attr(ctx: ImportContext, name: str, default: int) -> tuple[int, int]:
@@ -53,7 +28,8 @@ def _conv(ctx: ImportContext) -> list[Value]:
     _image(ctx, x)
     kernel = tuple(w.shape[2:])
     strides, dilations = _pair_attr(ctx, "strides", 1), _pair_attr(ctx, "dilations", 1)
-    padding = _symmetric_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    begin, end = window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    x, padding = pad_extra(x, begin, end, 0.0)
     y = F.conv2d(x, w, stride=strides, padding=padding, dilation=dilations, groups=int(ctx.attr("group", 1)))
     if ctx.has(2):
         if ctx.is_static(2) and not np.any(ctx.static(2, "the bias")):
@@ -62,19 +38,58 @@ def _conv(ctx: ImportContext) -> list[Value]:
     return [y]
 
 
-def _pool_window(ctx: ImportContext, x: Var) -> dict[str, tuple[int, int]]:
+def _conv_transpose(ctx: ImportContext) -> list[Value]:
+    """conv_transpose2d to the size ONNX gives (strides, dilations, output_padding, symmetric pads)."""
+    x, w = ctx.tensor(0), ctx.tensor(1)
+    _image(ctx, x)
+    if ctx.attr("output_shape") is not None or ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise ctx.unsupported("output_shape or auto_pad SAME_*; give pads and output_padding instead")
+    strides, dilations = _pair_attr(ctx, "strides", 1), _pair_attr(ctx, "dilations", 1)
+    extra = _pair_attr(ctx, "output_padding", 0)
+    pads = [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])]
+    if len(pads) != 4 or pads[:2] != pads[2:] or any(p < 0 for p in pads):
+        raise ctx.unsupported(f"pads={pads}; only symmetric, non-negative 2-D padding is supported")
+    groups = int(ctx.attr("group", 1))
+    kernel = w.shape[2:]
+    size = tuple(s * (n - 1) + e + (k - 1) * d + 1 - 2 * p
+                 for n, s, e, k, d, p in zip(x.shape[2:], strides, extra, kernel, dilations, pads[:2]))
+    y = F.conv_transpose2d(x, w, (x.shape[0], w.shape[1] * groups) + size, strides, tuple(pads[:2]), dilations,
+                           groups)
+    if ctx.has(2):
+        y = y + F.reshape(ctx.tensor(2), (1, w.shape[1] * groups, 1, 1))
+    return [y]
+
+
+def _instance_norm(ctx: ImportContext) -> list[Value]:
+    """Each (sample, channel) normalized over its pixels: layer_norm of the (N, C, pixels) view, then the
+    per-channel scale and bias (GroupNorm's export)."""
+    x, scale, bias = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    if x.ndim < 3:
+        raise ctx.unsupported(f"input of shape {x.shape}: InstanceNormalization needs (N, C, ...)")
+    n, c = x.shape[:2]
+    pixels = int(np.prod(x.shape[2:]))
+    g = x.graph
+    flat = F.layer_norm(F.reshape(x, (n, c, pixels)), g.const(np.ones(pixels)), g.const(np.zeros(pixels)),
+                        float(ctx.attr("epsilon", 1e-5)))
+    channel = (1, c) + (1,) * (x.ndim - 2)
+    return [F.reshape(flat, x.shape) * F.reshape(scale, channel) + F.reshape(bias, channel)]
+
+
+def _pool_window(ctx: ImportContext, x: Var) -> tuple[tuple[int, int], tuple[int, int], list[int], list[int]]:
+    """(kernel, strides, begin pads, end pads) of a pooling node."""
     _image(ctx, x)
     kernel = _pair_attr(ctx, "kernel_shape", 1)
     strides, dilations = _pair_attr(ctx, "strides", 1), _pair_attr(ctx, "dilations", 1)
     if dilations != (1, 1):
         raise ctx.unsupported(f"dilations={list(dilations)}; pooling windows are not dilated in the registry")
-    padding = _symmetric_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    begin, end = window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    if any(p >= k for p, k in zip(begin + end, kernel + kernel)):
+        raise ctx.unsupported(f"padding (begin {begin}, end {end}) as wide as the kernel {list(kernel)}")
     if ctx.attr("ceil_mode", 0):
-        floor_out = [(n + 2 * p - k) // s + 1 for n, p, k, s in zip(x.shape[2:], padding, kernel, strides)]
-        ceil_out = [-(-(n + 2 * p - k) // s) + 1 for n, p, k, s in zip(x.shape[2:], padding, kernel, strides)]
-        if floor_out != ceil_out:
+        sizes = [n + b + e - k for n, b, e, k in zip(x.shape[2:], begin, end, kernel)]
+        if any(d % s for d, s in zip(sizes, strides)):
             raise ctx.unsupported("ceil_mode=1 changes the output size here; the registry pools in floor mode")
-    return {"kernel": kernel, "stride": strides, "padding": padding}
+    return kernel, strides, begin, end
 
 
 def _max_pool(ctx: ImportContext) -> list[Value]:
@@ -83,16 +98,24 @@ def _max_pool(ctx: ImportContext) -> list[Value]:
     if ctx.attr("storage_order", 0):
         raise ctx.unsupported("storage_order=1")
     x = ctx.tensor(0)
-    return [F.max_pool2d(x, **_pool_window(ctx, x))]
+    kernel, strides, begin, end = _pool_window(ctx, x)
+    x, padding = pad_extra(x, begin, end, lowest(x.dtype))
+    return [F.max_pool2d(x, kernel, strides, padding)]
 
 
 def _avg_pool(ctx: ImportContext) -> list[Value]:
+    """avg_pool2d counts padding (count_include_pad=1); for 0 its windows are rescaled by
+    kernel elements / covered input elements, a constant computed at import."""
     x = ctx.tensor(0)
-    window = _pool_window(ctx, x)
-    if any(window["padding"]) and not ctx.attr("count_include_pad", 0):
-        raise ctx.unsupported("count_include_pad=0 with padding; the registry's avg_pool2d counts the padding "
-                              "(torch's default count_include_pad=True exports as 1)")
-    return [F.avg_pool2d(x, **window)]
+    kernel, strides, begin, end = _pool_window(ctx, x)
+    size = x.shape[2:]
+    padded, padding = pad_extra(x, begin, end, 0.0)
+    y = F.avg_pool2d(padded, kernel, strides, padding)
+    if ctx.attr("count_include_pad", 0) or not any(begin + end):
+        return [y]
+    counts = window_counts(size, kernel, strides, begin, end)
+    scale = (kernel[0] * kernel[1]) / counts
+    return [y * x.graph.const(scale.reshape((1, 1) + scale.shape))]
 
 
 def _global_pool(reduce_fn):
@@ -133,9 +156,11 @@ def _space_to_depth(ctx: ImportContext) -> list[Value]:
 
 
 CONV_OPS: tuple[OnnxOpDef, ...] = (
-    OnnxOpDef("Conv", _conv, "conv2d (+ add of the reshaped bias); symmetric padding, 2-D only"),
+    OnnxOpDef("Conv", _conv, "conv2d (+ add of the reshaped bias); asymmetric padding as a concat of zeros; 2-D only"),
+    OnnxOpDef("ConvTranspose", _conv_transpose, "conv_transpose2d (+ add of the reshaped bias); symmetric pads"),
+    OnnxOpDef("InstanceNormalization", _instance_norm, "layer_norm over each channel's pixels, then scale and bias"),
     OnnxOpDef("MaxPool", _max_pool, "max_pool2d; floor mode, no dilation, no Indices output"),
-    OnnxOpDef("AveragePool", _avg_pool, "avg_pool2d; padding only with count_include_pad=1"),
+    OnnxOpDef("AveragePool", _avg_pool, "avg_pool2d; count_include_pad=0 as a rescale by covered elements"),
     OnnxOpDef("GlobalAveragePool", _global_pool(F.mean), "mean over the spatial axes, kept"),
     OnnxOpDef("GlobalMaxPool", _global_pool(F.max), "max over the spatial axes, kept"),
     OnnxOpDef("BatchNormalization", _batch_norm,

@@ -1,6 +1,7 @@
 """Converters of ONNX's data movement and shape ops: Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
-Concat, Slice, Split, Gather, Expand, Where, Shape, Identity, Dropout, Cast (ONNX node -> registry
-ops, or a value known at import when only shapes are involved)."""
+Concat, Slice, Split, Gather, Expand, Where, Shape, Identity, Dropout, Cast, ConstantOfShape (ONNX node ->
+registry ops, or a value known at import when only shapes are involved; a large float ConstantOfShape a lazy
+leaf)."""
 from __future__ import annotations
 
 import math
@@ -9,8 +10,10 @@ import numpy as np
 
 from accelsim import ops as F
 from accelsim.frontends.onnx_context import ImportContext, Value
+from accelsim.frontends.onnx_errors import fail
 from accelsim.frontends.onnx_opdef import OnnxOpDef
 from accelsim.graph.ir import Var
+from accelsim.limits import ReadLimits
 
 ONNX_FLOAT_TYPES = {1: "float32", 11: "float64"}
 
@@ -68,7 +71,7 @@ def _concat(ctx: ImportContext) -> list[Value]:
     return [F.concat(xs, _axis(ctx, int(ctx.attr("axis")), xs[0].ndim))]
 
 
-def _window(x: Var, axis: int, start: int, stop: int) -> Var:
+def window_along(x: Var, axis: int, start: int, stop: int) -> Var:
     """x[..., start:stop, ...] along `axis` (the registry's slice cuts the leading axes)."""
     if (start, stop) == (0, x.shape[axis]):
         return x
@@ -92,7 +95,7 @@ def _slice(ctx: ImportContext) -> list[Value]:
         start, end = (max(0, min(v + dim if v < 0 else v, dim)) for v in (start, end))
         if end <= start:
             raise ctx.unsupported(f"an empty slice [{start}:{end}] of axis {axis}")
-        y = _window(y, axis, start, end)
+        y = window_along(y, axis, start, end)
     return [y]
 
 
@@ -110,7 +113,7 @@ def _split(ctx: ImportContext) -> list[Value]:
     if sum(sizes) != dim or any(s < 1 for s in sizes):
         raise ctx.unsupported(f"split sizes {sizes} do not cut axis {axis} of size {dim} into non-empty parts")
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    return [_window(x, axis, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [window_along(x, axis, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _gather(ctx: ImportContext) -> list[Value]:
@@ -127,7 +130,7 @@ def _gather(ctx: ImportContext) -> list[Value]:
     flat = idx.reshape(-1)
     if flat.size == 0 or idx.ndim > 1 or np.any(np.diff(flat) != 1):
         raise ctx.unsupported(f"constant indices {idx.tolist()!r:.60} that are not one index or a contiguous range")
-    y = _window(x, axis, int(flat[0]), int(flat[-1]) + 1)
+    y = window_along(x, axis, int(flat[0]), int(flat[-1]) + 1)
     if idx.ndim == 0:
         y = F.reshape(y, x.shape[:axis] + x.shape[axis + 1:])
     return [y]
@@ -151,7 +154,10 @@ def _is_causal(cond: np.ndarray, masked_above: bool) -> bool:
 
 def _where(ctx: ImportContext) -> list[Value]:
     """A constant condition: one branch when it is uniform, the registry's causal_mask for an attention
-    mask with a constant fill, else the blend c*x + (1-c)*y of two finite branches."""
+    mask with a constant fill, else the blend c*x + (1-c)*y of two finite branches. A computed condition
+    (a comparison's 0/1 mask): the registry's where."""
+    if not ctx.is_static(0):
+        return [F.where(ctx.tensor(0), ctx.tensor(1), ctx.tensor(2))]
     cond = np.asarray(ctx.static(0, "the condition")).astype(bool)
     out_shape = tuple(np.broadcast_shapes(cond.shape, ctx.shape(1), ctx.shape(2)))
     if cond.all() or not cond.any():
@@ -188,11 +194,43 @@ def _identity(ctx: ImportContext) -> list[Value]:
 
 
 def _dropout(ctx: ImportContext) -> list[Value]:
+    """Inference mode: the identity, and a mask of ones (a constant: every element is kept)."""
     if ctx.has(2) and bool(np.asarray(ctx.static(2, "training_mode")).reshape(-1)[0]):
         raise ctx.unsupported("training_mode=True; export the model in eval mode (dropout is the identity then)")
-    if any(ctx.node.output[1:]):
-        raise ctx.unsupported("its mask output is used")
-    return _identity(ctx)
+    outs = _identity(ctx)
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        outs.append(np.broadcast_to(np.True_, ctx.shape(0)))  # a view: checked against the limit before any copy
+    return outs
+
+
+LAZY_ABOVE_ELEMENTS = 4096
+"""A float ConstantOfShape larger than this stays lazy (a leaf drawn as its fill value when the graph is
+evaluated) instead of an array made at import: caffe2's exports fill whole weight tensors this way (VGG-19's
+fc6 is 103M elements). Smaller ones are folded like any constant (shape arithmetic reads their values)."""
+
+
+def _constant_of_shape(ctx: ImportContext) -> list[Value]:
+    """np.full(shape, value) when small or integer, else a non-trainable parameter drawn as `value`; the
+    size is bounded before anything is allocated."""
+    from onnx import numpy_helper
+
+    shape = tuple(ctx.static_ints(0, "the shape"))
+    if any(d < 0 for d in shape):
+        raise ctx.unsupported(f"a negative dimension in shape {list(shape)}")
+    value = ctx.attr("value")
+    fill = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
+    if fill.size != 1:
+        raise ctx.unsupported(f"value has {fill.size} elements; ConstantOfShape's value is one element")
+    size = math.prod(shape)
+    lazy = fill.dtype.kind == "f" and size > LAZY_ABOVE_ELEMENTS
+    limit = ctx.limits.max_tensor_elements if lazy else ctx.limits.max_folded_elements
+    knob = "max_tensor_elements" if lazy else "max_folded_elements"
+    if size > limit:
+        raise fail(ctx.where, f"would make a tensor of shape {list(shape)} ({size:,} elements), above the limit of "
+                              f"{limit:,} elements; {ReadLimits.how_to_raise(knob)}")
+    if not lazy:
+        return [np.full(shape, fill[0])]
+    return [ctx.graph.param(ctx.node.output[0], shape, init="full", value=float(fill[0]), trainable=False)]
 
 
 def _cast_to(ctx: ImportContext, target: str) -> list[Value]:
@@ -231,11 +269,14 @@ SHAPE_OPS: tuple[OnnxOpDef, ...] = (
     OnnxOpDef("Split", _split, "one slice per output"),
     OnnxOpDef("Gather", _gather, "slice (+ reshape) for constant indices; embedding for ids into a table"),
     OnnxOpDef("Expand", _expand, "broadcast_to"),
-    OnnxOpDef("Where", _where, "a constant condition: a branch, causal_mask, or a blend of finite branches"),
+    OnnxOpDef("Where", _where, "where on a computed mask; a constant condition: a branch, causal_mask, or a blend "
+                               "of finite branches"),
     OnnxOpDef("Shape", _shape, "a constant (shapes are static)"),
     OnnxOpDef("Size", _size, "a constant (shapes are static)"),
     OnnxOpDef("Identity", _identity, "nothing: the input itself"),
-    OnnxOpDef("Dropout", _dropout, "nothing in inference mode"),
+    OnnxOpDef("Dropout", _dropout, "nothing in inference mode (a constant mask of ones when it is read)"),
+    OnnxOpDef("ConstantOfShape", _constant_of_shape, "a constant; above 4096 float elements a lazy leaf of its value",
+              before_folding=True),
     OnnxOpDef("Cast", _cast, "nothing when the type is already the graph's; constants cast at import"),
     OnnxOpDef("CastLike", _cast_like, "as Cast, to the second input's type"),
 )

@@ -18,12 +18,14 @@ from accelsim.frontends.onnx_errors import INSTALL_HINT, OnnxImportError, fail, 
 from accelsim.frontends.onnx_external import read_external_data
 from accelsim.frontends.onnx_functions import inline_functions
 from accelsim.frontends.onnx_structure import check_structure
+from accelsim.frontends.onnx_version import CONVERTED_OPSET, convert_opset
 from accelsim.limits import DEFAULT_READ_LIMITS, ReadLimits
 from accelsim.safe_file import FileRules, read_regular
 
 MIN_OPSET = 13
 """Oldest default-domain opset whose operator signatures the converters implement (axes as inputs of
-Squeeze, Unsqueeze, ReduceSum and Split; single-axis Softmax)."""
+Squeeze, Unsqueeze, ReduceSum and Split; single-axis Softmax); older models are converted first
+(onnx_version.py)."""
 DEFAULT_DOMAINS = ("", "ai.onnx")
 FLOAT_TYPES = {1: "float32", 11: "float64"}  # TensorProto.FLOAT, DOUBLE
 STATIC_TYPES = {6: "int32", 7: "int64", 9: "bool"}  # integer initializers are shapes, axes, indices
@@ -67,6 +69,10 @@ def read_model(source: Any, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Checked
     del model.graph.node[:]
     model.graph.node.extend(nodes)  # the checker wants a topological order; a file may list another
     _run_checker(onnx, model, label)
+    if opset < MIN_OPSET:
+        model = convert_opset(model, label, opset)
+        opset = CONVERTED_OPSET
+        nodes = check_structure(model.graph, label)
     initializers = _decode_initializers(onnx, model, label)
     inputs = _static_inputs(model, label, set(initializers), limits)
     dtype = _float_dtype(label, initializers, inputs)
@@ -115,10 +121,10 @@ def _opset(model: Any, label: str) -> int:
     opset = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
     if opset is None:
         raise fail(label, "opset_import has no entry for the default ONNX domain; re-export the model")
-    if not MIN_OPSET <= opset <= newest:
-        raise fail(label, f"uses default-domain opset {opset}; the importer supports opsets {MIN_OPSET}..{newest} "
-                          f"(re-export with torch.onnx.export(..., opset_version=17) or convert it with "
-                          f"onnx.version_converter)")
+    if not 1 <= opset <= newest:
+        raise fail(label, f"uses default-domain opset {opset}; the installed onnx package knows opsets 1..{newest} "
+                          f"(opsets below {MIN_OPSET} are converted to {CONVERTED_OPSET}); re-export the model with "
+                          f"torch.onnx.export(..., opset_version={CONVERTED_OPSET}) or upgrade onnx")
     return int(opset)
 
 

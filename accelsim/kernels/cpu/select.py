@@ -55,8 +55,19 @@ def _comparison(code: int):
     return run
 
 
+def _int_comparison(code: int):
+    """int64 operands compared as integers (never through a float); the mask takes `like`'s float dtype."""
+    def run(a: np.ndarray, b: np.ndarray, like: np.ndarray) -> np.ndarray:
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(like))
+        out = np.empty(shape, np.asarray(like).dtype)
+        _compare(code, _flat(a, shape, np.int64), _flat(b, shape, np.int64), out.reshape(-1))
+        return out
+    return run
+
+
 for _name, _code in COMPARISON_CODES.items():
     kernel(_name, "numba")(_comparison(_code))
+    kernel(f"int_{_name}", "numba")(_int_comparison(_code))
 
 
 @kernel("where", "numba")

@@ -55,8 +55,24 @@ def _register(name: str, predicate: Callable) -> None:
         return to_host(out, shape)
 
 
+def _register_int(name: str, predicate: Callable) -> None:
+    """int64 operands compared as integers on the device; the mask in `like`'s float dtype."""
+    kern = _compare_kernel(predicate)
+    ptx_cases(f"int_{name}", kern, "void(int64[::1], int64[::1], {T}[::1])", name=f"compare_int_{name}")
+
+    @kernel(f"int_{name}", "cuda")
+    def run(a: np.ndarray, b: np.ndarray, like: np.ndarray) -> np.ndarray:
+        dtype = np.asarray(like).dtype
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(like))
+        n = int(np.prod(shape))
+        out = device_empty(max(n, 1), dtype)
+        launch_1d(kern, n, _flat(a, shape, np.int64), _flat(b, shape, np.int64), out)
+        return to_host(out, shape)
+
+
 for _name, _predicate in _PREDICATES.items():
     _register(_name, _predicate)
+    _register_int(_name, _predicate)
 
 ptx_cases("where", _where, "void({T}[::1], {T}[::1], {T}[::1], {T}[::1])")
 
