@@ -73,7 +73,7 @@ into the reduction the rows hold: ceil(147/32) = 5 row folds x 2 column folds = 
 loops: 49 x 2 = 98 folds, ~9.8x the cycles. That is the 0.10 ratio issue 31 reports between accelsim's and
 ZigZag's latency on this layer: the mapping, not the array, differs. On 256x256, im2col needs one row fold
 (147 of 256 rows busy), rows <- C 49 folds with 3 of 256 rows busy. The mapper searches the row and
-column sets (and, given operand buffers, stream tiles and loop orders), starts from im2col and keeps it
+column sets (and, given operand buffers, stream tiles), starts from im2col and keeps it
 unless something is faster: with ws only it keeps im2col on both arrays. With os and is allowed on 256x256
 it picks input-stationary: the 12,544 output pixels are spread over 49 column folds of 256 and the 64
 filters stream, each fold issuing every max(T = 64, install = 256) cycles under the MXU's fold overlap, a

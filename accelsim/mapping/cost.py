@@ -3,11 +3,11 @@
 Compute: the mapping's folds, each streaming T elements, run as cost/systolic.py runs a node's folds (fill,
 drain, preload, the unit's fold overlap; a gang's instances split the folds). An os array keeps no
 stationary operand to double-buffer, so under a unit's `fold_overlap: stationary` its os folds run one
-after another. Stalls: with operand buffers, each buffer's channel moves the traffic reuse analysis
-(mapping/reuse.py) finds; double-buffered, only the first fold's tiles and the last output tile are exposed
-and the rest overlaps compute (the busiest channel sets the pace when it is slower); then the unit's memory
-moves what the buffers fetch and write, at its bandwidth. Energy: cost/energy.py's per-op and per-byte
-figures on those counts.
+after another. Operand buffers: their one traffic model, cost/tile_traffic.py, applied to the GEMM the
+mapping puts on the array (mapping/gemm_view.py) gives the bytes fetched and written back, the stall
+cycles, the array <-> buffer bytes and whether the channels set the pace, exactly as node_cost charges a
+fixed-dataflow unit; then the unit's memory moves what the buffers fetch and write, at its bandwidth.
+Energy: cost/energy.py's per-op and per-byte figures on those counts.
 """
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ from dataclasses import dataclass
 
 from accelsim.cost.energy import node_energy_pj
 from accelsim.cost.systolic import run_cycles
+from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
 from accelsim.hw.spec import Chip, HwSpec, Unit
-from accelsim.mapping.dims import LayerDims
+from accelsim.mapping.dims import OPERAND_ROLES, LayerDims
 from accelsim.mapping.errors import MappingSpecError
-from accelsim.mapping.record import Geometry, Mapping, check_mapping
-from accelsim.mapping.reuse import OPERANDS, OperandFetch, operand_fetches
+from accelsim.mapping.gemm_view import check_traffic_order, traffic_view
+from accelsim.mapping.record import DATAFLOW_ROLES, Geometry, Mapping, check_mapping
+
+OPERANDS = ("input", "weight", "output")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,30 +103,39 @@ def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, read_bytes: int, written_
     return max(math.ceil(read_bytes / read_bw), math.ceil(written_bytes / write_bw))
 
 
+@dataclass(frozen=True, slots=True)
+class _Buffered:
+    """What the operand buffers' traffic model charges one mapping (elements, cycles)."""
+
+    read_elems: int  # fetched from the backing memory into the input and weight buffers
+    written_elems: int  # written back from the output buffer
+    buffer_elems: int  # array <-> buffers
+    busy_cycles: int  # compute plus the buffers' stalls
+    channels_bound: bool  # the busiest channel's traffic takes longer than the compute
+
+
 def _buffered(hw: HwSpec, unit: Unit, layer: LayerDims, mapping: Mapping, geom: Geometry, compute: int,
-              elem: int) -> tuple[dict[str, OperandFetch], int, int, bool]:
-    """(fetches per operand, cycles of compute plus buffer stalls, array <-> buffer elements, whether the
-    busiest channel's whole traffic takes longer than the compute)."""
+              elem: int) -> _Buffered:
+    """cost/tile_traffic.py on the GEMM the mapping runs (mapping/gemm_view.py)."""
+    check_traffic_order(layer, mapping, geom, unit.name)
     b = unit.operand_buffers
     rows, cols, ways = _array_context(unit)
-    capacity = {"input": b.input_bytes, "weight": b.weight_bytes, "output": b.output_bytes}
-    active = {op: (capacity[op] // elem) // (2 if b.double_buffered else 1) for op in OPERANDS}
-    fetch = operand_fetches(layer, mapping, geom, rows, cols, active)
-    bandwidth = b.bytes_per_cycle(hw.clock_hz) * ways
-    to_cycles = lambda elems: math.ceil(elems * elem / bandwidth)  # noqa: E731
-    out = fetch["output"]
-    channel = (fetch["input"].fetched_elems, fetch["weight"].fetched_elems,
-               out.fetched_elems + (out.passes - 1) * out.view_elems)
-    exposed = (min(fetch["input"].tile_elems, active["input"]), min(fetch["weight"].tile_elems, active["weight"]),
-               min(out.tile_elems, out.view_elems))
-    if b.double_buffered:
-        fill, drain = max(to_cycles(exposed[0]), to_cycles(exposed[1])), to_cycles(exposed[2])
-        busiest = max(to_cycles(max(0, total - part)) for total, part in zip(channel, exposed))
-        total = fill + max(compute, busiest) + drain
-    else:
-        total = compute + max(to_cycles(elems) for elems in channel)
-    accesses = geom.folds * sum(f.tile_elems for f in fetch.values())
-    return fetch, total, accesses, max(to_cycles(elems) for elems in channel) > compute
+    view = traffic_view(layer, mapping, geom)
+    config = BufferConfig(b.input_bytes, b.weight_bytes, b.output_bytes, b.bytes_per_cycle(hw.clock_hz),
+                          b.double_buffered)
+    t = tile_traffic(view.batch, view.m, view.k, view.n, rows, cols, mapping.dataflow, compute, elem, config,
+                     channels=ways, im2col=view.im2col)
+    return _Buffered(t.backing_read_elems, t.output_write_elems, t.buffer_access_elems, t.total_cycles,
+                     t.channel_cycles > compute)
+
+
+def _fold_tile(mapping: Mapping, geom: Geometry, rows: int, cols: int) -> LevelTile:
+    """The elements of each operand one fold touches: the array's share of the rows and columns roles and
+    the stream tile, over the roles that index the operand."""
+    row_role, col_role, stream_role = DATAFLOW_ROLES[mapping.dataflow]
+    extent = {row_role: min(rows, geom.spatial_rows), col_role: min(cols, geom.spatial_cols),
+              stream_role: geom.temporal, "b": 1}
+    return LevelTile("operand_buffers", *(math.prod(extent[r] for r in OPERAND_ROLES[op]) for op in OPERANDS))
 
 
 def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: Mapping) -> MappingCost:
@@ -138,11 +150,10 @@ def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: 
         tile = LevelTile("operand_buffers", *(layer.operand_elems(op) if op != "input" else layer.input_elems
                                               for op in OPERANDS))
     else:
-        fetch, busy, buffer_elems, channels_bound = _buffered(hw, unit, layer, mapping, geom, compute, elem)
-        out = fetch["output"]
-        read = (fetch["input"].fetched_elems + fetch["weight"].fetched_elems + (out.passes - 1) * out.view_elems) * elem
-        written = out.fetched_elems * elem
-        tile = LevelTile("operand_buffers", *(fetch[op].tile_elems for op in OPERANDS))
+        buffered = _buffered(hw, unit, layer, mapping, geom, compute, elem)
+        read, written = buffered.read_elems * elem, buffered.written_elems * elem
+        busy, buffer_elems, channels_bound = buffered.busy_cycles, buffered.buffer_elems, buffered.channels_bound
+        tile = _fold_tile(mapping, geom, rows, cols)
     memory = _memory_cycles(hw, chip, unit, read, written)
     cycles = unit.latency_cycles + max(busy, memory, 1)
     traffic = ((LevelTraffic("operand_buffers", buffer_elems * elem, 0),) if buffer_elems else ()) + \

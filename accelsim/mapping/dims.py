@@ -5,7 +5,7 @@ group), OY, OX (output rows, columns), FY, FX (filter rows, columns); any other 
 (matmul, its fused epilogue, the conv gradients) is B (batch) x M x K x N of that view. Each dimension has
 a role in the GEMM the array computes: "m" indexes the left operand and the output, "k" is reduced
 (indexes the left and right operands), "n" indexes the right operand and the output, "b" indexes all three
-(independent GEMMs). Roles are what dataflows and reuse analysis work with; names are what users read.
+(independent GEMMs). Roles are what dataflows and the traffic view work with; names are what users read.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A node's cost on a unit that asks for mapping search (`mapping: search`): the mapper's best mapping in
 cost/model.py's NodeCost, so the scheduler reads it as any other cost; every other unit is node_cost's.
-The mapper's traffic is its own reuse analysis (mapping/reuse.py), which equals operand_buffers.traffic
-"tile" at the fixed point; a unit asking for "scalesim" traffic gets the mapper's model instead.
+The mapper costs operand-buffer traffic with the unit's "tile" model (cost/tile_traffic.py) for every
+mapping, so its fixed point is node_cost's; a unit asking for "scalesim" traffic gets "tile" instead.
 (HwSpec, Graph, Node, Unit) -> NodeCost.
 """
 from __future__ import annotations

@@ -5,8 +5,9 @@ rows (ceil(product / rows) row folds), as im2col does for C x FY x FX; likewise 
 where is the dataflow's (DATAFLOW_ROLES). Every other dimension is temporal: a dimension of the dataflow's
 streamed role may stream through the array `stream` elements per fold (a tile that divides it), and what
 is left of each temporal dimension is a loop over folds. `order` lists those fold loops, outermost first,
-by dimension name, with "rows" and "cols" for the row and column folds; it sets the reuse of each operand
-in the operand buffers (mapping/reuse.py). Loops of one iteration may be left out of `order`.
+by dimension name, with "rows" and "cols" for the row and column folds; on a unit with operand buffers it
+must be the order their traffic model knows (mapping/gemm_view.py). Loops of one iteration may be left
+out of `order`.
 """
 from __future__ import annotations
 

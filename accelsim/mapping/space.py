@@ -1,11 +1,16 @@
 """The mappings a mapper may choose from for one layer on one array unit: LayerDims x unit -> MappingSpace.
 
 A point is a dataflow, which dimensions of its rows role are flattened onto the rows (the others become
-fold loops), likewise for the columns, a stream tile for each dimension of its streamed role, and an order
-of the fold loops. Pruned without operand buffers, where order and stream tiles cannot change the cost:
-the fold loops' order moves no byte, and splitting a stream only adds fills and drains (one fold of T
-elements costs less than two of T/2, and under fold_overlap two folds issue every max(T/2, P) >= T/2
-cycles), so streams are whole and the order canonical. Dimensions of extent 1 are never placed.
+fold loops), likewise for the columns, and a stream tile for each dimension of its streamed role; its fold
+loops run in one canonical order (batch role, dimensions off the array, stream remainders, then column
+folds, then row folds: im2col's). The fold-loop order is not searched. Without operand buffers it moves
+no byte. With them, the buffers' one traffic model (cost/tile_traffic.py, through mapping/gemm_view.py)
+runs every loop but the row and column folds as independent repeats of one GEMM, outermost, then the
+column folds, then the row folds, and has no notion of another order, so that freedom is left out of the
+space (and a user's mapping in another order is refused on such a unit). Stream tiles are searched only
+with operand buffers: without them a split stream only adds fills and drains (one fold of T elements
+costs less than two of T/2, and under fold_overlap two folds issue every max(T/2, P) >= T/2 cycles), so
+streams are whole. Dimensions of extent 1 are never placed.
 """
 from __future__ import annotations
 
@@ -18,7 +23,6 @@ from accelsim.mapping.dims import LayerDims
 from accelsim.mapping.record import DATAFLOW_ROLES, Mapping
 
 MAX_TILE_CHOICES = 6  # stream tiles tried per dimension: whole, 1 and divisors spread between
-MAX_EXHAUSTIVE_ORDER_LOOPS = 5  # up to 5! = 120 orders enumerated; beyond, orders are sampled
 
 
 def _subsets(names: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
@@ -50,19 +54,18 @@ class DataflowSpace:
 
 @dataclass(frozen=True, slots=True)
 class MappingSpace:
-    """All choices for one layer on one unit; `orders` says whether fold-loop order is searched."""
+    """All choices for one layer on one unit."""
 
     layer: LayerDims
     rows: int
     cols: int
     spaces: tuple[DataflowSpace, ...]
-    orders: bool
 
     @property
     def _sizes(self) -> dict[str, int]:
         return self.layer.sizes()
 
-    def _loops(self, df: DataflowSpace, row_set: tuple[str, ...], col_set: tuple[str, ...],
+    def _loops(self, row_set: tuple[str, ...], col_set: tuple[str, ...],
                stream: tuple[tuple[str, int], ...]) -> list[str]:
         """The fold loops of more than one iteration, in the canonical order: batch role, outer dimensions,
         stream remainders, then columns and rows (im2col's order)."""
@@ -75,61 +78,41 @@ class MappingSpace:
         sc = math.prod(sizes[d] for d in col_set)
         return loops + (["cols"] if sc > self.cols else []) + (["rows"] if sr > self.rows else [])
 
-    def _build(self, df: DataflowSpace, r: int, c: int, tiles: tuple[int, ...]) -> tuple[Mapping, list[str]]:
+    def _build(self, df: DataflowSpace, r: int, c: int, tiles: tuple[int, ...]) -> Mapping:
+        """The point (row set r, column set c, these stream tiles) of `df`, its fold loops in canonical order."""
         stream = tuple(zip(df.stream_dims, tiles))
-        loops = self._loops(df, df.row_sets[r], df.col_sets[c], stream)
-        return Mapping(df.dataflow, df.row_sets[r], df.col_sets[c], stream, tuple(loops)), loops
+        loops = self._loops(df.row_sets[r], df.col_sets[c], stream)
+        return Mapping(df.dataflow, df.row_sets[r], df.col_sets[c], stream, tuple(loops))
 
     def size(self) -> int:
-        """Points in the space (orders counted as permutations of each point's fold loops)."""
-        total = 0
-        for df in self.spaces:
-            for r, c in itertools.product(range(len(df.row_sets)), range(len(df.col_sets))):
-                for tiles in itertools.product(*df.tiles):
-                    _, loops = self._build(df, r, c, tiles)
-                    searched = self.orders and len(loops) <= MAX_EXHAUSTIVE_ORDER_LOOPS
-                    total += math.factorial(len(loops)) if searched else 1
-        return total
+        """Points in the space."""
+        return sum(len(df.row_sets) * len(df.col_sets) * math.prod(len(choices) for choices in df.tiles)
+                   for df in self.spaces)
 
     def enumerate(self):
-        """Every point, canonical order first for each (a generator: the space may be large)."""
+        """Every point (a generator: the space may be large)."""
         for df in self.spaces:
             for r, c in itertools.product(range(len(df.row_sets)), range(len(df.col_sets))):
                 for tiles in itertools.product(*df.tiles):
-                    mapping, loops = self._build(df, r, c, tiles)
-                    if not self.orders or len(loops) > MAX_EXHAUSTIVE_ORDER_LOOPS:
-                        yield mapping
-                        continue
-                    for order in itertools.permutations(loops):
-                        yield Mapping(mapping.dataflow, mapping.rows, mapping.cols, mapping.stream, order)
+                    yield self._build(df, r, c, tiles)
 
     def sample(self, rng: random.Random) -> Mapping:
-        """One point drawn uniformly per choice (dataflow, row set, column set, tiles, order)."""
+        """One point drawn uniformly per choice (dataflow, row set, column set, tiles)."""
         df = self.spaces[rng.randrange(len(self.spaces))]
         tiles = tuple(choices[rng.randrange(len(choices))] for choices in df.tiles)
-        mapping, loops = self._build(df, rng.randrange(len(df.row_sets)), rng.randrange(len(df.col_sets)), tiles)
-        if self.orders:
-            rng.shuffle(loops)
-            mapping = Mapping(mapping.dataflow, mapping.rows, mapping.cols, mapping.stream, tuple(loops))
-        return mapping
+        return self._build(df, rng.randrange(len(df.row_sets)), rng.randrange(len(df.col_sets)), tiles)
 
     def neighbour(self, mapping: Mapping, rng: random.Random) -> Mapping:
-        """A point one move away: another row or column set, another stream tile for one dimension, or two
-        adjacent fold loops swapped; a fresh sample where no move exists."""
+        """A point one move away: another row or column set, or another stream tile for one dimension; a fresh
+        sample where no move exists."""
         df = next((s for s in self.spaces if s.dataflow == mapping.dataflow), None)
         if df is None or mapping.rows not in df.row_sets or mapping.cols not in df.col_sets:
             return self.sample(rng)  # not a point of this space (a user's mapping listing extent-1 dimensions)
         moves = [("tile", i) for i, choices in enumerate(df.tiles) if len(choices) > 1]
         moves += [("rows", 0)] * (len(df.row_sets) > 1) + [("cols", 0)] * (len(df.col_sets) > 1)
-        if self.orders and len(mapping.order) > 1:
-            moves += [("swap", i) for i in range(len(mapping.order) - 1)]
         if not moves:
             return self.sample(rng)
         kind, i = moves[rng.randrange(len(moves))]
-        if kind == "swap":
-            order = list(mapping.order)
-            order[i], order[i + 1] = order[i + 1], order[i]
-            return Mapping(mapping.dataflow, mapping.rows, mapping.cols, mapping.stream, tuple(order))
         stream = list(mapping.stream)
         r, c = df.row_sets.index(mapping.rows), df.col_sets.index(mapping.cols)
         if kind == "tile":
@@ -138,15 +121,12 @@ class MappingSpace:
             r = rng.randrange(len(df.row_sets))
         else:
             c = rng.randrange(len(df.col_sets))
-        rebuilt, loops = self._build(df, r, c, tuple(t for _, t in stream))
-        kept = [loop for loop in mapping.order if loop in loops]  # keep the order of loops still there
-        order = kept + [loop for loop in loops if loop not in kept]
-        return Mapping(rebuilt.dataflow, rebuilt.rows, rebuilt.cols, rebuilt.stream, tuple(order))
+        return self._build(df, r, c, tuple(t for _, t in stream))
 
 
 def mapping_space(layer: LayerDims, rows: int, cols: int, dataflows: tuple[str, ...], buffered: bool) -> MappingSpace:
     """The space for `layer` on a rows x cols array allowing `dataflows`; `buffered`: the unit has operand
-    buffers, so stream tiles and fold-loop order change traffic and are searched."""
+    buffers, so stream tiles change traffic and are searched."""
     spaces = []
     for dataflow in dataflows:
         row_role, col_role, stream_role = DATAFLOW_ROLES[dataflow]
@@ -155,4 +135,4 @@ def mapping_space(layer: LayerDims, rows: int, cols: int, dataflows: tuple[str, 
         tiles = tuple(tile_choices(layer.size(d)) if buffered else (layer.size(d),) for d in stream_dims)
         spaces.append(DataflowSpace(dataflow, _subsets(names(row_role)), _subsets(names(col_role)), stream_dims,
                                     tiles))
-    return MappingSpace(layer, rows, cols, tuple(spaces), buffered)
+    return MappingSpace(layer, rows, cols, tuple(spaces))
