@@ -125,7 +125,7 @@ def peak_ops_per_cycle(unit: Unit) -> float:
     return unit.model.peak_ops_per_cycle()
 
 
-def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, bytes_read: int, bytes_written: int) -> int:
+def memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, bytes_read: int, bytes_written: int) -> int:
     """Operands stream in from the unit's first `reads` memory (through its input buffer, if it has
     one) and results out to its first `writes` memory; one shared port when both are the same memory."""
     clock = hw.clock_hz
@@ -163,7 +163,7 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
         bytes_read, bytes_written = traffic.read_bytes, traffic.written_bytes
         stall, buffer_bytes = traffic.stall_cycles, traffic.buffer_bytes
         channels_bound = traffic.memory_bound
-    memory = _memory_cycles(hw, chip, unit, bytes_read, bytes_written)
+    memory = memory_cycles(hw, chip, unit, bytes_read, bytes_written)
     work = unit.latency_cycles + max(compute + stall, memory, 1)
     cycles = kernel_cycles(chip.gpu_overheads, hw.clock_hz, work)
     peak = model.peak_ops_per_cycle() * ways / compute_scale(hw, unit)  # the peak at the step's precision

@@ -6,8 +6,9 @@ stationary operand to double-buffer, so under a unit's `fold_overlap: stationary
 after another. Operand buffers: their one traffic model, cost/tile_traffic.py, applied to the GEMM the
 mapping puts on the array (mapping/gemm_view.py) gives the bytes fetched and written back, the stall
 cycles, the array <-> buffer bytes and whether the channels set the pace, exactly as node_cost charges a
-fixed-dataflow unit; then the unit's memory moves what the buffers fetch and write, at its bandwidth.
-Energy: cost/energy.py's per-op and per-byte figures on those counts.
+fixed-dataflow unit; then the unit's memory moves what the buffers fetch and write, at its bandwidth, and
+the step's precision and a GPU's kernel overheads apply as in cost/model.py's node_cost (the fixed mapping's
+cycles are node_cost's, exactly). Energy: cost/energy.py's per-op and per-byte figures on those counts.
 """
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ import math
 from dataclasses import dataclass
 
 from accelsim.cost.energy import node_energy_pj
+from accelsim.cost.kernel_overheads import kernel_cycles
+from accelsim.cost.model import memory_cycles
 from accelsim.cost.systolic import run_cycles
 from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
+from accelsim.hw.precision import scaled_cycles
 from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.mapping.dims import OPERAND_ROLES, LayerDims
 from accelsim.mapping.errors import MappingSpecError
@@ -89,20 +93,6 @@ def mapping_compute_cycles(unit: Unit, mapping: Mapping, geom: Geometry) -> int:
                       array.preload_rows_per_cycle if mapping.dataflow != "os" else 1)
 
 
-def _memory_cycles(hw: HwSpec, chip: Chip, unit: Unit, read_bytes: int, written_bytes: int) -> int:
-    """Operands from the unit's first `reads` memory, results to its first `writes` memory (one shared port
-    when they are the same memory and no buffer sits between), capped by its input/output buffers."""
-    src, dst = chip.memory(unit.reads[0]), chip.memory(unit.writes[0])
-    read_bw, write_bw = src.bytes_per_cycle(hw.clock_hz), dst.bytes_per_cycle(hw.clock_hz)
-    if unit.input_buffer is not None:
-        read_bw = min(read_bw, unit.input_buffer.bytes_per_cycle(hw.clock_hz))
-    if unit.output_buffer is not None:
-        write_bw = min(write_bw, unit.output_buffer.bytes_per_cycle(hw.clock_hz))
-    if src.name == dst.name and unit.input_buffer is None and unit.output_buffer is None:
-        return math.ceil((read_bytes + written_bytes) / read_bw)
-    return max(math.ceil(read_bytes / read_bw), math.ceil(written_bytes / write_bw))
-
-
 @dataclass(frozen=True, slots=True)
 class _Buffered:
     """What the operand buffers' traffic model charges one mapping (elements, cycles)."""
@@ -125,8 +115,14 @@ def _buffered(hw: HwSpec, unit: Unit, layer: LayerDims, mapping: Mapping, geom: 
                           b.double_buffered)
     t = tile_traffic(view.batch, view.m, view.k, view.n, rows, cols, mapping.dataflow, compute, elem, config,
                      channels=ways, im2col=view.im2col)
-    return _Buffered(t.backing_read_elems, t.output_write_elems, t.buffer_access_elems, t.total_cycles,
-                     t.channel_cycles > compute)
+    # tile_traffic overlaps every repeat's initial fill with neighbouring nodes, as it may a layer's own batch;
+    # repeats the mapping adds (beyond the layer's batch role) are mid-layer, so their fills stream in the
+    # node's time: without this a search picks splits for fills it is never charged for
+    added = view.batch - layer.role_size("b")
+    extra = t.fill_cycles * added // view.batch if config.double_buffered and added > 0 else 0
+    channel = t.channel_cycles + extra
+    return _Buffered(t.backing_read_elems, t.output_write_elems, t.buffer_access_elems,
+                     max(t.total_cycles, channel), channel > compute)
 
 
 def _fold_tile(mapping: Mapping, geom: Geometry, rows: int, cols: int) -> LevelTile:
@@ -143,7 +139,7 @@ def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: 
     rows, cols, ways = _array_context(unit)
     geom = check_mapping(layer, mapping, rows, cols, unit_dataflows(unit), unit.name)
     elem = hw.elem_bytes(layer.dtype)
-    compute = mapping_compute_cycles(unit, mapping, geom)
+    compute = scaled_cycles(hw, unit, mapping_compute_cycles(unit, mapping, geom))  # at the step's precision
     if unit.operand_buffers is None:
         read, written = layer.read_elems * elem, layer.written_elems * elem
         busy, buffer_elems, channels_bound = compute, 0, False
@@ -154,8 +150,8 @@ def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: 
         read, written = buffered.read_elems * elem, buffered.written_elems * elem
         busy, buffer_elems, channels_bound = buffered.busy_cycles, buffered.buffer_elems, buffered.channels_bound
         tile = _fold_tile(mapping, geom, rows, cols)
-    memory = _memory_cycles(hw, chip, unit, read, written)
-    cycles = unit.latency_cycles + max(busy, memory, 1)
+    memory = memory_cycles(hw, chip, unit, read, written)  # node_cost's: a GPU's HBM at its achievable fraction
+    cycles = kernel_cycles(chip.gpu_overheads, hw.clock_hz, unit.latency_cycles + max(busy, memory, 1))
     traffic = ((LevelTraffic("operand_buffers", buffer_elems * elem, 0),) if buffer_elems else ()) + \
         (LevelTraffic("memory", read, written),)
     whole = LevelTile("memory", layer.input_elems, layer.operand_elems("weight"), layer.operand_elems("output"))

@@ -10,8 +10,9 @@ outermost, then the column folds, then the row folds, and knows no other order, 
 with operand buffers must list its fold loops that way (check_traffic_order). A conv keeps its im2col
 geometry (where the left operand's pixels repeat) when C, FY and FX all lie whole in the GEMM's reduction
 and OX whole in its rows of outputs, as im2col lays them out; otherwise its left operand is a plain matrix.
-The model overlaps every repeat's initial buffer fill with neighbouring work, as it does a batched GEMM's,
-so a mapping that adds repeats is charged no channel time for their fills (their bytes and energy count).
+The model overlaps every repeat's initial buffer fill with neighbouring work, as it does a batched GEMM's;
+mapping/cost.py charges the fills of the repeats a mapping adds beyond the layer's own batch in the node's
+channel time (they happen mid-layer), so a split is not chosen for fills it would never pay for.
 """
 from __future__ import annotations
 
