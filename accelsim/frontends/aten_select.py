@@ -12,17 +12,13 @@ from typing import Any
 
 from accelsim import ops as F
 from accelsim.frontends.aten_registry import Args, Ctx, Kwargs, aten
+from accelsim.frontends.lowerings import clamp
 from accelsim.frontends.torch_fold import const_dtype
 
 
 def _clamp(ctx: Ctx, x: Any, lo: Any = None, hi: Any = None) -> Any:
-    """x below lo becomes lo, above hi becomes hi (None: no bound); NaN stays NaN, as in torch."""
-    y = x
-    if lo is not None:
-        y = F.where(F.lt(y, lo), lo, y)
-    if hi is not None:
-        y = F.where(F.gt(y, hi), hi, y)
-    return y
+    """aten's clamp (frontends/lowerings.py, shared with the ONNX import)."""
+    return clamp(x, lo, hi)
 
 
 def _hardsigmoid(ctx: Ctx, x: Any) -> Any:

@@ -3,25 +3,15 @@ registry ops). A clamp is two `where`s on comparisons (the torch frontend's lowe
 is g where min <= x <= max; LRN is a channel-window average pool of x^2 (onnx_pads for its padding)."""
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
 from accelsim import ops as F
+from accelsim.frontends.lowerings import clamp
 from accelsim.frontends.onnx_context import ImportContext, Value
 from accelsim.frontends.onnx_opdef import OnnxOpDef
 from accelsim.frontends.onnx_pads import pad_extra
 from accelsim.graph.ir import Var
-
-
-def clamp(x: Var, lo: Any = None, hi: Any = None) -> Var:
-    """x below lo becomes lo, above hi becomes hi (None: no bound); NaN stays NaN."""
-    y = x
-    if lo is not None:
-        y = F.where(F.lt(y, lo), lo, y)
-    if hi is not None:
-        y = F.where(F.gt(y, hi), hi, y)
-    return y
 
 
 def _sum(ctx: ImportContext) -> list[Value]:
