@@ -51,6 +51,7 @@ def test_a_new_user_s_path_runs_as_the_readme_writes_it(tmp_path, monkeypatch, c
         printed[" ".join(words[1:3])] = capsys.readouterr().out
     assert "my_chip.yaml: ok" in printed["hw validate"]
     assert "energy by component" in printed["run --hw"]
+    assert "layers by time" in printed["run --hw"] and "layers by dynamic energy" in printed["run --hw"]
     summary = json.loads((tmp_path / "run.json").read_text())
     assert summary["hw"] == "my_accelerator" and summary["energy_j"] > 0
     import pandas as pd
