@@ -32,7 +32,9 @@ def _model(nodes, inputs, inits=(), outputs=("y",), opset=17):
                      for k, v in inputs.items()],
         [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in outputs],
         [numpy_helper.from_array(v, k) for k, v in dict(inits).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # IR 8 (onnx 1.10-1.13, opsets up to 18): an onnx newer than the installed onnxruntime writes an IR it
+    # refuses by default (seen: onnx 1.23 beside onnxruntime 1.30, IR 14 against a maximum of 13)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     inferred = onnx.shape_inference.infer_shapes(model)
     shapes = {vi.name: vi for vi in inferred.graph.value_info}
     for out in inferred.graph.output:

@@ -85,7 +85,7 @@ def test_onnx_padding_mask_on_token_ids_trains_and_checks():
              numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
     graph = helper.make_graph(nodes, "padmask", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 6])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 3])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)  # any onnxruntime reads IR 8
     ids = np.array([[1, 0, 4, 0, 2, 3], [0, 0, 1, 1, 4, 2]], np.int64)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"ids": ids})[0]
