@@ -15,7 +15,7 @@ from accelsim.cost.model import graph_costs
 from accelsim.report import run_summary
 from accelsim.compiler import compile
 from accelsim.sim.engine import simulate
-from accelsim.viz.timeline import format_mib, plot_memory
+from accelsim.viz.timeline import format_bytes, plot_memory
 
 M, K, N = 64, 32, 16  # x (M, K) @ w (K, N)
 ROWS = COLS = 8
@@ -152,13 +152,13 @@ def test_peak_memory_is_defined_once_for_the_summary_the_schedule_and_the_replay
 
 
 def memory_plot_peaks(result) -> dict[str, str]:
-    """Memory label -> the peak its legend entry shows ("1.777 MiB")."""
-    ax = plot_memory(result).axes[0]
+    """Memory label -> the peak its legend entry shows ("1.777 MiB"), over the plot's panels (one per level)."""
     out = {}
-    for t in ax.get_legend().get_texts():
-        found = re.fullmatch(r"(\S+): peak ([\d.,]+ MiB) of .*", t.get_text())
-        if found:
-            out[found[1]] = found[2]
+    for ax in plot_memory(result).axes:
+        for t in ax.get_legend().get_texts():
+            found = re.fullmatch(r"(\S+): peak ([\d.,]+ (?:B|KiB|MiB|GiB)) of .*", t.get_text())
+            if found:
+                out[found[1]] = found[2]
     return out
 
 
@@ -181,7 +181,7 @@ def test_the_terminal_the_json_and_the_memory_plot_show_the_same_peak(mlp_step, 
     assert shown and shown.keys() == {k for k, v in summary["peak_memory_bytes"].items() if v}
     for label, text in shown.items():
         peak = summary["peak_memory_bytes"][label]
-        assert text == format_mib(peak)
+        assert text == format_bytes(peak)
         # the terminal's figure, in whatever binary prefix it picks, rounds the same bytes (not 10**6 B per MB)
         printed = re.search(rf"{re.escape(label)}\W+([\d.,]+) (B|KiB|MiB|GiB)\b", terminal)
         assert printed, f"no peak printed for {label}"

@@ -107,7 +107,9 @@ def test_no_precision_keeps_the_hardwares_bytes_per_element():
 
 
 def test_an_a100_step_is_faster_in_bf16_than_in_tf32_than_in_fp32():
-    graph = A.training_graph(A.models.build("mlp", batch=256, sizes=(1024, 1024, 1024, 16)), optimizer="adam")
+    # large enough that its matmuls outlast a100_like's 10 us kernel launches (a launch-bound step runs as
+    # long at any precision)
+    graph = A.training_graph(A.models.build("mlp", batch=2048, sizes=(4096, 4096, 4096, 16)), optimizer="adam")
     hw = A.load_hw("a100_like")
     cycles = {p: A.simulate(A.compile(graph, hw, precision=p)).makespan_cycles for p in ("fp32", "tf32", "bf16")}
     assert cycles["bf16"] < cycles["tf32"] < cycles["fp32"]

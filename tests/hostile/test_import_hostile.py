@@ -50,6 +50,13 @@ def _filled(name: str, shape, out: str) -> list:
             helper.make_node("ConstantOfShape", [name], [out], value=numpy_helper.from_array(np.ones(1, np.float32)))]
 
 
+def _expanded(name: str, shape, out: str) -> list:
+    """A constant of ones broadcast by Expand, which the importer folds (a float ConstantOfShape above 4,096
+    elements stays a lazy leaf instead): the operand of a fold-time compute bomb."""
+    return [_const(f"{name}_one", np.ones(1, np.float32)), _const(name, np.array(shape, np.int64)),
+            helper.make_node("Expand", [f"{name}_one", name], [out])]
+
+
 def _sparse(dims: list[int]) -> object:
     """A sparse tensor of `dims` holding one value: 30 bytes of file for any size once densified."""
     return helper.make_sparse_tensor(numpy_helper.from_array(np.ones(1, np.float32), "v"),
@@ -120,7 +127,9 @@ ONNX_BOMBS = {  # name -> (model, words the refusal names besides the file)
                               ("Where", FOLD)),
     "tile_by_1e9": (lambda: _model([_const("a", np.ones(3, np.float32)), _const("r", np.array([10**9])),
                                     helper.make_node("Tile", ["a", "r"], ["y"])]), ("Tile", "3,000,000,000", FOLD)),
-    "constant_of_shape_1e12": (lambda: _model(_filled("s", [10**6, 10**6], "y"), rank=2), ("ConstantOfShape", FOLD)),
+    # a lazy leaf (not folded): refused by the tensor-size bound before anything is allocated
+    "constant_of_shape_1e12": (lambda: _model(_filled("s", [10**6, 10**6], "y"), rank=2),
+                               ("ConstantOfShape", "1,000,000,000,000", ("max_tensor_elements",))),
     "expand_to_1e10": (lambda: _model([_const("a", np.ones(1, np.float32)), _const("s", np.array([10**5, 10**5])),
                                        helper.make_node("Expand", ["a", "s"], ["y"])], rank=2), ("Expand", FOLD)),
     "range_of_1e12": (lambda: _model([_const("a", np.array(0.0, np.float32)), _const("b", np.array(1e12, np.float32)),
@@ -136,10 +145,10 @@ ONNX_BOMBS = {  # name -> (model, words the refusal names besides the file)
                                           _const("v", np.array([0, 1], np.float32)),
                                           helper.make_node("OneHot", ["i", "d", "v"], ["y"])], rank=2),
                           ("OneHot", FOLD)),
-    "conv_im2col_workspace": (lambda: _model(_filled("s", [1, 1, 1024, 1024], "x") + _filled("k", [1, 1, 64, 64], "w")
+    "conv_im2col_workspace": (lambda: _model(_expanded("s", [1, 1, 1024, 1024], "x") + _expanded("k", [1, 1, 64, 64], "w")
                                              + [helper.make_node("Conv", ["x", "w"], ["y"])], rank=4),
                               ("Conv", "workspace", FOLD)),
-    "matmul_2048_cubed": (lambda: _model(_filled("s", [2048, 2048], "a")
+    "matmul_2048_cubed": (lambda: _model(_expanded("s", [2048, 2048], "a")
                                          + [helper.make_node("MatMul", ["a", "a"], ["y"])], rank=2),
                           ("MatMul", "8,589,934,592 multiply-adds", FOLD)),
     "einsum_three_way": (lambda: _model([_const("a", np.ones(4096, np.float32)), _const("b", np.ones(4096, np.float32)),
