@@ -26,6 +26,15 @@ def _nonfinite(x: float) -> str | None:
     return None
 
 
+def _special(x: float) -> str | None:
+    """"nan", "inf", "-inf" or "0" for the values every plain-number format prints the same way; None for
+    the others."""
+    bad = _nonfinite(x)
+    if bad is not None:
+        return bad
+    return "0" if x == 0 else None
+
+
 def _sig(x: float, digits: int) -> str:
     """`x` (finite, 1 <= |x| < 1000 or 0) to `digits` significant digits, trailing zeros dropped."""
     return f"{x:.{digits}g}"
@@ -33,11 +42,9 @@ def _sig(x: float, digits: int) -> str:
 
 def sci(x: float, digits: int = 3) -> str:
     """Scientific notation without zero padding or a plus sign: 1.37e-8, 6.02e23, 0, nan."""
-    bad = _nonfinite(float(x))
-    if bad is not None:
-        return bad
-    if x == 0:
-        return "0"
+    special = _special(float(x))
+    if special is not None:
+        return special
     mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
     mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
     return f"{mantissa}e{int(exponent)}"
@@ -47,11 +54,9 @@ def number(x: float, digits: int = 4) -> str:
     """A plain number to `digits` significant digits: 40.25, 0.02827, 12,346 (separators from 10,000 on);
     outside 0.01..1e15 in scientific notation (4.765e-3)."""
     x = float(x)
-    bad = _nonfinite(x)
-    if bad is not None:
-        return bad
-    if x == 0:
-        return "0"
+    special = _special(x)
+    if special is not None:
+        return special
     if abs(x) >= 1e15 or abs(x) < 0.01:
         return sci(x, digits)
     if abs(x) >= 10**digits:
@@ -81,11 +86,9 @@ def cycles(n: float) -> str:
 def si(x: float, unit: str, digits: int = 4) -> str:
     """`x` with an SI prefix (q up to Q) and `digits` significant digits: "49.26 us", "737.3 Top/s"."""
     x = float(x)
-    bad = _nonfinite(x)
-    if bad is not None:
-        return f"{bad} {unit}"
-    if x == 0:
-        return f"0 {unit}"
+    special = _special(x)
+    if special is not None:
+        return f"{special} {unit}"
     for k, (factor, prefix) in enumerate(_SI):
         scaled = x / factor
         if abs(scaled) < 1:
@@ -184,11 +187,9 @@ def change(before: float, after: float) -> str:
 def error(x: float) -> str:
     """A numerical error or tolerance, 3 significant digits: "0.25", "1e-4", "1.37e-8", "0"."""
     x = float(x)
-    bad = _nonfinite(x)
-    if bad is not None:
-        return bad
-    if x == 0:
-        return "0"
+    special = _special(x)
+    if special is not None:
+        return special
     if 0.01 <= abs(x) < 1000:
         return f"{x:.3g}"
     return number(x) if 1000 <= abs(x) < 1e15 else sci(x, 3)
