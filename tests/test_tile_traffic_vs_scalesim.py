@@ -1,7 +1,7 @@
 """The tile traffic model (cost/tile_traffic.py) against SCALE-Sim 3.0.0's bandwidth-limited total cycles, over
 the saved runs (tests/data/scalesim_bandwidth.json: all tuning; tests/data/scalesim_bandwidth_small.json: small
 buffers, each case marked tuning or held_out). Issue 28's bounds: median |error| <= 15%, worst <= 40%, stall-free
-cases within 10%. The worst-case bound holds for os; ws and is miss it on five convs (KNOWN_MISSES: a test
+cases within 10%. The worst-case bound holds for os; ws and is miss it on three convs (KNOWN_MISSES: a test
 fails if another case misses it or one of them gets worse)."""
 import json
 import statistics
@@ -34,7 +34,7 @@ def _relative_error(case: dict) -> float:
         batch, m, k, n = conv_as_gemm(case["n"], case["c"], case["h"], case["w"], case["o"], case["kh"], case["kw"],
                                       stride=tuple(case["stride"]), padding=tuple(case["padding"]))
         out_w = (case["w"] + 2 * case["padding"][1] - case["kw"]) // case["stride"][1] + 1
-        im2col = (case["c"], case["kw"], out_w)
+        im2col = (case["c"], case["kw"], out_w, case["stride"][1])
     compute = gemm_cycles(m, k, n, case["rows"], case["cols"], case["dataflow"], batch).compute_cycles
     buffers = BufferConfig(*(case[f"{operand}_sram_kb"] * 1024 for operand in ("ifmap", "filter", "ofmap")),
                            case["bandwidth_words_per_cycle"])
@@ -61,14 +61,13 @@ def test_median_error_is_at_most_15_percent(dataflow, split):
     assert statistics.median(_errors(dataflow, split)) <= 0.15
 
 
-KNOWN_MISSES = {  # (dataflow, channels, out channels, stride, split) -> its error when the model was finished
-    ("ws", 32, 32, 2, "held_out"): 6.50,  # stride 2: SCALE-Sim finds im2col copies the model wraps around for
-    ("is", 32, 32, 2, "held_out"): 0.91,  # idem, on stationary tiles
-    ("is", 32, 9, 1, "tuning"): 0.58,     # is-dataflow 3x3 convs: which im2col copies the buffer still finds
-    ("is", 24, 48, 1, "tuning"): 0.59,    # is approximated (the geometric mean of two bounds)
-    ("is", 48, 24, 1, "held_out"): 0.62,
+KNOWN_MISSES = {  # (dataflow, channels, out channels, stride, split) -> its error when the model was last changed
+    ("ws", 32, 32, 2, "held_out"): 6.50,  # a wrap-around at every fold boundary: the model is given accelsim's
+    # 16 x 16 outputs, SCALE-Sim ran 17 x 17 (its ceil output size), and the window's phase differs
+    ("is", 32, 32, 2, "held_out"): 0.65,  # idem (given SCALE-Sim's 17 x 17 layer: 22%)
+    ("is", 32, 9, 1, "tuning"): 0.58,     # superres conv4, is, 128 kB: SCALE-Sim re-reads more than without copies
 }
-"""The cases over issue 28's 40% worst-case bound (5 of 79, none os): the bound is not met for ws and is yet."""
+"""The cases over issue 28's 40% worst-case bound (3 of 79, none os)."""
 
 
 def _key(case: dict) -> tuple:
