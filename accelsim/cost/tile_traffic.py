@@ -35,12 +35,23 @@ circle (after its last block comes its first again), so going back means going f
 - a stationary operand (indexed by both folds) is installed from its tile's last row back to its first
   (the row bound for the far end of the shift chain goes first), so it is read once in stream order unless
   a move boundary falls inside a tile: the last rows pull the window past the first ones, which then wrap
-  around. A conv's stationary im2col tile repeats pixels: row (ky, kx, c) holds row (ky, 0, c)'s pixels one
-  column over (stride 1), so a row is found at any of its kw copies, C rows apart: the tile needs only
-  the span from the highest lowest-copy of its rows down to the highest copy of its first row. Whether
-  the copies a kernel row further away (out_w pixels on) are still in the window decides how often that
-  suffices; when the active part is smaller than out_w x K they are not, and the moves are taken as the
-  geometric mean of the two bounds (copies found; none found), an interpolation fitted on the tuning cases.
+  around. A conv's stationary im2col tile repeats pixels. Under stride s, row (ky, kx, c) at output pixel
+  (oy, ox) reads input (oy*s + ky, ox*s + kx), the input pixel that row (ky, kx - s*j, c) reads j output
+  pixels on, so a row's copies are the kernel columns kx' = kx (mod s) of its kernel row, s*C rows apart (none
+  when s >= kw), and a kernel row's copies are the rows s kernel rows down, out_w pixels back (none when s >= kh).
+  A row is found at any of its column copies: the tile needs only the span from the highest lowest-copy of
+  its rows down to the highest copy of its first row (the "copies" bound; the "none" bound reads each row
+  itself). Which bound holds is which copies the window holds (_copies_found):
+  - all, when a kernel row's copies serve the tile: kh > s and the active part reaches back
+    ceil(out_w / cols) column folds (the farthest such copy), or a kernel column's copies lie in the tile
+    itself: kw > s and kw x C <= rows;
+  - none, when the column folds cut output rows (neither cols nor out_w a multiple of the other): a fold's
+    edge pixels have their column copies only in the neighbouring fold, so no other row holds a whole row;
+  - some, when the folds hold whole output rows: the moves are the geometric mean of the two bounds, an
+    interpolation fitted on the tuning cases.
+  (The "none" rule was checked on a tuning case and on one held-out case, c48o24 in
+  tests/data/scalesim_bandwidth_small.json.)
+  A diagonal stream's last tile may be narrower than the others: its missing columns are not in the stream.
 fold_window_moves() follows the window fold by fold (each fold's demand is one contiguous range of the
 stream, so a fold costs O(1)); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
 fetched elements = the initial fill (the active part, or the whole stream padded to whole array tiles when
