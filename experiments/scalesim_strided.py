@@ -11,15 +11,23 @@ experiments/scalesim_bandwidth.py (USER bandwidth mode) in a throw-away virtuale
     /tmp/scalesim-venv/bin/pip install scalesim==3.0.0 "numpy==1.26.*"
     .venv/bin/python experiments/scalesim_strided.py        # SCALE-Sim (a few CPU minutes), JSON, table
     .venv/bin/python experiments/scalesim_strided.py --table-only
+
+After the table it prints the tile model's errors over all three reference files twice: given accelsim's layer
+(a conv's output floor((H + 2p - k) / s) + 1 wide, as tests/test_tile_traffic_vs_scalesim.py does) and given the
+layer SCALE-Sim ran (ceil((H + 2p - k + s) / s) wide: one window column and row more where the stride does not
+divide H + 2p - k; those windows run off the padded input, so SCALE-Sim's stream skips their missing pixels).
 """
 from __future__ import annotations
 
+import json
+import statistics
 import sys
 import time
 from multiprocessing import Pool
 from pathlib import Path
 
-from scalesim_bandwidth import FIELDS, NOTE, WORD_SIZE_BYTES, _run_one, dump_reference, print_table
+from scalesim_bandwidth import (FIELDS, NOTE, REFERENCE_JSON, SMALL_JSON, WORD_SIZE_BYTES, _run_one, dump_reference,
+                                print_table, scalesim_cycle_count)
 from scalesim_compare import DATAFLOWS, cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,8 +78,55 @@ def worker(out_path: Path, jobs: int) -> None:
     out_path.write_text(dump_reference(reference))
 
 
+def _model_error(case: dict, scalesim_layer: bool) -> float:
+    """|tile model - SCALE-Sim| / SCALE-Sim of total cycles, the model given accelsim's or SCALE-Sim's layer."""
+    from accelsim.cost.systolic import gemm_cycles
+    from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
+
+    m, k, n, im2col = case.get("m"), case.get("k"), case["n"], None
+    if case["kind"] == "conv":
+        stride = case["stride"][1]
+        out_h, out_w = ((-(-(size + 2 * pad - kernel + stride) // stride) if scalesim_layer
+                         else (size + 2 * pad - kernel) // stride + 1)
+                        for size, pad, kernel in ((case["h"], case["padding"][0], case["kh"]),
+                                                  (case["w"], case["padding"][1], case["kw"])))
+        m, k, n, im2col = out_h * out_w, case["kh"] * case["kw"] * case["c"], case["o"], (case["c"], case["kw"],
+                                                                                          out_w, stride)
+    compute = gemm_cycles(m, k, n, case["rows"], case["cols"], case["dataflow"]).compute_cycles
+    buffers = BufferConfig(*(case[f"{operand}_sram_kb"] * 1024 for operand in ("ifmap", "filter", "ofmap")),
+                           case["bandwidth_words_per_cycle"])
+    cycles = tile_traffic(1, m, k, n, case["rows"], case["cols"], case["dataflow"], compute,
+                          case["word_size_bytes"], buffers, im2col=im2col).total_cycles
+    return abs(cycles - scalesim_cycle_count(case)) / scalesim_cycle_count(case)
+
+
+def print_layer_views(strided: dict) -> None:
+    """The tile model's errors over the three reference files, given accelsim's layer and SCALE-Sim's."""
+    files = {"bandwidth": json.loads(REFERENCE_JSON.read_text()), "small": json.loads(SMALL_JSON.read_text()),
+             "strided": strided}
+    cases = [(name, dict(case, split=case.get("split", reference.get("split", "tuning"))))
+             for name, reference in files.items() for case in reference["cases"]]
+    for scalesim_layer in (False, True):
+        errors = [(name, case, _model_error(case, scalesim_layer)) for name, case in cases]
+        print(f"tile model given {'SCALE-Sim' if scalesim_layer else 'accelsim'}'s layer: median "
+              f"{statistics.median(e for *_, e in errors):.1%} over {len(errors)}; stall-free worst "
+              f"{max(e for _, c, e in errors if c['scalesim_stall_cycles'] == 0):.1%}; by dataflow (median / worst):")
+        for dataflow in DATAFLOWS:
+            mine = [e for _, c, e in errors if c["dataflow"] == dataflow]
+            print(f"  {dataflow}: {statistics.median(mine):.1%} / {max(mine):.1%}")
+        for name, case, error in sorted(errors, key=lambda row: -row[2]):
+            if error > 0.40:
+                print(f"  over 40%: {error:6.1%} {case['id']} [{case['split']}, {name}]")
+
+
+def print_results(strided: dict) -> None:
+    print_table(strided)
+    print()
+    print_layer_views(strided)
+
+
 def main() -> None:
-    cli(__doc__, STRIDED_JSON, worker, print_table, __file__)
+    cli(__doc__, STRIDED_JSON, worker, print_results, __file__)
 
 
 if __name__ == "__main__":
