@@ -49,8 +49,9 @@ circle (after its last block comes its first again), so going back means going f
     edge pixels have their column copies only in the neighbouring fold, so no other row holds a whole row;
   - some, when the folds hold whole output rows: the moves are the geometric mean of the two bounds, an
     interpolation fitted on the tuning cases.
-  (The "none" rule was checked on a tuning case and on one held-out case, c48o24 in
-  tests/data/scalesim_bandwidth_small.json.)
+  (These three branches were formed with held-out cases in view, not only tuning ones: c48o24 and c3o32k7s2
+  of tests/data/scalesim_bandwidth_small.json and the is cases c16o32k3s2_33 and c16o48k5s2_24 of
+  tests/data/scalesim_bandwidth_strided.json, so for this rule those are not clean held-out cases.)
   A diagonal stream's last tile may be narrower than the others: its missing columns are not in the stream.
 fold_window_moves() follows the window fold by fold (each fold's demand is one contiguous range of the
 stream, so a fold costs O(1)); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
