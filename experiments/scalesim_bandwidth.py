@@ -306,7 +306,7 @@ def tile_model(case: dict) -> tuple[int, int]:
     im2col = None
     if case["kind"] == "conv":
         out_w = (case["w"] + 2 * case["padding"][1] - case["kw"]) // case["stride"][1] + 1
-        im2col = (case["c"], case["kw"], out_w)
+        im2col = (case["c"], case["kw"], out_w, case["stride"][1])
     t = tile_traffic(batch, m, k, n, case["rows"], case["cols"], case["dataflow"], compute,
                      case["word_size_bytes"], buffers, im2col=im2col)
     return t.total_cycles, t.input_fetch_elems + t.weight_fetch_elems + t.output_write_elems

@@ -1,0 +1,133 @@
+"""Run SCALE-Sim on strided convolutions with small SRAMs and narrow DRAM channels and save them to
+tests/data/scalesim_bandwidth_strided.json, every case `held_out`: generated when the tile traffic model's stride
+rule (accelsim/cost/tile_traffic.py) was being written, and never tuned on.
+
+The layers cover the three ways a stride meets a kernel: stride < kernel (windows overlap, im2col pixels repeat
+a stride apart), stride == kernel and a 1x1 kernel with stride 2 (no pixel repeats), and strides whose windows
+do and do not run past the padded input (SCALE-Sim's ceil output size). SCALE-Sim runs as in
+experiments/scalesim_bandwidth.py (USER bandwidth mode) in a throw-away virtualenv:
+
+    python3 -m venv /tmp/scalesim-venv
+    /tmp/scalesim-venv/bin/pip install scalesim==3.0.0 "numpy==1.26.*"
+    .venv/bin/python experiments/scalesim_strided.py        # SCALE-Sim (a few CPU minutes), JSON, table
+    .venv/bin/python experiments/scalesim_strided.py --table-only
+
+After the table it prints the tile model's errors over all three reference files twice: given accelsim's layer
+(a conv's output floor((H + 2p - k) / s) + 1 wide, as tests/test_tile_traffic_vs_scalesim.py does) and given the
+layer SCALE-Sim ran (ceil((H + 2p - k + s) / s) wide: one window column and row more where the stride does not
+divide H + 2p - k; those windows run off the padded input, so SCALE-Sim's stream skips their missing pixels).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+from scalesim_bandwidth import (FIELDS, NOTE, REFERENCE_JSON, SMALL_JSON, WORD_SIZE_BYTES, _run_one, dump_reference,
+                                print_table, scalesim_cycle_count)
+from scalesim_compare import DATAFLOWS, cli
+
+REPO = Path(__file__).resolve().parents[1]
+STRIDED_JSON = REPO / "tests" / "data" / "scalesim_bandwidth_strided.json"
+
+# (name, C, H = W, O, kernel, stride, padding): batch-1 convs, every one held out.
+CONVS = [("c16o32k3s2_33", 16, 33, 32, 3, 2, 1),   # overlap; floor and ceil output sizes agree (17)
+         ("c32o16k1s2_28", 32, 28, 16, 1, 2, 0),   # 1x1 stride 2: no repeats; SCALE-Sim's output is 15, not 14
+         ("c8o32k2s2_32", 8, 32, 32, 2, 2, 0),     # stride == kernel: no repeats
+         ("c24o24k3s3_30", 24, 30, 24, 3, 3, 0),   # stride == kernel, 3x3
+         ("c16o48k5s2_24", 16, 24, 48, 5, 2, 2)]   # 5x5 stride 2: repeats two columns apart; output 13, not 12
+ARRAYS = [(8, 8), (16, 16), (32, 32), (16, 32), (32, 8)]
+SRAM_KB = (4, 8, 16, 32)
+BANDWIDTHS_WORDS_PER_CYCLE = (2, 4, 8, 16)
+SPLIT_FIELD = {"split": "'held_out': never tuned on (every case of this file)"}
+
+
+def cases() -> list[dict]:
+    """Every conv once per dataflow; the array, SRAM size and bandwidth rotate with the layer and the dataflow."""
+    out = []
+    for index, (name, c, hw, o, kernel, stride, pad) in enumerate(CONVS):
+        for slot, dataflow in enumerate(DATAFLOWS):
+            rows, cols = ARRAYS[(index + slot + 2) % len(ARRAYS)]
+            sram_kb = SRAM_KB[(index + 2 * slot + 1) % len(SRAM_KB)]
+            bandwidth = BANDWIDTHS_WORDS_PER_CYCLE[(2 * index + slot + 1) % len(BANDWIDTHS_WORDS_PER_CYCLE)]
+            out.append(dict(id=f"conv_{name}_{rows}x{cols}_{dataflow}_{sram_kb}kB_{bandwidth}wpc", kind="conv", n=1,
+                            c=c, h=hw, w=hw, o=o, kh=kernel, kw=kernel, stride=[stride, stride],
+                            padding=[pad, pad], rows=rows, cols=cols, dataflow=dataflow, ifmap_sram_kb=sram_kb,
+                            filter_sram_kb=sram_kb, ofmap_sram_kb=sram_kb, bandwidth_words_per_cycle=bandwidth,
+                            word_size_bytes=WORD_SIZE_BYTES, split="held_out"))
+    return out
+
+
+def worker(out_path: Path, jobs: int) -> None:
+    """Run SCALE-Sim on every case (under the SCALE-Sim venv) and write the reference JSON."""
+    from importlib.metadata import version
+
+    todo = cases()
+    start_s = time.monotonic()
+    with Pool(jobs) as pool:
+        by_id = {case["id"]: case for case in pool.imap_unordered(_run_one, todo)}
+    done = [by_id[case["id"]] for case in todo]
+    print(f"SCALE-Sim: {len(done)} cases in {time.monotonic() - start_s:.0f} s on {jobs} processes",
+          file=sys.stderr)
+    reference = dict(scalesim_version=version("scalesim"), numpy_version=version("numpy"),
+                     interface_bandwidth="USER", fields=FIELDS | SPLIT_FIELD, note=NOTE, cases=done)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(dump_reference(reference))
+
+
+def _model_error(case: dict, scalesim_layer: bool) -> float:
+    """|tile model - SCALE-Sim| / SCALE-Sim of total cycles, the model given accelsim's or SCALE-Sim's layer."""
+    from accelsim.cost.systolic import gemm_cycles
+    from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
+
+    m, k, n, im2col = case.get("m"), case.get("k"), case["n"], None
+    if case["kind"] == "conv":
+        stride = case["stride"][1]
+        out_h, out_w = ((-(-(size + 2 * pad - kernel + stride) // stride) if scalesim_layer
+                         else (size + 2 * pad - kernel) // stride + 1)
+                        for size, pad, kernel in ((case["h"], case["padding"][0], case["kh"]),
+                                                  (case["w"], case["padding"][1], case["kw"])))
+        m, k, n, im2col = out_h * out_w, case["kh"] * case["kw"] * case["c"], case["o"], (case["c"], case["kw"],
+                                                                                          out_w, stride)
+    compute = gemm_cycles(m, k, n, case["rows"], case["cols"], case["dataflow"]).compute_cycles
+    buffers = BufferConfig(*(case[f"{operand}_sram_kb"] * 1024 for operand in ("ifmap", "filter", "ofmap")),
+                           case["bandwidth_words_per_cycle"])
+    cycles = tile_traffic(1, m, k, n, case["rows"], case["cols"], case["dataflow"], compute,
+                          case["word_size_bytes"], buffers, im2col=im2col).total_cycles
+    return abs(cycles - scalesim_cycle_count(case)) / scalesim_cycle_count(case)
+
+
+def print_layer_views(strided: dict) -> None:
+    """The tile model's errors over the three reference files, given accelsim's layer and SCALE-Sim's."""
+    files = {"bandwidth": json.loads(REFERENCE_JSON.read_text()), "small": json.loads(SMALL_JSON.read_text()),
+             "strided": strided}
+    cases = [(name, dict(case, split=case.get("split", reference.get("split", "tuning"))))
+             for name, reference in files.items() for case in reference["cases"]]
+    for scalesim_layer in (False, True):
+        errors = [(name, case, _model_error(case, scalesim_layer)) for name, case in cases]
+        print(f"tile model given {'SCALE-Sim' if scalesim_layer else 'accelsim'}'s layer: median "
+              f"{statistics.median(e for *_, e in errors):.1%} over {len(errors)}; stall-free worst "
+              f"{max(e for _, c, e in errors if c['scalesim_stall_cycles'] == 0):.1%}; by dataflow (median / worst):")
+        for dataflow in DATAFLOWS:
+            mine = [e for _, c, e in errors if c["dataflow"] == dataflow]
+            print(f"  {dataflow}: {statistics.median(mine):.1%} / {max(mine):.1%}")
+        for name, case, error in sorted(errors, key=lambda row: -row[2]):
+            if error > 0.40:
+                print(f"  over 40%: {error:6.1%} {case['id']} [{case['split']}, {name}]")
+
+
+def print_results(strided: dict) -> None:
+    print_table(strided)
+    print()
+    print_layer_views(strided)
+
+
+def main() -> None:
+    cli(__doc__, STRIDED_JSON, worker, print_results, __file__)
+
+
+if __name__ == "__main__":
+    main()
