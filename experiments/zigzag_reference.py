@@ -3,7 +3,7 @@ reference that experiments/zigzag_compare.py and tests/test_zigzag_compare.py re
 ZigZag (outside accelsim) -> tests/data/zigzag_tpu_like_resnet18.json.
 
 ZigZag is not a dependency of accelsim, of its tests or of CI: this script runs in a throwaway virtualenv,
-  python -m venv /work/zzvenv && /work/zzvenv/bin/pip install zigzag-dse
+  python -m venv /work/zzvenv && /work/zzvenv/bin/pip install zigzag-dse six   (3.9.1 imports six, undeclared)
   /work/zzvenv/bin/python experiments/zigzag_reference.py
 with ZigZag's defaults (LOMA temporal search, latency objective, the example mapping file's spatial mapping).
 It records per layer the loop sizes, operand precisions, latency (ZigZag's latency_total2: compute with
