@@ -12,12 +12,12 @@ every memory level. A layer is within tolerance when |accelsim / ZigZag - 1| <= 
 Run: python experiments/zigzag_compare.py   (needs onnx; prints the table, the counts, the whole-network
 ratios, the first convolution under ZigZag's spatial mapping, and the CPU seconds).
 
-Measured (zigzag-dse 3.9.1): latency within 20% on 17 of 21 layers against ZigZag's latency without on- and
-off-loading, 16 of 21 against its total; energy within 20% on 19 of 21; whole-network energy 0.936 of
-ZigZag's 1.871e9 pJ; whole-network latency 0.668 of its 3.865e6 cycles (the first convolution and the
-on-loading below). The 16 other layers are 0.82-1.02 of ZigZag's total latency and 0.88-1.00 of its energy.
+Measured (zigzag-dse 3.9.1), with conv2d reading only the input pixels its windows touch (ops/conv.py):
+latency within 20% on 18 of 21 layers against ZigZag's total, 17 of 21 against its latency without on- and
+off-loading; energy within 20% on 21 of 21; both on 18 of 21; whole-network energy 0.924 of ZigZag's 1.871e9
+pJ; whole-network latency 0.659 of its 3.865e6 cycles (the first convolution and the on-loading below).
 Compiled and simulated as a whole (the vector unit's adds, ReLUs and pooling included, which ZigZag leaves
-out): makespan 0.788 of ZigZag's summed latency; energy from the timeline 1.141 of ZigZag's, 1.065 without
+out): makespan 0.779 of ZigZag's summed latency; energy from the timeline 1.128 of ZigZag's, 1.053 without
 the DRAM background (static) power accelsim derives from the DRAM's capacity (hw/tech.py), which ZigZag
 does not model and accelsim's hardware language has no key to set.
 Why the outliers differ:
@@ -30,15 +30,14 @@ Why the outliers differ:
   under either mapping: the PE registers are charged per MAC and the DRAM bytes do not depend on the
   mapping; accelsim leaves out the SRAM's 18.7e6 pJ (inputs re-read for each of the 98 folds) and charges
   the 802,816 output bytes at the DRAM's read energy (87.5 against 93.75 pJ/B: 5.0e6 pJ).
-- The three 1x1 stride-2 downsample convolutions: 2.05, 2.20 and 1.32 of ZigZag's latency, 1.72, 1.50 and
-  1.16 of its energy. accelsim's conv2d reads its whole input tensor (the op registry's read_elems), of
-  which a 1x1 stride-2 conv uses a quarter; ZigZag fetches only the pixels used. These layers are bound by
-  the 8 B/cycle DRAM port, so the extra bytes are their latency: layer2.0's reads 200,704 input bytes
-  where 50,176 are used, (200,704 + 8,192 weights + 100,352 outputs) / 8 = 38,656 cycles; with only the
-  used pixels it would be 19,840 (1.05 of ZigZag's 18,879) and 0.91 of its energy; layer4.0's 21,088 (1.08);
-  layer3.0's 13,504 (1.29: ZigZag overlaps the weight and output transfers on its one DRAM port, which
-  accelsim's port serializes). Against ZigZag's latency without on- and off-loading they are further out
-  (3.6-6.2), since on these small layers the loading is most of ZigZag's time.
+- The three 1x1 stride-2 downsample convolutions: 1.05, 1.29 and 1.08 of ZigZag's total latency, 0.91,
+  0.92 and 0.96 of its energy. They are bound by the 8 B/cycle DRAM port. conv2d reads only the pixels its
+  windows touch (a quarter of the input here; before that change accelsim read the whole tensor and these
+  layers were 2.05, 2.20 and 1.32 of ZigZag's latency): layer2.0's (50,176 input + 8,192 weight + 100,352
+  output bytes) / 8 = 19,840 cycles against ZigZag's 18,879. layer3.0's 13,504 is 1.29: ZigZag overlaps the
+  weight and output transfers on its one DRAM port, which accelsim's port serializes. Against ZigZag's latency
+  without on- and off-loading they are further out (2.2-3.4), since on these small layers the loading is most
+  of ZigZag's time.
 - layer2.0's first conv: 0.69 of ZigZag's total latency, 1.00 without on- and off-loading. ZigZag, without
   its inter-layer data-locality stage, loads the layer's whole input from DRAM into the SRAM before the
   first MAC (200,704 bytes / 8 = 25,088 cycles, a third of this layer's compute) and overlaps only the rest;

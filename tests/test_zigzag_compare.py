@@ -50,25 +50,26 @@ def test_the_reference_is_zigzags_run_of_resnet18s_21_array_layers(zz, setup):
 
 def test_most_layers_are_within_20_percent_of_zigzag(zz, rows):
     """Issue 28 asks latency within 20% on 18 of 21 layers and whole-network energy within 25%, issue 31 latency
-    and energy within 20% on 19. Measured: latency on 17 against ZigZag's latency without on- and off-loading
-    (accelsim's convention), 16 against its total; energy on 19; whole network 0.94 (the experiment's
-    docstring explains each layer outside)."""
+    and energy within 20% on 19. Measured: latency on 18 against ZigZag's total, 17 against its latency without
+    on- and off-loading; energy on 21; both on 18; whole network 0.92 (the experiment's docstring explains each
+    layer outside)."""
     assert len(rows) == 21
+    assert sum(zz.within(r.latency_ratio) for r in rows) >= 18
     assert sum(zz.within(r.overlapped_ratio) for r in rows) >= 17
-    assert sum(zz.within(r.latency_ratio) for r in rows) >= 16
-    assert sum(zz.within(r.energy_ratio) for r in rows) >= 19
+    assert sum(zz.within(r.energy_ratio) for r in rows) == 21
+    assert sum(zz.within(r.latency_ratio) and zz.within(r.energy_ratio) for r in rows) >= 18
     whole = sum(r.accelsim.energy_pj for r in rows) / sum(r.zigzag_energy_pj for r in rows)
     assert abs(whole - 1) <= 0.25
 
 
-def test_the_layers_outside_are_the_first_conv_and_the_strided_1x1_downsamples(zz, rows):
-    """The two differences the experiment explains: the first conv's mapping, and a 1x1 stride-2 conv whose
-    whole input accelsim reads where ZigZag fetches the quarter it uses."""
-    outside = {r.name for r in rows if not (zz.within(r.overlapped_ratio) and zz.within(r.energy_ratio))}
-    downsamples = {r.name for r in rows if "downsample" in r.name}
-    assert len(downsamples) == 3
-    assert outside <= {"/conv1/Conv"} | downsamples
-    assert all(r.accelsim.cycles > r.zigzag_cycles for r in rows if r.name in downsamples)
+def test_the_layers_outside_are_the_ones_the_experiment_explains(zz, rows):
+    """The first conv's mapping, ZigZag's whole-input on-loading before layer2.0's first MAC, and the one
+    downsample whose weight and output transfers ZigZag overlaps on its DRAM port. The strided 1x1 downsamples
+    read a quarter of their input (ops/conv.py), as ZigZag fetches, so their traffic is ZigZag's."""
+    outside = {r.name for r in rows if not (zz.within(r.latency_ratio) and zz.within(r.energy_ratio))}
+    assert outside <= {"/conv1/Conv", "/layer2/layer2.0/conv1/Conv", "/layer3/layer3.0/downsample/downsample.0/Conv"}
+    downsamples = [r for r in rows if "downsample" in r.name]
+    assert len(downsamples) == 3 and all(zz.within(r.energy_ratio) for r in downsamples)
 
 
 def test_the_first_convolution_is_zigzags_latency_only_under_zigzags_spatial_mapping(zz, setup, rows):

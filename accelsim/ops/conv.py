@@ -153,6 +153,43 @@ def _grad_weight_examples(rng: np.random.Generator) -> list[Example]:
     return cases
 
 
+def _touched(size: int, out: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """How many of an axis's `size` input positions some window reads: position i*stride - padding + j*dilation
+    for output i < out and tap j < kernel, inside [0, size). Windows that overlap or abut (stride <= kernel, no
+    dilation holes) read one contiguous run; otherwise (a stride-2 1x1 conv reads every other position) they
+    are counted exactly with one mask of the axis (size is a dimension of a tensor the graph already holds)
+    and one strided slice per tap."""
+    if dilation == 1 and stride <= kernel:
+        return max(0, min(size - 1, (out - 1) * stride - padding + kernel - 1) - max(0, -padding) + 1)
+    touched = np.zeros(size, dtype=bool)
+    for j in range(kernel):
+        first = j * dilation - padding  # where output 0's tap j lands
+        lo = max(0, (-first + stride - 1) // stride)  # the first output whose tap lands at >= 0
+        hi = min(out, (size - 1 - first) // stride + 1)  # past the last output whose tap lands at < size
+        if hi > lo:
+            touched[first + lo * stride: first + (hi - 1) * stride + 1: stride] = True
+    return int(touched.sum())
+
+
+def _window_input_elems(x: Shape, out: Shape, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> int:
+    """Elements of x (N, C, H, W) the windows read: all channels and images, the touched rows times the touched
+    columns. Why: a conv whose stride exceeds its kernel (ResNet's 1x1 stride-2 downsample) reads a quarter of
+    its input, and a dataflow accelerator fetches only those pixels (ZigZag counts them so:
+    experiments/zigzag_compare.py). A layout that fetches whole bursts may move more; that is the memory's
+    business, not the op's."""
+    rows = _touched(x[2], out[2], kernel[0], stride[0], padding[0], dilation[0])
+    cols = _touched(x[3], out[3], kernel[1], stride[1], padding[1], dilation[1])
+    return x[0] * x[1] * rows * cols
+
+
+def _conv_read(out: Shape, x: Shape, w: Shape, stride: Pair, padding: Pair, dilation: Pair, **a: Any) -> int:
+    return _window_input_elems(x, out, (w[2], w[3]), stride, padding, dilation) + numel(w)
+
+
+def _grad_weight_read(out: Shape, x: Shape, g: Shape, stride: Pair, padding: Pair, dilation: Pair, **a: Any) -> int:
+    return _window_input_elems(x, g, (out[2], out[3]), stride, padding, dilation) + numel(g)
+
+
 def _conv_splits(out: Shape, x: Shape, w: Shape, groups: int, **a: Any) -> tuple[Split, ...]:
     """Images from images; with one group, output channels from their filters."""
     batch = Split("batch", 0, (0, None))
@@ -174,7 +211,7 @@ def _grad_weight_splits(out: Shape, x: Shape, g: Shape, groups: int, **a: Any) -
 
 register(OpDef(
     "conv2d", "tensor", splits=_conv_splits, infer=_conv_shape, ref=_conv_ref, grad=_grad, examples=_conv_examples,
-    flops=lambda out, x, w, **a: 2 * numel(out) * _macs_per_output(w),
+    read_elems=_conv_read, flops=lambda out, x, w, **a: 2 * numel(out) * _macs_per_output(w),
     gemm=lambda out, x, w, groups, **a: (groups, out[0] * out[2] * out[3], _macs_per_output(w), out[1] // groups),
     features=lambda out, x, w, **a: _layer(w),
     doc="NCHW cross-correlation, no bias; weight (O, C//groups, KH, KW)"))
@@ -187,6 +224,7 @@ register(OpDef(
     doc="d conv2d / d x: transposed convolution of the output gradient (col2im)"))
 register(OpDef(
     "conv2d_grad_weight", "tensor", splits=_grad_weight_splits, infer=_grad_weight_shape, ref=_grad_weight_ref, backward_only=True,
+    read_elems=_grad_weight_read,
     flops=lambda out, x, g, **a: 2 * numel(g) * _macs_per_output(out), examples=_grad_weight_examples,
     gemm=lambda out, x, g, groups, **a: (groups, out[0] // groups, g[0] * g[2] * g[3], _macs_per_output(out)),
     features=lambda out, x, g, **a: _layer(out),
