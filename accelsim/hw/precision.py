@@ -123,6 +123,17 @@ def tensor_elem_bytes(graph: Graph, node: Node, hw: HwSpec) -> int:
     return MASTER_BYTES if f"{node.name}.new" in graph.outputs else low  # optimizer state, or a frozen weight
 
 
+def master_split(graph: Graph, node: Node, hw: HwSpec) -> tuple[int, int] | None:
+    """(working-copy bytes, master bytes) per element of a tensor that holds an fp32 master beside its
+    low-precision working copy (a trainable parameter, or the update writing its `<name>.new`, under mixed
+    precision); None for every other tensor. ZeRO 1-2 shard the master with the optimizer state and keep
+    only the working copy whole (compiler/planning/zero.py)."""
+    low = _low(hw, node)
+    if low is None or low >= MASTER_BYTES or tensor_elem_bytes(graph, node, hw) != MASTER_BYTES + low:
+        return None
+    return low, MASTER_BYTES
+
+
 def tensor_bytes(graph: Graph, node: Node, hw: HwSpec) -> int:
     """Bytes of `node`'s whole tensor in memory under the step precision."""
     return math.prod(node.shape) * tensor_elem_bytes(graph, node, hw)
