@@ -85,6 +85,16 @@ def compute_scale(hw: HwSpec, unit: Unit) -> float:
     return _reference_tflops(hw, unit) / unit.peaks.at(p)  # at_precision refused the units where these are None
 
 
+def peak_flops_per_s(hw: HwSpec, unit: Unit) -> float:
+    """Peak FLOP/s of all of `unit`'s instances on one chip at the step precision, the denominator of MFU and
+    of "% of peak": the peak the unit declares for that precision (its datasheet's), else its compute
+    model's peak (ops per cycle x instances x clock) at the rate compute_scale runs it; 0.0 without a datapath."""
+    p = hw.step_precision
+    if p is not None and unit.model.has_datapath and unit.peaks is not None and unit.peaks.at(p) is not None:
+        return unit.peaks.at(p) * 1e12
+    return unit.model.peak_ops_per_cycle() * unit.count * hw.clock_hz / compute_scale(hw, unit)
+
+
 def scaled_cycles(hw: HwSpec, unit: Unit, cycles: int) -> int:
     """Compute cycles at the step precision: `cycles` x compute_scale, rounded up."""
     scale = compute_scale(hw, unit)
