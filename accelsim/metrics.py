@@ -153,7 +153,9 @@ def unit_peak_ops_per_cycle(hw: HwSpec, chips_used: Iterable[int]) -> dict[tuple
     out: dict[tuple[int, str], float] = {}
     for c in sorted(set(chips_used)):
         for u in chips[c].units:
-            peak = peak_flops_per_s(hw, u) / hw.clock_hz if peak_ops_per_cycle(u) > 0 else 0.0
+            peak = peak_ops_per_cycle(u) * u.count
+            if peak > 0 and hw.step_precision is not None:
+                peak = peak_flops_per_s(hw, u) / hw.clock_hz
             if peak > 0:
                 out[(c, u.name)] = out.get((c, u.name), 0.0) + peak
     return out

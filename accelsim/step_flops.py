@@ -85,7 +85,10 @@ def tensor_peak_flops_per_s(hw: HwSpec, chips_used: Iterable[int]) -> float:
     instances work together on each node); MFU's denominator. For `hw` resolved at a step precision
     (hw/precision.at_precision), each unit's peak at that precision (hw/precision.peak_flops_per_s)."""
     chips = chip_list(hw)
-    return sum(peak_flops_per_s(hw, u) for c in sorted(set(chips_used)) for u in chips[c].units if runs_tensor_ops(u))
+    units = [u for c in sorted(set(chips_used)) for u in chips[c].units if runs_tensor_ops(u)]
+    if hw.step_precision is not None:
+        return sum(peak_flops_per_s(hw, u) for u in units)
+    return sum(peak_ops_per_cycle(u) * u.count for u in units) * hw.clock_hz  # bit for bit as before --precision
 
 
 def _positive(what: str, value: object) -> int:
