@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol
 
 from accelsim.cost.model import peak_ops_per_cycle
+from accelsim.hw.precision import peak_flops_per_s
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.kinds import busy_kinds
 from accelsim.schedule.levels import chip_list
@@ -145,12 +146,16 @@ def unit_peak_ops_per_cycle(hw: HwSpec, chips_used: Iterable[int]) -> dict[tuple
     """(chip, unit kind) -> peak ops per cycle of all the kind's instances on that chip, for the chips in use
     and the unit kinds with an arithmetic peak (cost.model.peak_ops_per_cycle: 2 x rows x cols per array
     instance, lanes x ops per lane per vector instance; stream and per-element units have none and are left
-    out). A gang's instances count separately here: they all work on each node."""
+    out). A gang's instances count separately here: they all work on each node. For `hw` resolved at a step
+    precision (hw/precision.at_precision), the peak is the unit's at that precision
+    (hw/precision.peak_flops_per_s): a step in fp32 on Tensor Cores is measured against their fp32 peak."""
     chips = chip_list(hw)
     out: dict[tuple[int, str], float] = {}
     for c in sorted(set(chips_used)):
         for u in chips[c].units:
             peak = peak_ops_per_cycle(u) * u.count
+            if peak > 0 and hw.step_precision is not None:
+                peak = peak_flops_per_s(hw, u) / hw.clock_hz
             if peak > 0:
                 out[(c, u.name)] = out.get((c, u.name), 0.0) + peak
     return out

@@ -13,6 +13,7 @@ from accelsim.exposed_communication import exposed_communication
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.load import HwLike
+from accelsim.hw.precision import at_precision
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.hardware import hardware_of
 from accelsim.schedule.kinds import TASK_KINDS
@@ -38,7 +39,8 @@ def latency_cycles(schedule: Schedule) -> float:
 def compute_rates(schedule: Schedule, hw: HwSpec) -> metrics.ComputeRates:
     """MAC utilization, achieved and peak TOPS overall, per unit kind and per chip (metrics.compute_rates,
     metrics.TOPS_DEFINITION), over the chips the step uses, as utilization counts them."""
-    return metrics.compute_rates(schedule.tasks, hw, schedule.makespan_cycles, (t.chip for t in schedule.tasks))
+    return metrics.compute_rates(schedule.tasks, at_precision(hw, schedule.options.precision), schedule.makespan_cycles,
+                                 (t.chip for t in schedule.tasks))
 
 
 def peak_memory_bytes(schedule: Schedule) -> dict[str, int]:
@@ -131,7 +133,7 @@ def training_figures(schedule: Schedule, hw: HwSpec, graph: Graph | None) -> dic
     chips = {t.chip for t in schedule.tasks}
     seconds = schedule.makespan_cycles / schedule.clock_hz
     per_chip_s = seconds * len(chips)
-    peak = tensor_peak_flops_per_s(hw, chips) / max(len(chips), 1)
+    peak = tensor_peak_flops_per_s(at_precision(hw, schedule.options.precision), chips) / max(len(chips), 1)
     model = flops.model_flops / per_chip_s / 1e12 if per_chip_s else 0.0
     return {
         "model_flops_per_step": flops.model_flops,

@@ -8,6 +8,7 @@ from typing import Iterable
 
 from accelsim.cost.model import peak_ops_per_cycle
 from accelsim.errors import ModelError
+from accelsim.hw.precision import peak_flops_per_s
 from accelsim.hw.spec import HwSpec, Unit
 from accelsim.ops.registry import OPS, get_op
 from accelsim.schedule.levels import chip_list
@@ -27,7 +28,8 @@ FLOPS_DEFINITION = (
     "hardware_flops_per_step = the FLOPs of every tensor-op task the schedule executes: forward, backward, "
     "recomputation and every tensor-parallel rank's copy of a replicated node. TFLOP/s per chip = FLOPs / "
     "makespan_s / chips in use / 1e12; mfu = model TFLOP/s per chip / peak_tflops_per_chip, the peak of the "
-    "chip's units that run tensor ops (arrays: 2 x rows x cols per cycle per instance)")
+    "chip's units that run tensor ops at the step's precision (the peak a unit declares for it under --precision; "
+    "otherwise its compute model's, arrays: 2 x rows x cols per cycle per instance)")
 """How the step's FLOP figures are counted; run_summary returns it beside them."""
 
 TENSOR = "tensor"
@@ -80,11 +82,13 @@ def runs_tensor_ops(unit: Unit) -> bool:
 
 def tensor_peak_flops_per_s(hw: HwSpec, chips_used: Iterable[int]) -> float:
     """Peak FLOP/s of the units that run tensor ops, summed over the chips in use (every instance: a gang's
-    instances work together on each node); MFU's denominator."""
+    instances work together on each node); MFU's denominator. For `hw` resolved at a step precision
+    (hw/precision.at_precision), each unit's peak at that precision (hw/precision.peak_flops_per_s)."""
     chips = chip_list(hw)
-    per_cycle = sum(peak_ops_per_cycle(u) * u.count for c in sorted(set(chips_used)) for u in chips[c].units
-                    if runs_tensor_ops(u))
-    return per_cycle * hw.clock_hz
+    units = [u for c in sorted(set(chips_used)) for u in chips[c].units if runs_tensor_ops(u)]
+    if hw.step_precision is not None:
+        return sum(peak_flops_per_s(hw, u) for u in units)
+    return sum(peak_ops_per_cycle(u) * u.count for u in units) * hw.clock_hz  # bit for bit as before --precision
 
 
 def _positive(what: str, value: object) -> int:

@@ -9,6 +9,9 @@ accumulations, all-reduce outputs and reduce-scatter shards. Transient, and show
   - at stages 2-3, a micro-batch's full gradient of a reduce-scattered parameter, live from its backward
     node until its reduce-scatter ends: the bucket DeepSpeed reduces during backward and frees.
 At stages 0-1 a full gradient is the stored gradient the formula counts, so it is not transient.
+
+`held_bytes` counts each model state once, as the formula does: a peak also holds a gradient twice while a
+collective writes its result beside its input (the paper's temporary buffers), and `held_bytes` does not.
 """
 from __future__ import annotations
 
@@ -38,6 +41,11 @@ class ZeroMemory:
     bucket_peak_bytes: int
     with_transients_peak_bytes: int
     formula_bytes: int
+    held_bytes: int
+    """Each model state the chip holds, counted once at the largest size it is kept in (transients left out):
+    every parameter and optimizer-state leaf as placed (whole, its shard, or a working copy beside its
+    master's shard) and every gradient (whole at stages 0-1, the reduced shard at 2-3). What the formula
+    counts, so equal to formula_bytes when every tensor fills its 64-byte alignment."""
 
     @property
     def ratio(self) -> float:
@@ -73,9 +81,14 @@ def zero_memory(schedule: Schedule, graph: Graph, hw: HwSpec) -> tuple[ZeroMemor
     formula = zero_bytes(coeffs, trainable_elements(graph), o.data_parallel, o.zero)
     scattered = {t.node for t in schedule.tasks if TASK_KINDS[t.kind].reads is Reads.SCATTER}
     live: dict[int, dict[str, list[tuple[int, int, int]]]] = {}
+    held: dict[int, dict[int, int]] = {}  # chip -> model-state node -> the largest tensor kept of it
     for x in schedule.tensors:
         if x.node in kinds:
             chip = live.setdefault(x.chip, {c: [] for c in COLUMNS})
-            chip[_column(schedule, graph, x, scattered)].append((x.start, x.end, x.size_bytes))
+            column = _column(schedule, graph, x, scattered)
+            chip[column].append((x.start, x.end, x.size_bytes))
+            if column == "kept":
+                mine = held.setdefault(x.chip, {})
+                mine[x.node] = max(mine.get(x.node, 0), x.size_bytes)
     return tuple(ZeroMemory(chip, *(peak_bytes(c[k]) for k in COLUMNS), peak_bytes([i for k in COLUMNS for i in c[k]]),
-                            formula) for chip, c in sorted(live.items()))
+                            formula, sum(held.get(chip, {}).values())) for chip, c in sorted(live.items()))

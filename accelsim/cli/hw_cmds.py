@@ -21,7 +21,8 @@ from accelsim.errors import AccelsimError, MappingError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
 from accelsim.hw.schema import schema_text
-from accelsim.hw.spec import HwSpec
+from accelsim.hw.peaks import STEP_PRECISIONS
+from accelsim.hw.spec import Chip, HwSpec
 from accelsim.hw.template import SCHEMA_FILE, hw_template
 from accelsim.ops import conv2d, matmul
 
@@ -35,6 +36,34 @@ def _mm2(x: float | None, source: str = "") -> str:
 
 def _pj(x: float | None, per: str) -> str:
     return "-" if x is None else f"{fmt.number(x)} pJ/{per}"
+
+
+def _peak_lines(hw: HwSpec, chip: Chip) -> list[str]:
+    """A unit's `peaks:` as `hw show` prints them: per unit with a datapath, a line per step precision (the
+    declared dense peak of all its instances, its own precision run at its compute model's rate, or refused);
+    one line for a unit that declares none."""
+    lines = []
+    for u in chip.units:
+        if not u.model.has_datapath:
+            continue
+        own = hw.precision(u)
+        if u.peaks is None:
+            runs = (f"it runs a step only at its own precision, {own}" if own in STEP_PRECISIONS
+                    else "a step at any --precision is refused")
+            lines.append(f"peaks of unit {u.name!r}: none declared, so {runs} (add `peaks:` for others)")
+            continue
+        lines.append(f"peaks of unit {u.name!r} by step precision (--precision; dense, all {fmt.count(u.count)} "
+                     f"together):")
+        for p in STEP_PRECISIONS:
+            declared = u.peaks.at(p)
+            if declared is not None:
+                text = f"{fmt.number(declared)} TFLOP/s"
+            elif p == own:
+                text = "its own precision: the compute model's rate"
+            else:
+                text = "not declared: a step at it is refused"
+            lines.append(f"  {p:<5} {text}")
+    return lines
 
 
 def cmd_hw_validate(args: argparse.Namespace) -> int:
@@ -76,6 +105,8 @@ def cmd_hw_show(args: argparse.Namespace) -> int:
                           (hw.precision(u) or "-") if u.model.has_datapath else "-",
                           _pj(unit_pj_per_op(hw, chip, u), "op"), area_text)
         console.print(units)
+        for line in _peak_lines(hw, chip):
+            console.print(line)
         mems = Table(title=f"memories of chip {chip.name!r}")
         for col in ("memory", "kind", "capacity", "bandwidth", "latency", "ridge point", "energy", "area"):
             mems.add_column(col)

@@ -448,7 +448,7 @@ class Graph:
             if n.is_leaf:
                 extra = {k: v for k, v in n.attrs.items() if k not in ("shape", "dtype")}
                 if n.op == "const" and n.id in self._arrays and self._arrays[n.id].size == 1:
-                    extra = {"value": float(self._arrays[n.id])}
+                    extra = {"value": float(self._arrays[n.id].reshape(()))}  # of any rank: (1, 1, 1, 1) too
                 rhs = f"{n.op} {n.name!r}"
             else:
                 extra = dict(n.attrs)

@@ -85,6 +85,16 @@ def compute_scale(hw: HwSpec, unit: Unit) -> float:
     return _reference_tflops(hw, unit) / unit.peaks.at(p)  # at_precision refused the units where these are None
 
 
+def peak_flops_per_s(hw: HwSpec, unit: Unit) -> float:
+    """Peak FLOP/s of all of `unit`'s instances on one chip at the step precision, the denominator of MFU and
+    of "% of peak": the peak the unit declares for that precision (its datasheet's), else its compute
+    model's peak (ops per cycle x instances x clock) at the rate compute_scale runs it; 0.0 without a datapath."""
+    p = hw.step_precision
+    if p is not None and unit.model.has_datapath and unit.peaks is not None and unit.peaks.at(p) is not None:
+        return unit.peaks.at(p) * 1e12
+    return unit.model.peak_ops_per_cycle() * unit.count * hw.clock_hz / compute_scale(hw, unit)
+
+
 def scaled_cycles(hw: HwSpec, unit: Unit, cycles: int) -> int:
     """Compute cycles at the step precision: `cycles` x compute_scale, rounded up."""
     scale = compute_scale(hw, unit)
@@ -121,6 +131,17 @@ def tensor_elem_bytes(graph: Graph, node: Node, hw: HwSpec) -> int:
     if node.trainable:
         return MASTER_BYTES + low  # the fp32 master and its working copy
     return MASTER_BYTES if f"{node.name}.new" in graph.outputs else low  # optimizer state, or a frozen weight
+
+
+def master_split(graph: Graph, node: Node, hw: HwSpec) -> tuple[int, int] | None:
+    """(working-copy bytes, master bytes) per element of a tensor that holds an fp32 master beside its
+    low-precision working copy (a trainable parameter, or the update writing its `<name>.new`, under mixed
+    precision); None for every other tensor. ZeRO 1-2 shard the master with the optimizer state and keep
+    only the working copy whole (compiler/planning/zero.py)."""
+    low = _low(hw, node)
+    if low is None or low >= MASTER_BYTES or tensor_elem_bytes(graph, node, hw) != MASTER_BYTES + low:
+        return None
+    return low, MASTER_BYTES
 
 
 def tensor_bytes(graph: Graph, node: Node, hw: HwSpec) -> int:

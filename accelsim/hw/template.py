@@ -40,6 +40,11 @@ chips:
           cols: 128  # processing elements across it; usually as many as rows
           dataflow: ws  # weight stationary, as TPUs; os (output) and is (input stationary) also exist
         latency_cycles: 0  # extra pipeline cycles per node; 0 to a few dozen
+        # peaks:  # dense TFLOP/s of all this unit's instances at each step precision (`--precision`), from
+        #         # a datasheet; a step at a precision left out is refused (fp32, tf32, bf16, fp16, fp8), so
+        #         # every unit that computes declares the step's precision (see the vpu's below)
+        #   bf16: 32.8  # 128 x 128 MACs x 2 ops x 1 GHz
+        #   fp32: 8.2  # e.g. a quarter of the rate when each fp32 multiply takes four passes
         reads: [sram, hbm]  # memories it reads operands from; the first (fastest) streams them
         writes: [sram]  # memories it writes results to
       - name: vpu  # the vector unit: activations, normalization, losses, reshapes
@@ -47,6 +52,7 @@ chips:
         vector:
           lanes: 128  # SIMD lanes; often as many as the array's columns, 8 to 2048
           ops_per_lane_per_cycle: 1  # elementwise ops each lane finishes per cycle; 1 to 16
+        # peaks: {{bf16: 0.128, fp32: 0.064}}  # TFLOP/s by step precision, as the mxu's: 128 lanes x 1 GHz
         reads: [sram]
         writes: [sram]
     memories:

@@ -444,6 +444,7 @@ class Planner:
         return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
                     [n.name for n in self.graph.nodes], self.costs.has_energy or self.link_energy,
                     shards=self.zero.leaf_shards() if self.zero is not None else {},
+                    masters=self.zero.master_shards() if self.zero is not None else {},
                     rank_twins=self.costs.rank_twins if self.ranks > 1 else (),
                     leaf_class=self.prefetcher.classes if self.prefetcher.any else {})
 

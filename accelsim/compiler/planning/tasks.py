@@ -73,14 +73,21 @@ class Plan:
     has_energy: bool = False
     # ZeRO (compiler/planning/zero.py): leaf -> the bytes of each replica's shard; replica r holds rows part r only
     shards: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # ZeRO 1-2 under mixed precision (zero.py): trainable parameter -> the bytes each replica holds of it, the
+    # whole working copy and rows part r of its fp32 master
+    masters: dict[int, tuple[int, ...]] = field(default_factory=dict)
     # tensor-parallel rank k's nodes -> their rank-0 twins (rank_twins.py); () when ranks are not copies
     rank_twins: tuple[dict[int, int], ...] = ()
     # leaf -> its placement class (prefetch.leaf_classes), when a chip has a placement; {} otherwise
     leaf_class: dict[int, str] = field(default_factory=dict)
 
     def leaf_size(self, node: int, replica: int) -> int:
-        """Bytes of leaf `node` as placed for `replica`: the whole leaf, or its ZeRO shard."""
-        return self.shards[node][replica] if node in self.shards else self.leaf_bytes[node]
+        """Bytes of leaf `node` as placed for `replica`: the whole leaf, its ZeRO shard, or its working copy
+        with its master's shard."""
+        for by_replica in (self.shards, self.masters):
+            if node in by_replica:
+                return by_replica[node][replica]
+        return self.leaf_bytes[node]
 
 
 class PlannerView(Protocol):

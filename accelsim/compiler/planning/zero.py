@@ -6,19 +6,23 @@ Every shard is a rows part (split.rows_part): replica r owns rows part r of d of
 DeepSpeed gives rank r the r-th slice of every flat buffer. The optimizer's update is elementwise, so
 replica r computes rows part r of every update node from rows part r of its inputs (no replica computes
 what another does). By stage:
-  1 (P_os)      optimizer state (the leaves only the update reads) stored as shards. Each replica
+  1 (P_os)      optimizer state (the leaves only the update reads) stored as shards, and under mixed
+                precision each trainable parameter's fp32 master too (ZeRO's K = 12 counts it): replica r
+                holds the whole low-precision working copy and rows part r of the master. Each replica
                 accumulates its full gradients and, once all are computed (DeepSpeed's reduction at the
                 accumulation boundary), reduce-scatters them: the same bytes as the all-reduce's
                 reduce-scatter half, and all it needs for its part of the update. The updated parameter
                 parts are then all-gathered (the all-reduce's other half), so every replica holds the
-                whole new parameter.
+                whole new parameter (its working copy only: the new master parts stay where they were
+                computed, as DeepSpeed all-gathers the fp16 parameters).
   2 (P_os+g)    as 1, but each micro-batch's gradient is reduce-scattered as soon as every replica has it
                 (DeepSpeed's reduction during backward) and the shards accumulated, so only 1/d of the
                 gradient outlives its reduction.
   3 (P_os+g+p)  as 2, and trainable parameters stored as shards: before the nodes of a micro-batch's
                 forward (and again its backward) read a parameter, it is all-gathered from the shards
                 (once the reader's other inputs are computed, so it is freed soon after), and the update
-                writes only the shard: no all-gather after it.
+                writes only the shard: no all-gather after it. An all-gather of a parameter moves its
+                working copy only, never the master.
 A parameter whose update cannot be cut this way (fewer rows than replicas, a non-elementwise update, an
 update reading a forward value) is left unsharded: all-reduced and updated whole, as without ZeRO.
 """
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 from accelsim.compiler.planning.tasks import PlannerView, TaskSpec
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
-from accelsim.hw.precision import tensor_elem_bytes
+from accelsim.hw.precision import master_split, tensor_elem_bytes
 from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import CollectiveCost, collective_cost
 from accelsim.schedule.plan import PER_STEP
@@ -52,6 +56,8 @@ class Sharding:
     leaves: frozenset[int]  # leaves stored as shards: optimizer state, and at stage 3 trainable parameters
     gathered: tuple[int, ...]  # stages 1-2: updated parameters (`<param>.new`) all-gathered after the update
     params: frozenset[int]  # stage 3: trainable parameters all-gathered before forward and backward read them
+    masters: frozenset[int] = frozenset()  # stages 1-2: trainable parameters whose update is sharded (their
+    # fp32 master, where the step's precision keeps one, is stored as shards beside the whole working copy)
 
 
 def _components(graph: Graph) -> list[list[int]]:
@@ -123,7 +129,7 @@ def sharding(graph: Graph, stage: int, parts: int) -> Sharding:
             gathered += [node_id for node_id in piece if new_of.get(node_id) in {graph.nodes[p].name for p in trained}]
     if stage < 3:
         return Sharding(stage, parts, frozenset(updates), frozenset(gradients), frozenset(states),
-                        tuple(sorted(gathered)), frozenset())
+                        tuple(sorted(gathered)), frozenset(), frozenset(params))
     return Sharding(stage, parts, frozenset(updates), frozenset(gradients), frozenset(states | params), (),
                     frozenset(params))
 
@@ -162,6 +168,25 @@ class ZeroSteps:
         nodes = self.planner.graph.nodes
         return {i: tuple(self.part_bytes(nodes[i], r) for r in range(self.parts)) for i in sorted(self.sharding.leaves)}
 
+    def master_shards(self) -> dict[int, tuple[int, ...]]:
+        """Stages 1-2 under mixed precision: trainable parameter -> the bytes each replica holds of it, the
+        whole working copy and rows part r of the fp32 master (Plan.masters); {} where no master is kept."""
+        p = self.planner
+        out = {}
+        for i in sorted(self.sharding.masters):
+            node = p.graph.nodes[i]
+            split = master_split(p.graph, node, p.hw)
+            if split is not None:
+                working, master = split
+                out[i] = tuple(numel(node.shape) * working + numel(rows_shape(node.shape, r, self.parts)) * master
+                               for r in range(self.parts))
+        return out
+
+    def gathered_bytes(self, node: Node) -> int:
+        """Bytes of an all-gathered parameter: its working copy alone where it holds a master beside it."""
+        split = master_split(self.planner.graph, node, self.planner.hw)
+        return self.planner.nbytes(node) if split is None else numel(node.shape) * split[0]
+
     def cost(self, kind: str, chips: list[int], nbytes: int) -> CollectiveCost:
         """A reduce-scatter or all-gather of a whole tensor of `nbytes` over `chips`: what
         collectives.collective_cost prices on the hardware's links (a ring: (d-1)/d of the bytes sent by
@@ -176,7 +201,7 @@ class ZeroSteps:
         group waiting for the same tasks (the list scheduler starts a group once its first member is
         ready); a reduce-scatter member holds rows part r, an all-gather member the whole value."""
         p = self.planner
-        whole = p.nbytes(node)
+        whole = self.gathered_bytes(node) if kind == "all_gather" else p.nbytes(node)
         cost = self.cost(kind, chips, whole)
         group = len(p.tasks)
         ids = []
@@ -305,7 +330,9 @@ class ZeroSteps:
         other update nodes and of the reduced gradient, the shards of sharded leaves, and other leaves whole
         (slicing what it cuts). A result is kept unless it is all-gathered after the update. A node reading
         a gradient waits for every gradient shard of its replica: the optimizer step follows the whole
-        reduction (as optimizer.step() follows backward), so the shards are all held at once, as ZeRO counts."""
+        reduction (as optimizer.step() follows backward), so the shards are all held at once, as ZeRO counts.
+        A new parameter's part that holds a master is kept even where it is all-gathered: its master part is
+        the next step's master shard."""
         p = self.planner
         chip = p.chip_of[(replica, p.stage[n.id], rank)]
         deps, reads = [], []
@@ -324,7 +351,8 @@ class ZeroSteps:
                   stage=p.stage[n.id], chip=chip, out_chip=chip, deps=sorted(set(deps)), reads=reads,
                   options=costs.costs.options, out_bytes=costs.out_bytes, port_bytes=costs.costs.port_bytes,
                   energy_pj=costs.costs.energy_pj or 0.0, flops=costs.costs.flops, part=part,
-                  keep=n.id in p.results and n.id not in self.sharding.gathered, after=after)
+                  keep=n.id in p.results and (n.id not in self.sharding.gathered
+                                              or master_split(p.graph, n, p.hw) is not None), after=after)
         p.producer[(n.id, PER_STEP, replica, rank)] = [t.id]
         return t
 
