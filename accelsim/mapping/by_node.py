@@ -1,5 +1,5 @@
-"""A user's mappings (by layer name and unit) matched to a graph's nodes, and the mappings a compile chose as the
-schedule's records: (Graph, chips, LayerMapping entries) -> GivenMappings; (node, unit, Mapping) -> NodeMapping.
+"""A user's mappings (by layer name and unit) matched to a graph's nodes: (Graph, chips, LayerMapping entries) ->
+GivenMappings.
 Every entry must name a layer of the graph, a unit that searches its mappings (`mapping: search`) and can run
 that layer; a mistake is refused naming the entry, with the names it may have meant."""
 from __future__ import annotations
@@ -9,10 +9,8 @@ import difflib
 from accelsim.cost.model import can_run
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import Chip
-from accelsim.mapping.dims import LayerDims
 from accelsim.mapping.errors import MappingSpecError
-from accelsim.mapping.record import Mapping
-from accelsim.schedule.mappings import LayerMapping, NodeMapping
+from accelsim.mapping.entry import LayerMapping
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:
@@ -72,11 +70,3 @@ class GivenMappings:
         own = [e for e in entries if e.chip is not None and kind[e.chip] == chip]
         every = [e for e in entries if e.chip is None]
         return (own or every or [None])[0]
-
-
-def node_mapping(node: Node, chip: int, unit: str, layer: LayerDims, mapping: Mapping) -> NodeMapping:
-    """The schedule's record of `mapping`, chosen for `node` on `unit` of chip `chip`."""
-    return NodeMapping(node=node.id, layer=node.name, chip=chip, unit=unit,
-                       dims=tuple((d.name, d.size) for d in layer.dims), dataflow=mapping.dataflow,
-                       rows=tuple(mapping.rows), cols=tuple(mapping.cols),
-                       stream=tuple((d, int(t)) for d, t in mapping.stream), order=tuple(mapping.order))

@@ -11,7 +11,7 @@ from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.mapping.cost import MappingCost
 from accelsim.mapping.dims import LayerDims, layer_dims
 from accelsim.mapping.mapper import MapperOptions, search_mapping
-from accelsim.schedule.mappings import LayerMapping
+from accelsim.mapping.entry import LayerMapping
 
 
 def unit_key(hw: HwSpec, chip: Chip, unit: Unit) -> tuple:

@@ -8,7 +8,7 @@ from accelsim.mapping.dims import LayerDims
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.mapping.record import DATAFLOW_ROLES, Mapping
 from accelsim.mapping.space import DataflowSpace, MappingSpace, canonical_order
-from accelsim.schedule.mappings import LayerMapping
+from accelsim.mapping.entry import LayerMapping
 
 
 def _problem(layer: LayerDims, given: LayerMapping, msg: str) -> MappingSpecError:

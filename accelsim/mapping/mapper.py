@@ -20,7 +20,7 @@ from accelsim.mapping.errors import MappingSpecError
 from accelsim.mapping.fixed import im2col_mapping
 from accelsim.mapping.given import allows, constrained_space, given_mapping
 from accelsim.mapping.space import mapping_space
-from accelsim.schedule.mappings import LayerMapping
+from accelsim.mapping.entry import LayerMapping
 
 OBJECTIVES = ("latency", "energy", "edp")
 MAX_BUDGET = 1_000_000

@@ -14,7 +14,7 @@ from accelsim.mapping.cost import MappingCost
 from accelsim.mapping.dims import LayerDims, layer_dims
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.mapping.mapper import MapperOptions
-from accelsim.schedule.mappings import LayerMapping
+from accelsim.mapping.entry import LayerMapping
 
 
 def unit_node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | None = None,

@@ -27,7 +27,8 @@ from accelsim.errors import AccelsimError
 from accelsim.hw.yaml_loader import load_yaml
 from accelsim.pydantic_errors import describe_errors
 from accelsim.safe_file import FileRules, read_regular
-from accelsim.schedule.mappings import MAX_TILE, LayerMapping, NodeMapping
+from accelsim.mapping.entry import MAX_TILE, LayerMapping
+from accelsim.schedule.mappings import NodeMapping
 
 MAX_FILE_BYTES = 16 * 2**20
 """A mapping file holds a few lines per layer: a network of thousands of layers stays far below this."""

@@ -25,7 +25,7 @@ from accelsim.hw.peaks import STEP_PRECISIONS, StepPrecision  # noqa: F401  (re-
 from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
 from accelsim.pydantic_errors import describe_errors
 from accelsim.schedule.mapping_file import mapping_entries, read_mapping_file
-from accelsim.schedule.mappings import LayerMapping
+from accelsim.mapping.entry import LayerMapping
 
 MAX_STEP_OPTION = 1_000_000
 """Micro-batches, replicas, stages and ranks above this are typing mistakes (the task estimate refuses far

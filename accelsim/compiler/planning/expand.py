@@ -12,7 +12,7 @@ from accelsim.graph.ir import Graph, Node
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.limits import check_tensor_parallel
-from accelsim.mapping.by_node import GivenMappings, node_mapping
+from accelsim.mapping.by_node import GivenMappings
 from accelsim.mapping.cache import MappingCache
 from accelsim.mapping.node import unit_node_mapping
 from accelsim.hw.topology import Route, topology_of
@@ -22,7 +22,8 @@ from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import collective_cost
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
-from accelsim.schedule.mappings import LayerMapping, NodeMapping
+from accelsim.mapping.entry import LayerMapping
+from accelsim.schedule.mappings import NodeMapping, node_mapping
 from accelsim.schedule.options import StepOptions
 from accelsim.compiler.planning.prefetch import Prefetcher
 from accelsim.compiler.planning.rank_twins import rank_twins
