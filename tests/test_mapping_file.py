@@ -245,3 +245,8 @@ def test_a_mapping_at_stage_granularity_is_refused(graph, hw):
 def test_mapping_out_without_searching_units_is_refused(plain, tmp_path):
     with pytest.raises(MappingFileError, match="records no mappings"):
         write_mapping_file(plain.mappings, tmp_path / "m.yaml")
+
+
+def test_a_mapping_option_of_another_type_is_refused_saying_what_is_expected(graph, hw):
+    with pytest.raises(A.AccelsimError, match="mapping: expected a mapping file's path, its data"):
+        A.compile(graph, hw, mapping=5)

@@ -131,7 +131,11 @@ class StepOptions(BaseModel):
             return read_mapping_file(value)
         if isinstance(value, dict):
             return mapping_entries(value, "mapping")
-        return tuple(value) if isinstance(value, list) else value
+        value = tuple(value) if isinstance(value, list) else value
+        if value is not None and not isinstance(value, tuple):
+            raise ValueError(f"expected a mapping file's path, its data (a dict with one key `mappings`) or a list "
+                             f"of accelsim.mapping.entry.LayerMapping, got {type(value).__name__}")
+        return value
 
     @field_validator("remat", mode="before")
     @classmethod
@@ -188,6 +192,6 @@ class StepOptions(BaseModel):
 
     def label(self) -> str:
         """The options that differ from the defaults, as `key=value` words (for logs and messages)."""
-        changed = [f"{k}={getattr(self, k)}" for k in self.model_fields
-                   if getattr(self, k) != StepOptions.model_fields[k].default]
+        shown = lambda k: f"{len(self.mapping)} given" if k == "mapping" else getattr(self, k)  # noqa: E731
+        changed = [f"{k}={shown(k)}" for k in self.model_fields if getattr(self, k) != StepOptions.model_fields[k].default]
         return ", ".join(changed) or "defaults"
