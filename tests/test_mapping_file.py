@@ -209,6 +209,8 @@ def test_a_malformed_mapping_file_is_refused_naming_file_layer_unit_and_key(grap
 @pytest.mark.parametrize("text,expected", [
     ("mappings:\n  conv2d_3:\n    mxu: {dataflow: ws}\n", "no layer 'conv2d_3' (did you mean 'conv2d3'"),
     ("mappings:\n  conv2d3:\n    mxv: {dataflow: ws}\n", "no unit 'mxv' (did you mean 'mxu'?)"),
+    ("mappings:\n  conv2d3:\n    mxu: [{chip: 0, dataflow: ws}, {chip: 0, dataflow: os}]\n", "given twice"),
+    ("mappings:\n  conv2d3:\n    mxu: [{chip: 5, dataflow: ws}]\n", "chip 5, but the hardware has 1 chip(s)"),
     ("mappings:\n  conv2d3:\n    activation: {dataflow: ws}\n", "unit 'activation' runs every layer by its fixed"),
     ("mappings:\n  relu7:\n    mxu: {dataflow: ws}\n", "unit 'mxu' does not run relu node %7"),
     ("mappings:\n  conv2d3:\n    mxu: {stream: {OY: 4}}\n", "conv2d node %3 'conv2d3'"),

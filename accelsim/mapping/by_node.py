@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 
 from accelsim.cost.model import can_run
-from accelsim.graph.ir import Graph, Node
+from accelsim.graph.ir import Graph
 from accelsim.hw.spec import Chip
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.mapping.entry import LayerMapping
@@ -25,23 +25,16 @@ class GivenMappings:
         self.by_node: dict[tuple[int, str], list[LayerMapping]] = {}
         if not entries:
             return
-        nodes: dict[str, list[Node]] = {}
-        for n in graph.nodes:
-            nodes.setdefault(n.name, []).append(n)
+        nodes = {n.name: n for n in graph.nodes}  # names are unique in a graph (Graph refuses a second use)
         seen: set[tuple[str, str, int | None]] = set()
         for i, entry in enumerate(entries):
             where = f"mapping entry {i} (layer {entry.layer!r}, unit {entry.unit!r})"
-            found = nodes.get(entry.layer)
-            if not found:
+            node = nodes.get(entry.layer)
+            if node is None:
                 layers = [n.name for n in graph.nodes if not n.is_leaf]
                 raise MappingSpecError(f"{where}: graph {graph.name!r} has no layer {entry.layer!r}"
                                        f"{_did_you_mean(entry.layer, layers)}; a mapping file names layers as "
                                        f"`accelsim compile --mapping-out` writes them")
-            if len(found) > 1:
-                raise MappingSpecError(f"{where}: {len(found)} nodes of graph {graph.name!r} are named "
-                                       f"{entry.layer!r} (%{', %'.join(str(n.id) for n in found)}), so the name "
-                                       f"does not say which to map")
-            node = found[0]
             key = (entry.layer, entry.unit, entry.chip)
             if key in seen:
                 raise MappingSpecError(f"{where}: given twice; give each layer and unit one mapping")
