@@ -99,10 +99,9 @@ def test_a_tampered_mapping_is_refused_on_read_naming_the_node(searched, graph, 
 
 
 def test_a_valid_mapping_the_costs_were_not_taken_from_fails_the_plan_check(searched, graph, hw, tmp_path):
-    path = _tampered(searched, tmp_path, lambda m: (m.__setitem__("dataflow", "is"), m.__setitem__("rows", ["C", "FY", "FX"]),
-                                                    m.__setitem__("cols", ["N", "OY", "OX"]),
-                                                    m.__setitem__("stream", [["K", 4]]),
-                                                    m.__setitem__("order", ["cols", "rows"])))
+    other = {"dataflow": "is", "rows": ["C", "FY", "FX"], "cols": ["N", "OY", "OX"], "stream": [["K", 4]],
+             "order": ["cols", "rows"]}
+    path = _tampered(searched, tmp_path, lambda m: m.update(other))
     with pytest.raises(A.ScheduleError, match=r"task \d+ \(node conv2d %3 'conv2d3'.*is not the task the compiler "
                                               r"plans: candidates"):
         A.simulate(A.load_schedule(path), hw, graph=graph)

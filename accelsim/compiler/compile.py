@@ -310,7 +310,8 @@ def _schedule(graph: Graph, hw: HwSpec, options: StepOptions, plan: Plan, timed:
     return Schedule(
         graph_name=graph.name, graph_hash=graph_hash(graph), hw_name=hw.name, hw_hash=hw_hash(hw),
         # the schedule records the mappings chosen (costs.recorded), not the ones asked for
-        clock_hz=hw.clock_hz, options=options.model_copy(update={"mapping": None}), training=any(n.phase == "update" for n in graph.nodes),
+        clock_hz=hw.clock_hz, options=options.model_copy(update={"mapping": None}),
+        training=any(n.phase == "update" for n in graph.nodes),
         samples_per_step=samples_per_microbatch(graph) * m * d, candidates=tuple(candidates), tasks=tasks,
         tensors=tuple(tensors), memories=memories, makespan_cycles=max((t.end for t in tasks), default=0),
         bounds=lower_bounds(plan, hw), energy_pj=sum(t.energy_pj for t in tasks) if plan.has_energy else None,

@@ -38,7 +38,8 @@ class LoopNest:
         axis = lambda a: f"{'*'.join(a.dims) or '1'}:{a.extent}/{a.length}"  # noqa: E731
         loops = " ".join(f"{name} x{n}" for name, n, _ in self.loops) or "one fold"
         stream = " ".join(f"{d}:{t}" for d, t in self.stream) or "1"
-        return f"{self.unit} {self.dataflow} rows<-{axis(self.rows)} cols<-{axis(self.cols)} | {loops} | stream {stream}"
+        return (f"{self.unit} {self.dataflow} rows<-{axis(self.rows)} cols<-{axis(self.cols)} | {loops} | "
+                f"stream {stream}")
 
     def lines(self) -> list[str]:
         """The nest as indented pseudo-code, outermost loop first."""

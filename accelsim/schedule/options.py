@@ -193,5 +193,6 @@ class StepOptions(BaseModel):
     def label(self) -> str:
         """The options that differ from the defaults, as `key=value` words (for logs and messages)."""
         shown = lambda k: f"{len(self.mapping)} given" if k == "mapping" else getattr(self, k)  # noqa: E731
-        changed = [f"{k}={shown(k)}" for k in self.model_fields if getattr(self, k) != StepOptions.model_fields[k].default]
+        changed = [f"{k}={shown(k)}" for k in self.model_fields
+                   if getattr(self, k) != StepOptions.model_fields[k].default]
         return ", ".join(changed) or "defaults"
