@@ -26,6 +26,11 @@ from accelsim.hw.load import HwLike
 from accelsim.hw.spec import HwSpec
 from accelsim.layer_names import layer_names
 from accelsim.layer_work import TaskWork, task_work, timeline_of
+from accelsim.mapping.cost import unit_dataflows
+from accelsim.mapping.dims import layer_dims
+from accelsim.mapping.nest import LoopNest, loop_nest
+from accelsim.mapping.record import Mapping
+from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import Schedule, memory_label
 from accelsim.sim.energy import ENERGY_KINDS, TimelineFacts, timeline_energy, timeline_facts
 from accelsim.sim.trace import Result
@@ -86,10 +91,14 @@ class NodeDetail:
     units: tuple[str, ...]
     work: Work
     port_bytes: Pairs
+    mappings: tuple[LoopNest, ...] = ()  # its mapping on each unit that searched one (schedule.mappings)
 
     def to_dict(self) -> dict:
-        return {"node": self.node, "op": self.op, "phase": self.phase, "units": list(self.units),
-                **self.work.figures(), "port_bytes": dict(self.port_bytes)}
+        out = {"node": self.node, "op": self.op, "phase": self.phase, "units": list(self.units),
+               **self.work.figures(), "port_bytes": dict(self.port_bytes)}
+        if self.mappings:  # only where a unit searched mappings: other reports keep their keys
+            out["mappings"] = [m.to_dict() for m in self.mappings]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +120,21 @@ class LayerRow:
     def total_energy_pj(self) -> float:
         return sum(pj for _, pj in self.energy_pj)
 
+    @property
+    def mapping(self) -> str | None:
+        """Its nodes' mappings, one compact line each (`op unit dataflow rows<-... | loops | stream ...`), joined
+        by "; "; None where no unit searched one."""
+        lines = [f"{d.op} {m.compact()}" for d in self.nodes for m in d.mappings]
+        return "; ".join(lines) if lines else None
+
     def to_dict(self) -> dict:
-        return {"layer": self.layer, "ops": list(self.ops), "units": list(self.units), **self.work.figures(),
-                "bytes_read": dict(self.bytes_read), "bytes_written": dict(self.bytes_written),
-                "energy_pj": self.total_energy_pj, "energy_by_component_pj": dict(self.energy_pj),
-                "nodes": [n.to_dict() for n in self.nodes]}
+        out = {"layer": self.layer, "ops": list(self.ops), "units": list(self.units), **self.work.figures(),
+               "bytes_read": dict(self.bytes_read), "bytes_written": dict(self.bytes_written),
+               "energy_pj": self.total_energy_pj, "energy_by_component_pj": dict(self.energy_pj),
+               "nodes": [n.to_dict() for n in self.nodes]}
+        if self.mapping is not None:
+            out["mapping"] = self.mapping
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +167,9 @@ class LayerReport:
         memories = sorted({m for r in self.layers for m, _ in r.bytes_read + r.bytes_written})
         parts = {c for r in self.layers for c, _ in r.energy_pj}
         energy = sorted(parts, key=lambda c: (ENERGY_KINDS.index(c.split(":", 1)[0]), c))
+        mapped = ["mapping"] if any(r.mapping is not None for r in self.layers) else []
         return (["layer", "ops", "units", *Work().figures(), "energy_pj"] + [f"bytes_read:{m}" for m in memories]
-                + [f"bytes_written:{m}" for m in memories] + [f"energy_pj:{c}" for c in energy])
+                + [f"bytes_written:{m}" for m in memories] + [f"energy_pj:{c}" for c in energy] + mapped)
 
     def rows(self) -> list[dict]:
         """One flat dict per layer with every column of `columns()` (0 where a layer has none)."""
@@ -161,6 +181,7 @@ class LayerReport:
             row |= {f"bytes_read:{m}": b for m, b in r.bytes_read}
             row |= {f"bytes_written:{m}": b for m, b in r.bytes_written}
             row |= {f"energy_pj:{c}": pj for c, pj in r.energy_pj}
+            row["mapping"] = r.mapping or ""
             out.append({c: row.get(c, 0) for c in columns})
         return out
 
@@ -185,6 +206,18 @@ def _layer_energy(schedule: Schedule, hw: HwSpec, ids: list[int],
     return tuple(sorted(read.items())), tuple(sorted(written.items())), tuple(energy)
 
 
+def _loop_nests(schedule: Schedule, hw: HwSpec, graph: Graph) -> dict[int, tuple[LoopNest, ...]]:
+    """The schedule's recorded mappings as loop nests, by node (validated already: they fit)."""
+    chips = chip_list(hw)
+    out: dict[int, list[LoopNest]] = defaultdict(list)
+    for m in schedule.mappings or ():
+        unit = next(u for u in chips[m.chip].units if u.name == m.unit)
+        mapping = Mapping(m.dataflow, m.rows, m.cols, m.stream, m.order)
+        out[m.node].append(loop_nest(layer_dims(graph, graph.nodes[m.node]), mapping, unit.array.rows,
+                                     unit.array.cols, unit_dataflows(unit), unit.name))
+    return {node: tuple(nests) for node, nests in out.items()}
+
+
 def build_layer_report(schedule: Schedule, hw: HwSpec, graph: Graph, result: Result | None = None) -> LayerReport:
     """The report of a schedule already validated against `hw` and `graph` (the compiler's, or api.resolve's):
     cycles from `result`'s spans when given (a simulation of this schedule), else from the compiled timeline."""
@@ -198,6 +231,7 @@ def build_layer_report(schedule: Schedule, hw: HwSpec, graph: Graph, result: Res
     works = task_work(schedule, hw, graph, timeline_of(schedule, None if result is None else result.spans))
     facts = timeline_facts(schedule, hw)
     loads = facts.loads
+    nests = _loop_nests(schedule, hw, graph)
     by_layer: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for t in schedule.tasks:
         by_layer[names[t.node]][t.node].append(t.id)
@@ -212,7 +246,7 @@ def build_layer_report(schedule: Schedule, hw: HwSpec, graph: Graph, result: Res
                     moved[memory_label(schedule.tasks[i].chip, memory)] += nbytes
             n = graph.nodes[node_id]
             details.append(NodeDetail(node_id, n.op, n.phase, tuple(sorted({works[i].resource for i in ids})), work,
-                                      tuple(sorted(moved.items()))))
+                                      tuple(sorted(moved.items())), nests.get(node_id, ())))
         ids = sorted(i for task_ids in nodes.values() for i in task_ids)
         total = Work()
         for i in ids:

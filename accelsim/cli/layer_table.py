@@ -24,15 +24,26 @@ def time_table(report: LayerReport, rows: int = TOP_ROWS) -> Table:
     total = sum(r.work.busy_cycles for r in report.layers)
     table = Table(title=f"top {rows} layers by time ({report.timeline} timeline; cycles summed over tasks: "
                         "busy = ideal + latency + memory stall + communication)")
+    mapped = any(r.mapping is not None for r in report.layers)  # a unit searched mappings: show them
     for col in ("layer", "op", "busy cycles", "share", "ideal", "memory stall", "wait", "utilization",
-                "mapping eff."):
-        table.add_column(col, justify="left" if col in ("layer", "op") else "right")
+                "mapping eff.") + ("mapping",) * mapped:
+        table.add_column(col, justify="left" if col in ("layer", "op", "mapping") else "right")
     for r in report.top_by_time(rows):
         w = r.work
         table.add_row(r.layer, _ops(r), fmt.count(w.busy_cycles), _share(w.busy_cycles, total),
                       fmt.count(w.ideal_cycles), fmt.count(w.memory_stall_cycles), fmt.count(w.wait_cycles),
-                      _optional_percent(w.utilization), _optional_percent(w.mapping_efficiency))
+                      _optional_percent(w.utilization), _optional_percent(w.mapping_efficiency),
+                      *((_main_mapping(r),) if mapped else ()))
     return table
+
+
+def _main_mapping(r: LayerRow) -> str:
+    """The mapping of the layer's node that took the most unit time (its forward node's, usually), compact."""
+    mapped = [d for d in r.nodes if d.mappings]
+    if not mapped:
+        return "-"
+    main = max(mapped, key=lambda d: d.work.busy_cycles)
+    return main.mappings[0].compact() + (f" (+{len(mapped) - 1} node(s))" if len(mapped) > 1 else "")
 
 
 def energy_table(report: LayerReport, rows: int = TOP_ROWS) -> Table | None:

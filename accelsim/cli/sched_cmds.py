@@ -40,6 +40,7 @@ from accelsim.compiler.hierarchy.layer_templates import Recipe, recipe
 from accelsim.compiler.hierarchy.step import StageStep, compile_recipe_step, granularity_and_tasks
 from accelsim.compiler.planning.partition_report import partition_report
 from accelsim.schedule.levels import chip_list
+from accelsim.schedule.mapping_file import write_mapping_file
 from accelsim.schedule.plan import Schedule
 from accelsim.summary import RunSummary
 
@@ -124,6 +125,9 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
     replica is evaluated) under --max-bytes first."""
     hw = load_hw_arg(args)
     templates = None if checking else stage_recipe(args)
+    if templates is not None and getattr(args, "mapping", None) is not None:
+        raise AccelsimError(f"--mapping {args.mapping}: mappings given per layer apply to a task-level schedule, "
+                            "which records them; this step is compiled at stage granularity: use --granularity task")
     if templates is not None:  # the step is measured from a few of its layers: never built whole
         note, limits = check_chips(hw, args), limits_from(args)
         start = time.perf_counter()
@@ -175,10 +179,27 @@ def default_schedule_path(args: argparse.Namespace, hw: HwSpec) -> Path:
     return Path("schedules") / f"{model_label(args)}_{step_name(args)}_{hw.name}.json"
 
 
+def _check_mapping_args(args: argparse.Namespace) -> None:
+    """Before any work: --mapping-out's target, and --mapping's file (read and checked as a mapping file)."""
+    check_file_target(args.mapping_out, "--mapping-out")
+    if args.mapping is not None:
+        step_options(args)
+
+
+def _write_mappings(args: argparse.Namespace, schedule: Schedule, console: Console | None = None) -> None:
+    """--mapping-out: the schedule's mappings, as a file --mapping reads back."""
+    if args.mapping_out is None:
+        return
+    written = write_mapping_file(schedule.mappings, args.mapping_out)
+    line = f"wrote the mappings of {fmt.plural(len(schedule.mappings), 'layer-unit pair')} to {written}"
+    (console.print if console is not None else print)(line)
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from accelsim.schedule.io import save_schedule
 
     check_file_target(args.output, "-o")
+    _check_mapping_args(args)
     c = _compile(args)
     if isinstance(c.schedule, StageStep):
         raise AccelsimError("compile writes a task-level schedule; a step at stage granularity has none: use "
@@ -192,6 +213,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
           f"makespan/bound {fmt.ratio(c.schedule.bound_ratio)} (compiled and validated in {fmt.wall(c.seconds)})")
     if c.schedule.exact is not None:
         print(exact_line(c.schedule))
+    _write_mappings(args, c.schedule)
     return 0
 
 
@@ -239,9 +261,13 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console,
 def cmd_run(args: argparse.Namespace) -> int:
     if args.report is not None:
         check_report_path(args.report)  # before any work
+    _check_mapping_args(args)
     c = _compile(args, checking=args.check)
     console = out_console()
     if isinstance(c.schedule, StageStep):
+        if args.mapping_out is not None:
+            raise AccelsimError(f"--mapping-out {args.mapping_out}: a step at stage granularity records no "
+                                "mappings; use --granularity task")
         if args.report is not None:
             raise AccelsimError(f"--report {args.report}: a step at stage granularity has no tasks to report per "
                                 "layer; use --granularity task (a smaller step if auto chose stage)")
@@ -263,6 +289,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         payload["simulation"] = _simulate_and_plot(c.schedule, c.hw, args, console, c.graph, static)
     _print_layers(console, build_layer_report(c.schedule, c.hw, c.graph, static[0] if static else None),
                   args.report)
+    _write_mappings(args, c.schedule, console)
     if args.check:
         payload["check"] = _check(c.schedule, c.graph, c.hw, args.backend, console, args.verbose)
     write_json(args.json, payload)
@@ -386,6 +413,13 @@ def _add_step_args(p: argparse.ArgumentParser, hw_default: str = f"default {DEFA
     add_step_flags(p, ("remat", "exact"))
 
 
+def _add_mapping_args(p: argparse.ArgumentParser) -> None:
+    add_step_flags(p, ("mapping",))
+    p.add_argument("--mapping-out", metavar="FILE.yaml|FILE.json", type=path_arg,
+                   help="write the mapping chosen for each layer on each unit that searches them (`mapping: "
+                        "search`) as a file --mapping reads back (edit it to fix or constrain layers)")
+
+
 def _add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dynamic", action="store_true",
                    help="also simulate a dynamic runtime, for comparison with the static schedule: ready tasks "
@@ -412,6 +446,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="also execute the schedule on real numbers and check them")
     _add_check_args(p, " with --check")
     add_json_arg(p, "the summary")
+    _add_mapping_args(p)
     p.add_argument("--report", metavar="FILE.csv|FILE.json", type=path_arg,
                    help="write the per-layer report: per layer ideal, stall and wait cycles, bytes read and written "
                         "per memory, energy per component, utilization and mapping efficiency (JSON: per node too)")
@@ -446,5 +481,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=path_arg, metavar="FILE",
                    help="schedule path (default schedules/<model>_<train|infer>_<hw>.json below the current "
                         "directory, the names of the shipped schedules; the path is printed)")
+    _add_mapping_args(p)
     add_limit_args(p)
     p.set_defaults(fn=cmd_compile)

@@ -62,6 +62,9 @@ FLAGS: dict[str, Flag] = {
                              "e.g. h4,h8: one layer name per stage after the first"),
     "precision": Flag({"choices": STEP_PRECISIONS, "default": None},
                       "default: as the hardware file says; a unit without a peak for it is refused"),
+    "mapping": Flag({"default": None, "metavar": "FILE"},
+                    "YAML or JSON by layer name and unit, as --mapping-out writes it; a layer given only "
+                    "`dataflow: ws` keeps that dataflow and searches the rest; units need `mapping: search`"),
 }
 PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split",
             "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries",

@@ -202,6 +202,10 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
     graph = _rematerialized(graph, options.remat)
     granularity, tasks = granularity_and_tasks(graph, options, len(chip_list(hw)), limits or DEFAULT_LIMITS)
     if granularity == "stage":
+        if options.mapping is not None:
+            raise AccelsimError("mapping: mappings given per layer apply to a task-level schedule, which records "
+                                "them; this step is compiled at stage granularity: use granularity='task' "
+                                "(--granularity task)")
         return compile_stage_step(graph, hw, options, limits or DEFAULT_LIMITS)
     check_step_size(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
                     limits or DEFAULT_LIMITS, options.zero, tasks=tasks)
@@ -242,7 +246,8 @@ def _compile(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits, val
     """compile's work once its arguments are checked: the window, the fitted plan and its timing, the
     exact mode's improvement, the Schedule, and its validation."""
     microbatches, max_in_flight = options.microbatches, options.max_in_flight
-    costs = CostTable(graph, hw, chip_list(hw))  # every expansion below prices the same nodes on the same chips
+    # every expansion below prices the same nodes on the same chips
+    costs = CostTable(graph, hw, chip_list(hw), options.mapping)
     if _pipeline_order(options) is not None and max_in_flight is None:  # refuses what it cannot follow first
         # the schedule says how many micro-batches may be in flight (1F1B: p, GPipe and ZB-H1: all): the window
         max_in_flight = pipeline_schedule(options.pipeline_schedule).window(options.pipeline_stages, 1, microbatches)
@@ -257,7 +262,7 @@ def _compile(graph: Graph, hw: HwSpec, options: StepOptions, limits: Limits, val
     report = None
     if options.exact is not None:
         timed, mem, report = solve_step(plan, hw, (timed, mem), options.exact)
-    schedule = _schedule(graph, hw, options, plan, timed, mem)
+    schedule = _schedule(graph, hw, options, plan, timed, mem, costs)
     if report is not None:
         schedule = schedule.model_copy(update={"exact": report})
     if validate:
@@ -276,7 +281,7 @@ def _candidates(plan: Plan) -> tuple[list[tuple[Candidate, ...]], list[int]]:
 
 
 def _schedule(graph: Graph, hw: HwSpec, options: StepOptions, plan: Plan, timed: list[Timed],
-              mem: MemoryPlanner) -> Schedule:
+              mem: MemoryPlanner, costs: CostTable) -> Schedule:
     candidates, index = _candidates(plan)
     ports = {(c, u): memory for (c, u), (_, memory) in unit_ports(plan.chips).items()}
     tasks = tuple(Task(**identity_of(t), id=t.id, out_chip=t.out_chip, resource=x.resource, instance=x.instance,
@@ -304,11 +309,13 @@ def _schedule(graph: Graph, hw: HwSpec, options: StepOptions, plan: Plan, timed:
     m, d = options.microbatches, options.data_parallel
     return Schedule(
         graph_name=graph.name, graph_hash=graph_hash(graph), hw_name=hw.name, hw_hash=hw_hash(hw),
-        clock_hz=hw.clock_hz, options=options, training=any(n.phase == "update" for n in graph.nodes),
+        # the schedule records the mappings chosen (costs.recorded), not the ones asked for
+        clock_hz=hw.clock_hz, options=options.model_copy(update={"mapping": None}),
+        training=any(n.phase == "update" for n in graph.nodes),
         samples_per_step=samples_per_microbatch(graph) * m * d, candidates=tuple(candidates), tasks=tasks,
         tensors=tuple(tensors), memories=memories, makespan_cycles=max((t.end for t in tasks), default=0),
         bounds=lower_bounds(plan, hw), energy_pj=sum(t.energy_pj for t in tasks) if plan.has_energy else None,
         source=source_of(graph), hw_overrides=hw.overrides or None,
-        hw_spec=carried_spec(hw))
+        hw_spec=carried_spec(hw), mappings=costs.recorded())
 
 

@@ -38,7 +38,8 @@ def _built_from_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names)
 def check_plan(schedule: Schedule, graph: Graph, hw: HwSpec, names: Names) -> list[str]:
     """The schedule is a timing of exactly the plan the compiler expands for its graph, hardware and
     options, with its bounds, sample count and leaf sizes."""
-    o = schedule.options
+    # the recorded mappings replayed as given ones: a mapper's choice is costed as it was chosen
+    o = schedule.options.model_copy(update={"mapping": tuple(m.as_given() for m in schedule.mappings or ()) or None})
     try:
         hw = at_precision(hw, o.precision)  # as compile resolved it (hw/precision.py)
         check_step_size(graph, o.microbatches, o.data_parallel, o.pipeline_stages, DEFAULT_LIMITS)

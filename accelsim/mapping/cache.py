@@ -11,6 +11,7 @@ from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.mapping.cost import MappingCost
 from accelsim.mapping.dims import LayerDims, layer_dims
 from accelsim.mapping.mapper import MapperOptions, search_mapping
+from accelsim.mapping.entry import LayerMapping
 
 
 def unit_key(hw: HwSpec, chip: Chip, unit: Unit) -> tuple:
@@ -29,14 +30,17 @@ class MappingCache:
     hits: int = 0
     misses: int = 0
 
-    def best(self, hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, options: MapperOptions) -> MappingCost:
-        key = (layer, unit_key(hw, chip, unit), options)
+    def best(self, hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, options: MapperOptions,
+             given: LayerMapping | None = None) -> MappingCost:
+        """The best mapping of `layer` on `unit` under `options` (and a user's `given` choices), searched once."""
+        choices = None if given is None else given.model_dump(exclude={"layer", "unit", "chip"})
+        key = (layer, unit_key(hw, chip, unit), options, None if choices is None else repr(sorted(choices.items())))
         found = self.entries.get(key)
         if found is not None:
             self.hits += 1
             return found
         self.misses += 1
-        found = self.entries[key] = search_mapping(hw, chip, unit, layer, options)
+        found = self.entries[key] = search_mapping(hw, chip, unit, layer, options, given)
         return found
 
 

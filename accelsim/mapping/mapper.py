@@ -18,7 +18,9 @@ from accelsim.mapping.cost import MappingCost, mapping_cost, unit_dataflows
 from accelsim.mapping.dims import LayerDims
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.mapping.fixed import im2col_mapping
+from accelsim.mapping.given import allows, constrained_space, given_mapping
 from accelsim.mapping.space import mapping_space
+from accelsim.mapping.entry import LayerMapping
 
 OBJECTIVES = ("latency", "energy", "edp")
 MAX_BUDGET = 1_000_000
@@ -52,14 +54,25 @@ def objective_value(cost: MappingCost, objective: str, unit: str = "?") -> float
     return cost.energy_pj if objective == "energy" else cost.energy_pj * cost.cycles
 
 
-def search_mapping(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, options: MapperOptions) -> MappingCost:
-    """The best mapping found for `layer` on `unit` (module docstring); never worse than the fixed point."""
+def search_mapping(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, options: MapperOptions,
+                   given: LayerMapping | None = None) -> MappingCost:
+    """The best mapping found for `layer` on `unit` (module docstring); never worse than the fixed point.
+    `given`: a user's mapping for the layer (mapping/given.py): a complete one is costed as is, a partial one
+    limits the search to the points that agree with it (the fixed point is then the first of those unless
+    it agrees too)."""
     array = unit.array
     if array is None:
         raise MappingSpecError(f"unit {unit.name!r} has no systolic array ({unit.compute_model} model); only array "
                                f"units are mapped")
+    if given is not None and given.complete:
+        return mapping_cost(hw, chip, unit, layer, given_mapping(layer, given, array.rows, array.cols))
     space = mapping_space(layer, array.rows, array.cols, unit_dataflows(unit), unit.operand_buffers is not None)
-    best = mapping_cost(hw, chip, unit, layer, im2col_mapping(layer, array.dataflow))
+    start = im2col_mapping(layer, array.dataflow)
+    if given is not None:
+        space = constrained_space(space, given)
+        if not allows(space, start):
+            start = next(space.enumerate())
+    best = mapping_cost(hw, chip, unit, layer, start)
     rank_of = lambda cost: (objective_value(cost, options.objective, unit.name), cost.cycles)  # noqa: E731
     best_rank = rank_of(best)
     seen = {best.mapping}

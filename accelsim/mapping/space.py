@@ -41,6 +41,20 @@ def tile_choices(size: int) -> tuple[int, ...]:
     return tuple(sorted({divisors[round(i * step)] for i in range(MAX_TILE_CHOICES)}, reverse=True))
 
 
+def canonical_order(layer: LayerDims, rows: int, cols: int, row_set: tuple[str, ...], col_set: tuple[str, ...],
+                    stream: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """The fold loops of more than one iteration, in the canonical order: batch role, outer dimensions,
+    stream remainders, then columns and rows (im2col's order)."""
+    tiles = dict(stream)
+    placed = set(row_set) | set(col_set)
+    outer = [d for d in layer.dims if d.size > 1 and d.name not in placed and tiles.get(d.name, 1) < d.size]
+    loops = [d.name for d in sorted(outer, key=lambda d: (d.role != "b", d.name in tiles))]
+    sizes = layer.sizes()
+    sr = math.prod(sizes[d] for d in row_set)
+    sc = math.prod(sizes[d] for d in col_set)
+    return tuple(loops + (["cols"] if sc > cols else []) + (["rows"] if sr > rows else []))
+
+
 @dataclass(frozen=True, slots=True)
 class DataflowSpace:
     """The choices under one dataflow."""
@@ -61,22 +75,9 @@ class MappingSpace:
     cols: int
     spaces: tuple[DataflowSpace, ...]
 
-    @property
-    def _sizes(self) -> dict[str, int]:
-        return self.layer.sizes()
-
     def _loops(self, row_set: tuple[str, ...], col_set: tuple[str, ...],
                stream: tuple[tuple[str, int], ...]) -> list[str]:
-        """The fold loops of more than one iteration, in the canonical order: batch role, outer dimensions,
-        stream remainders, then columns and rows (im2col's order)."""
-        tiles = dict(stream)
-        placed = set(row_set) | set(col_set)
-        outer = [d for d in self.layer.dims if d.size > 1 and d.name not in placed and tiles.get(d.name, 1) < d.size]
-        loops = [d.name for d in sorted(outer, key=lambda d: (d.role != "b", d.name in tiles))]
-        sizes = self._sizes
-        sr = math.prod(sizes[d] for d in row_set)
-        sc = math.prod(sizes[d] for d in col_set)
-        return loops + (["cols"] if sc > self.cols else []) + (["rows"] if sr > self.rows else [])
+        return list(canonical_order(self.layer, self.rows, self.cols, row_set, col_set, stream))
 
     def _build(self, df: DataflowSpace, r: int, c: int, tiles: tuple[int, ...]) -> Mapping:
         """The point (row set r, column set c, these stream tiles) of `df`, its fold loops in canonical order."""

@@ -14,6 +14,7 @@ JSON at their defaults, so schedules compiled before them keep their bytes.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from numbers import Integral, Real
 from typing import Any, ClassVar, Literal
 
@@ -23,6 +24,8 @@ from accelsim.errors import ScheduleError
 from accelsim.hw.peaks import STEP_PRECISIONS, StepPrecision  # noqa: F401  (re-exported: the precision words)
 from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
 from accelsim.pydantic_errors import describe_errors
+from accelsim.schedule.mapping_file import mapping_entries, read_mapping_file
+from accelsim.mapping.entry import LayerMapping
 
 MAX_STEP_OPTION = 1_000_000
 """Micro-batches, replicas, stages and ranks above this are typing mistakes (the task estimate refuses far
@@ -94,9 +97,15 @@ class StepOptions(BaseModel):
                                   "as AMP and Megatron-LM train); units run at their declared "
                                   "peak for it (None: the hardware's bytes_per_element and unit rates as they are)")
 
+    mapping: tuple[LayerMapping, ...] | None = Field(
+        default=None, description="mappings given per layer and unit (a mapping file, schedule/mapping_file.py): a "
+                                  "complete one is used as is, a partial one (only the dataflow, only the rows, "
+                                  "...) limits the search, layers not named are searched (None: all searched); a "
+                                  "schedule records the mappings chosen, not this request")
+
     ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
                                               "virtual_stages", "granularity", "effort", "stage_layers",
-                                              "stage_boundaries", "precision")
+                                              "stage_boundaries", "precision", "mapping")
     """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
 
     @field_validator("split", mode="before")
@@ -113,6 +122,20 @@ class StepOptions(BaseModel):
             if info.field_name == "stage_layers":  # counts written as text: the ones that are decimal numbers
                 value = [int(w) if w.isdecimal() else w for w in value]
         return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("mapping", mode="before")
+    @classmethod
+    def _mapping_file(cls, value: Any) -> Any:
+        """A mapping file's path (read), its parsed data (a dict), or a list of entries, as the entries."""
+        if isinstance(value, (str, Path)):
+            return read_mapping_file(value)
+        if isinstance(value, dict):
+            return mapping_entries(value, "mapping")
+        value = tuple(value) if isinstance(value, list) else value
+        if value is not None and not isinstance(value, tuple):
+            raise ValueError(f"expected a mapping file's path, its data (a dict with one key `mappings`) or a list "
+                             f"of accelsim.mapping.entry.LayerMapping, got {type(value).__name__}")
+        return value
 
     @field_validator("remat", mode="before")
     @classmethod
@@ -169,6 +192,7 @@ class StepOptions(BaseModel):
 
     def label(self) -> str:
         """The options that differ from the defaults, as `key=value` words (for logs and messages)."""
-        changed = [f"{k}={getattr(self, k)}" for k in self.model_fields
+        shown = lambda k: f"{len(self.mapping)} given" if k == "mapping" else getattr(self, k)  # noqa: E731
+        changed = [f"{k}={shown(k)}" for k in self.model_fields
                    if getattr(self, k) != StepOptions.model_fields[k].default]
         return ", ".join(changed) or "defaults"

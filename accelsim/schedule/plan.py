@@ -19,6 +19,7 @@ from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import MODEL_FILE, file_source
 from accelsim.hw.spec import HwSpec
 from accelsim.schedule.identity import PER_STEP, TaskIdentity
+from accelsim.schedule.mappings import NodeMapping
 from accelsim.schedule.options import StepOptions
 
 LINK = "link"
@@ -244,13 +245,16 @@ class Schedule(Data):
     # the whole hardware description, where hw_name (with hw_overrides) is not a bundled config that rebuilds
     # it (a user's own file): the schedule replays without the file (schedule/hardware.py); None: bundled
     hw_spec: dict[str, Any] | None = None
+    # the mapping chosen for each (node, unit) of a unit that searches them (`mapping: search`), by (node, chip,
+    # unit); None: no unit searched one
+    mappings: tuple[NodeMapping, ...] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_fields(self, handler) -> dict[str, Any]:
-        """Leave `exact`, `hw_overrides` and `hw_spec` out when None, so schedules compiled without them keep
-        their bytes."""
+        """Leave `exact`, `hw_overrides`, `hw_spec` and `mappings` out when None, so schedules compiled without
+        them keep their bytes."""
         data = handler(self)
-        for key in ("exact", "hw_overrides", "hw_spec"):
+        for key in ("exact", "hw_overrides", "hw_spec", "mappings"):
             if getattr(self, key) is None:
                 data.pop(key, None)
         return data

@@ -21,6 +21,7 @@ from accelsim.schedule.agreement import PlanCheck, check_agreement
 from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.schedule.levels import aligned
+from accelsim.schedule.mapping_check import check_mappings
 from accelsim.schedule.names import Names, mb_replica
 from accelsim.schedule.plan import (COLLECTIVE, COLLECTIVES, LINK, PER_STEP, Schedule, Task, Tensor, graph_hash,
                                     hw_hash, memory_label, peak_bytes)
@@ -71,6 +72,8 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
         problems += check_resources(schedule, names)
         problems += check_tensors(schedule, names)
     problems += check_memory(schedule, names)
+    if graph is not None and hw is not None:
+        problems += check_mappings(schedule, graph, hw, names)
     if graph is not None or hw is not None:
         problems += check_agreement(schedule, graph, hw, names, ids_ok and not problems, plan_check)
     if hw is not None and ids_ok and schedule.hw_hash == hw_hash(hw):

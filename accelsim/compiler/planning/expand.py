@@ -12,8 +12,9 @@ from accelsim.graph.ir import Graph, Node
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.limits import check_tensor_parallel
+from accelsim.mapping.by_node import GivenMappings
 from accelsim.mapping.cache import MappingCache
-from accelsim.mapping.node import unit_node_cost
+from accelsim.mapping.node import unit_node_mapping
 from accelsim.hw.topology import Route, topology_of
 from accelsim.ops import add
 from accelsim.ops.registry import get_op
@@ -21,6 +22,8 @@ from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import collective_cost
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
+from accelsim.mapping.entry import LayerMapping
+from accelsim.schedule.mappings import NodeMapping, node_mapping
 from accelsim.schedule.options import StepOptions
 from accelsim.compiler.planning.prefetch import Prefetcher
 from accelsim.compiler.planning.rank_twins import rank_twins
@@ -67,19 +70,28 @@ class PartCosts:
 class CostTable:
     """Candidate resources and costs of graph nodes, their parts and accumulations per chip, computed once each."""
 
-    def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
-        self.graph, self.hw, self.chips = graph, hw, chips
+    def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip],
+                 given: tuple[LayerMapping, ...] | None = None) -> None:
+        """`given`: the user's mappings (StepOptions.mapping), applied to whole nodes (a split node's parts
+        are searched)."""
+        self.graph, self.hw, self.chips, self.given = graph, hw, chips, given
         self._node: dict[tuple[int, int], NodeCosts] = {}
         self._add: dict[tuple[tuple[int, ...], str, int], NodeCosts] = {}
         self._split: dict[tuple[int, int], tuple[PartCosts, ...]] = {}
         self._part: dict[tuple, NodeCosts] = {}
         self.has_energy = False
         self.mappings = MappingCache()  # units with `mapping: search` map each distinct layer once
+        self.chosen: dict[tuple[int, int, str], NodeMapping] = {}  # (node, chip kind, unit): its whole mapping
         # costs depend on the chip's kind, not on which instance: every chip of a kind is priced once
         # (a d x p x t job on 8 identical chips would otherwise price every node eight times)
         first = {id(c): i for i, c in reversed(list(enumerate(chips)))}
         self.kind = [first[id(c)] for c in chips]
+        self._given = GivenMappings(graph, chips, given)
         self._rank_twins: tuple[dict[int, int], ...] | None = None
+
+    def recorded(self) -> tuple[NodeMapping, ...] | None:
+        """The mappings chosen for whole nodes, by (node, chip, unit); None where no unit searched one."""
+        return tuple(self.chosen[k] for k in sorted(self.chosen)) or None
 
     @property
     def rank_twins(self) -> tuple[dict[int, int], ...]:
@@ -88,9 +100,14 @@ class CostTable:
             self._rank_twins = rank_twins(self.graph)
         return self._rank_twins
 
-    def _costs(self, graph: Graph, node: Node, chip: int) -> NodeCosts:
-        costs = [unit_node_cost(self.hw, graph, node, u, self.chips[chip], self.mappings)
-                 for u in capable_units(self.hw, graph, node, self.chips[chip])]
+    def _costs(self, graph: Graph, node: Node, chip: int, whole: bool = False) -> NodeCosts:
+        costs = []
+        for u in capable_units(self.hw, graph, node, self.chips[chip]):
+            given = self._given.for_node(node.id, u.name, chip, self.kind) if whole else None
+            cost, layer, best = unit_node_mapping(self.hw, graph, node, u, self.chips[chip], self.mappings, given)
+            if whole and best is not None:
+                self.chosen[(node.id, chip, u.name)] = node_mapping(node, chip, u.name, layer, best.mapping)
+            costs.append(cost)
         units = {u.name: u for u in self.chips[chip].units}
         # energy of the cheapest unit: what the step costs if each node runs where it is fastest
         best = min(costs, key=lambda c: c.cycles)
@@ -103,7 +120,7 @@ class CostTable:
     def node(self, node_id: int, chip: int) -> NodeCosts:
         key = (node_id, self.kind[chip])
         if key not in self._node:
-            self._node[key] = self._costs(self.graph, self.graph.nodes[node_id], key[1])
+            self._node[key] = self._costs(self.graph, self.graph.nodes[node_id], key[1], whole=True)
         return self._node[key]
 
     def part(self, node_id: int, chip: int, part: Part) -> PartCosts:
@@ -156,9 +173,9 @@ class Planner:
         self.graph, self.hw, self.options = graph, hw, options
         self.chips = chip_list(hw)
         self.chip_of = chip_map(len(self.chips), options)
-        if costs is not None and (costs.graph is not graph or costs.hw is not hw):
-            raise ValueError("internal: a CostTable is reused only for its own graph and hardware")
-        self.costs = costs if costs is not None else CostTable(graph, hw, self.chips)
+        if costs is not None and (costs.graph is not graph or costs.hw is not hw or costs.given != options.mapping):
+            raise ValueError("internal: a CostTable is reused only for its own graph, hardware and given mappings")
+        self.costs = costs if costs is not None else CostTable(graph, hw, self.chips, options.mapping)
         self.link_energy = False  # a transfer or collective priced its energy: the step's energy is known
         ic = hw.interconnect
         self.link_bytes_per_cycle = ic.bytes_per_cycle(hw.clock_hz) if ic else 0.0
