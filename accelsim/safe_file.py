@@ -57,6 +57,17 @@ def _kind(mode: int) -> str | None:
     return next((name for test, name in SPECIAL_KINDS if test(mode)), "not a regular file")
 
 
+def special_target(path: str | Path) -> str | None:
+    """What stands at an output path that must not be written ("a named pipe (FIFO)", "a directory", ...), or
+    None when the path is free or a regular file. Why: opening a FIFO for writing waits for a reader, so
+    writing a result there would hang the command; a device would take the bytes and lose them."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None  # nothing there yet (or unreachable: the write itself will say why)
+    return _kind(mode)
+
+
 def _refuse_kind(path: Path, label: str, mode: int, rules: FileRules) -> AccelsimError:
     kind = _kind(mode)
     if kind == "a directory":

@@ -18,6 +18,7 @@ from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, DEFAULT_READ_LIMITS, Limits, ReadLimits
+from accelsim.safe_file import special_target
 from accelsim.training import OPTIMIZERS, training_graph
 
 DEFAULT_HW = "groq_like"
@@ -344,8 +345,11 @@ def check_file_target(path: str | None, option: str) -> None:
     """Refuse, before any work, an output file that is an existing directory or lies below a file."""
     if path is None:
         return
-    if Path(path).is_dir():
+    kind = special_target(path)
+    if kind == "a directory":
         raise AccelsimError(f"{option} {path}: is a directory; expected a file name")
+    if kind is not None:
+        raise AccelsimError(f"{option} {path}: is {kind}, not a regular file; expected a file name to write")
     blocker = _parent_file(Path(path))
     if blocker is not None:
         raise AccelsimError(f"{option} {path}: {blocker} is an existing file, not a directory")

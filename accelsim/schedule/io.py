@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from accelsim.errors import ScheduleError
 from accelsim.pydantic_errors import describe_errors
-from accelsim.safe_file import FileRules, read_regular
+from accelsim.safe_file import FileRules, read_regular, special_target
 from accelsim.schedule.plan import FORMAT_VERSION, Schedule
 
 MAX_FILE_BYTES = 512 * 2**20
@@ -33,6 +33,9 @@ def save_schedule(schedule: Schedule, path: str | Path) -> None:
     if not isinstance(schedule, Schedule):
         raise ScheduleError(f"save_schedule needs a Schedule (from A.compile), got {type(schedule).__name__}")
     path = _path(path, "save_schedule")
+    kind = special_target(path)
+    if kind is not None:
+        raise ScheduleError(f"{path}: is {kind}, not a regular file; expected a file name to write the schedule to")
     text = json.dumps(schedule.model_dump(mode="json"), sort_keys=True, separators=(",", ":")) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

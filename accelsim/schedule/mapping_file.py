@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from accelsim.errors import AccelsimError
 from accelsim.hw.yaml_loader import load_yaml
 from accelsim.pydantic_errors import describe_errors
-from accelsim.safe_file import FileRules, read_regular
+from accelsim.safe_file import FileRules, read_regular, special_target
 from accelsim.mapping.entry import MAX_TILE, LayerMapping
 from accelsim.schedule.mappings import NodeMapping
 
@@ -175,6 +175,9 @@ def write_mapping_file(mappings: tuple[NodeMapping, ...] | None, path: str | Pat
         raise MappingFileError(f"{path}: the schedule records no mappings: no unit of its hardware searches them "
                                f"(give an array unit `mapping: search`)")
     p = Path(path)
+    kind = special_target(p)
+    if kind is not None:
+        raise MappingFileError(f"{path}: is {kind}, not a regular file; expected a file name to write the mappings to")
     data = mapping_data(mappings)
     if p.suffix.lower() == ".json":
         text = json.dumps(data, indent=1) + "\n"
