@@ -445,7 +445,8 @@ class Planner:
                     [n.name for n in self.graph.nodes], self.costs.has_energy or self.link_energy,
                     shards=self.zero.leaf_shards() if self.zero is not None else {},
                     rank_twins=self.costs.rank_twins if self.ranks > 1 else (),
-                    leaf_class=self.prefetcher.classes if self.prefetcher.any else {})
+                    leaf_class=self.prefetcher.classes if self.prefetcher.any else {},
+                    out_class=self.prefetcher.out_classes)
 
 
 def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = None,
