@@ -190,6 +190,19 @@ DRAM_BACKGROUND_W_PER_GIB = Figure(0.04, "W/GiB", (
     "assumption: a DDR4 8 Gb die in precharge standby draws ~30 mA at 1.2 V (IDD2N, recalled from vendor "
     "datasheets, not rechecked), ~36 mW per GiB, plus refresh; used for HBM stacks too"))
 STATIC_POWER: tuple[Figure, ...] = (LOGIC_LEAKAGE_W_PER_MM2, SRAM_LEAKAGE_W_PER_MM2, DRAM_BACKGROUND_W_PER_GIB)
+STEP_DATAPATH: dict[str, tuple[str, str, str]] = {
+    "fp32": ("fp32", "fp32", "Horowitz's fp32 multiply and add"),
+    "tf32": ("fp16", "fp32", "TF32 multiplies 11-bit significands, fp16's multiplier width, and adds in fp32 (NVIDIA "
+                             "A100 Tensor Core GPU Architecture whitepaper, 2020: TF32 has FP16's 10-bit mantissa "
+                             "and accumulates in FP32); Horowitz's fp16 multiply, fp32 add"),
+    "bf16": ("fp16", "fp16", "Horowitz has no bf16: his fp16 (16-bit) figures stand for it, an upper bound since "
+                             "bf16's 8-bit significand multiplier is smaller than fp16's 11-bit one"),
+    "fp16": ("fp16", "fp16", "Horowitz's fp16 multiply and add"),
+    "fp8": ("int8", "int8", "assumption: Horowitz has no fp8; his int8 figures, the table's 8-bit datapath, stand "
+                            "for it (an fp8 multiplier is narrower, its adder needs alignment shifts)"),
+}
+"""Per step precision (hw/peaks.STEP_PRECISIONS): the table's (multiply, add) precisions its arithmetic is
+charged at, and why (cost/energy.unit_pj_per_op)."""
 PRECISION_OF_BYTES: dict[int, str] = {1: "int8", 2: "fp16", 4: "fp32"}
 """The datapath a unit is assumed to have when it names no `precision`: from the bytes the hardware stores a
 float32 in (hw.bytes_per_element["float32"]): int8 arrays quantize, 2-byte machines compute in fp16."""
@@ -221,6 +234,12 @@ def mac_energy_pj(precision: str, nm: int) -> float:
     """One multiply and one add at `precision` on node `nm`, pJ."""
     return (ARITHMETIC_45NM[(precision, "mult")].energy_pj + ARITHMETIC_45NM[(precision, "add")].energy_pj) \
         * energy_scale(nm)
+
+
+def step_mac_energy_pj(step_precision: str, nm: int) -> float:
+    """One multiply and one add of a step computing at `step_precision` (STEP_DATAPATH) on node `nm`, pJ."""
+    mult, add, _ = STEP_DATAPATH[step_precision]
+    return (ARITHMETIC_45NM[(mult, "mult")].energy_pj + ARITHMETIC_45NM[(add, "add")].energy_pj) * energy_scale(nm)
 
 
 def mac_area_um2(precision: str, nm: int) -> float:
