@@ -3,8 +3,10 @@ buffer and link; an explicit figure in the file wins, else it is derived from th
 through the published table and scaling rule of hw/tech.py, else there is none (None).
 
 Derivations:
-- unit: one multiply and one add at the unit's precision (HwSpec.precision) per MAC, and the cost model
-  counts a MAC as 2 ops (OpDef.flops), so an op costs (mult + add) / 2. Vector and per-element units are
+- unit: one multiply and one add per MAC at the precision the step computes in (op_precision: a step
+  precision's table figures, tech.STEP_DATAPATH, fp32 for update nodes under mixed precision; without a
+  step precision, the unit's own, HwSpec.precision), and the cost model counts a MAC as 2 ops (OpDef.flops),
+  so an op costs (mult + add) / 2. Vector and per-element units are
   charged the same per op. A unit whose compute model has no arithmetic datapath (a stream unit) costs
   0 pJ per op (its bytes are charged at the memories). An int8 array's wider (32-bit) accumulation adds
   are not in Horowitz's int8 MAC and are not counted.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from accelsim.cost.area import chip_items
 from accelsim.hw import tech
+from accelsim.hw.peaks import MASTER_BYTES, STORAGE_BYTES
 from accelsim.hw.spec import Chip, HwSpec, Memory, OperandBuffers, Unit
 
 
@@ -38,14 +41,34 @@ class StaticPower:
     power_w: float
 
 
-def unit_pj_per_op(hw: HwSpec, chip: Chip, unit: Unit) -> float | None:
-    """Energy of one op on `unit` of `chip`, pJ; None without an explicit figure or a technology node."""
+def op_precision(hw: HwSpec, unit: Unit, phase: str = "forward") -> str | None:
+    """The step precision an op of `phase` on `unit` computes in (hw/precision.py): none without a step
+    precision (the unit's own datapath then), fp32 for an update node under mixed precision (the optimizer's
+    arithmetic runs on the fp32 master) and for a tf32 step's work outside GEMM units (TF32 is a Tensor Core
+    input format: elementwise work computes in fp32), the step's precision for the rest."""
+    p = hw.step_precision
+    if p is None:
+        return None
+    if phase == "update" and STORAGE_BYTES[p] < MASTER_BYTES:
+        return "fp32"
+    if p == "tf32" and not unit.model.gemm_only:
+        return "fp32"
+    return p
+
+
+def unit_pj_per_op(hw: HwSpec, chip: Chip, unit: Unit, phase: str = "forward") -> float | None:
+    """Energy of one op of `phase` on `unit` of `chip`, pJ, at the precision the step computes in
+    (op_precision; the unit's own without a step precision); None without an explicit figure or a
+    technology node."""
     if unit.energy_pj_per_op is not None:
         return unit.energy_pj_per_op
     if chip.technology_nm is None:
         return None
     if not unit.model.has_datapath:
         return 0.0
+    step = op_precision(hw, unit, phase)
+    if step is not None:
+        return tech.step_mac_energy_pj(step, chip.technology_nm) / 2
     return tech.mac_energy_pj(hw.precision(unit), chip.technology_nm) / 2
 
 
@@ -83,12 +106,12 @@ def link_pj_per_byte(hw: HwSpec) -> float | None:
 
 
 def node_energy_pj(hw: HwSpec, chip: Chip, unit: Unit, flops: int, bytes_read: int, bytes_written: int,
-                   buffer_bytes: int) -> float | None:
+                   buffer_bytes: int, phase: str = "forward") -> float | None:
     """flops x pJ/op + each byte at its memory's (and buffer's) pJ/byte; None when the unit has no figure.
     Operands come from the unit's first `reads` memory and results go to its first `writes` memory, as
     the cost model streams them: a per-node estimate for the scheduler. A step's energy charges each byte
     where the placement put it instead (sim/energy.py), and takes from this only what stays inside the unit."""
-    per_op = unit_pj_per_op(hw, chip, unit)
+    per_op = unit_pj_per_op(hw, chip, unit, phase)
     if per_op is None:
         return None
     energy = flops * per_op

@@ -168,7 +168,7 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     cycles = kernel_cycles(chip.gpu_overheads, hw.clock_hz, work)
     peak = model.peak_ops_per_cycle() * ways / compute_scale(hw, unit)  # the peak at the step's precision
     utilization = flops / (cycles * peak) if peak else compute / cycles
-    energy = node_energy_pj(hw, chip, unit, flops, bytes_read, bytes_written, buffer_bytes)
+    energy = node_energy_pj(hw, chip, unit, flops, bytes_read, bytes_written, buffer_bytes, node.phase)
     return NodeCost(node.id, node.op, unit.name, flops, bytes_read, bytes_written, compute, memory,
                     unit.latency_cycles, cycles, min(utilization, 1.0),
                     "compute" if compute >= memory and not channels_bound else "memory", energy, stall, buffer_bytes,

@@ -1,5 +1,18 @@
-"""Placement: where each class of leaf tensor lives on a chip (the `placement` key of a chip in a hardware file),
-resident in a memory or streamed from one through a DMA engine into an on-chip buffer.
+"""Placement: where each class of tensor lives on a chip (the `placement` key of a chip in a hardware file),
+resident in a memory or (a class of leaves) streamed from one through a DMA engine into an on-chip buffer.
+
+The classes (memory_split.node_categories names the same tensors in a chip's peak):
+- parameters: trainable and frozen parameter leaves; optimizer_state: the optimizer's state leaves. Either may
+  be resident in `memory` or streamed from it (`stream`).
+- step_results: outputs of a step kept to its end that are no parameter or optimizer update
+  (schedule/levels.is_result: the loss, a model's outputs); by default written to the chip's backing memory.
+- gradients: every tensor of a parameter's gradient (per micro-batch, accumulated, all-reduced, transferred).
+- activations: every other forward and backward value a task writes (recomputed and transferred copies too),
+  the gradients of activations included; inputs and constants (leaves) are placed as without a placement.
+A resident output class is written by its producer to `memory` (at that memory's bandwidth and energy,
+levels.write_cycles) and read by its consumers from there (levels.read_cycles); it waits for room there rather
+than spill elsewhere. A step result is a step result first, whatever its node's class. These three classes are
+resident only: a `stream` for them is refused (a prefetch stages a leaf that exists before the step).
 
 Without a `placement` key a chip places every tensor as it always did (parameters and optimizer state in
 the fastest memory with room, hw/levels.memory_order), and its description dumps (and hashes) as before.
@@ -18,8 +31,12 @@ from accelsim.hw.fields import BytesPerCycle, BytesPerSecond, CapacityBytes, Lat
 from accelsim.hw.ranges import Range, check_name, in_range
 
 LeafClass = Literal["parameters", "optimizer_state"]
-"""The classes of tensor a placement names: trainable (and frozen) parameters, and the optimizer's state."""
+"""The classes of leaf a placement names: trainable (and frozen) parameters, and the optimizer's state."""
 LEAF_CLASSES: tuple[LeafClass, ...] = ("parameters", "optimizer_state")
+OutputClass = Literal["gradients", "activations", "step_results"]
+"""The classes of task output a placement names (module docstring); resident only."""
+OUTPUT_CLASSES: tuple[OutputClass, ...] = ("gradients", "activations", "step_results")
+CLASSES: tuple[str, ...] = LEAF_CLASSES + OUTPUT_CLASSES
 ON_CHIP = ("sram", "cache")
 """Memory kinds that can hold a stream's prefetch buffer."""
 PREFETCH_DEPTH = Range(1, 1024, "tiles", integer=True, why=(
@@ -70,10 +87,17 @@ class Placement(Spec):
 
     parameters: ClassPlacement | None = Field(None, description="weights and biases (and frozen parameters)")
     optimizer_state: ClassPlacement | None = Field(None, description="momentum and Adam moments")
+    # the output classes dump only when given, so a placement of leaves alone hashes as before they existed
+    gradients: ClassPlacement | None = Field(None, exclude_if=lambda p: p is None, description=(
+        "parameters' gradients (per micro-batch, accumulated, all-reduced), resident"))
+    activations: ClassPlacement | None = Field(None, exclude_if=lambda p: p is None, description=(
+        "forward and backward values (activations and their gradients), resident"))
+    step_results: ClassPlacement | None = Field(None, exclude_if=lambda p: p is None, description=(
+        "outputs kept to the step's end (the loss, model outputs), resident"))
 
     def classes(self) -> dict[str, ClassPlacement]:
-        """The classes given, by name, in LEAF_CLASSES order."""
-        return {c: getattr(self, c) for c in LEAF_CLASSES if getattr(self, c) is not None}
+        """The classes given, by name, in CLASSES order."""
+        return {c: getattr(self, c) for c in CLASSES if getattr(self, c) is not None}
 
 
 def dma_resource(leaf_class: str) -> str:
@@ -96,6 +120,11 @@ def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement |
         s = where.stream
         if s is None:
             continue
+        if cls in OUTPUT_CLASSES:
+            problems.append(f"{cls}.stream: {cls} cannot be streamed (a DMA engine prefetches leaves that exist "
+                            f"before the step: parameters, optimizer_state); expected {cls} resident in "
+                            f"{where.memory!r}: leave out `stream`")
+            continue
         if dma_resource(cls) in units:
             problems.append(f"{cls}.stream: a unit is named {dma_resource(cls)!r}, the name of this "
                             f"class's DMA engine in schedules; rename the unit")
@@ -113,6 +142,11 @@ def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement |
             problems.append(f"{cls}.stream: prefetch_depth {s.prefetch_depth} x tile_bytes {s.tile_bytes} "
                             f"= {s.buffer_bytes} bytes, larger than buffer {s.buffer!r} ({buf.capacity_bytes} "
                             f"bytes); expected a depth or tile that fits")
+    buffers = {w.stream.buffer: c for c, w in placement.classes().items() if w.stream is not None}
+    for cls, where in placement.classes().items():
+        if cls in OUTPUT_CLASSES and where.memory in buffers:
+            problems.append(f"{cls}.memory: {where.memory!r} is the prefetch buffer of {buffers[where.memory]}'s "
+                            f"stream, which holds that stream's tiles only; expected another memory")
     others = [(c, w.stream.buffer) for c, w in placement.classes().items() if w.stream is not None]
     if len({b for _, b in others}) < len(others):
         problems.append(f"streams share a buffer ({', '.join(f'{c}: {b}' for c, b in others)}); "
@@ -124,8 +158,9 @@ def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement |
 
 ChipPlacement = Annotated[Placement | None, AfterValidator(_fits_chip), Field(
     None, exclude_if=lambda p: p is None, description=(
-        "where parameters and optimizer state live: resident in a memory, or streamed through a DMA engine "
-        "(left out: the fastest memory with room, as before)"))]
+        "where parameters, optimizer state, gradients, activations and step results live: resident in a memory, "
+        "or (parameters, optimizer state) streamed through a DMA engine (left out: the fastest memory with room, "
+        "step results in the backing memory, as before)"))]
 """The type of Chip.placement; left out, the chip's dump (and its hardware hash) is the one from before."""
 
 
@@ -138,3 +173,19 @@ def placement_of(chip: Any) -> dict[str, ClassPlacement]:
 def streams_of(chip: Any) -> dict[str, tuple[str, ClassPlacement]]:
     """DMA resource name -> (class, its placement) for each streamed class of a chip."""
     return {dma_resource(c): (c, w) for c, w in placement_of(chip).items() if w.stream is not None}
+
+
+def output_home(chip: Any, node_class: str | None, result: bool) -> str | None:
+    """The memory a placement puts a task's output in: a step result's (`result`) where step_results live,
+    else where its node's class (gradients, activations; None: neither) lives; None where the placement says
+    nothing (levels.first_memory decides, as without a placement)."""
+    placed = placement_of(chip)
+    where = placed.get("step_results") if result else None
+    if where is None and node_class in OUTPUT_CLASSES:
+        where = placed.get(node_class)
+    return None if where is None else where.memory
+
+
+def places_outputs(chip: Any) -> bool:
+    """Whether a chip's placement names an output class (its tasks' outputs then go where it says)."""
+    return any(c in OUTPUT_CLASSES for c in placement_of(chip))

@@ -22,9 +22,10 @@ Scaling rule (from the 45 nm, 0.9 V of Horowitz's table to a node of L nm at sup
 - DRAM and HBM access energy is the memory device's own (its process and interface), so it does not scale
   with the logic node of the chip that reads it.
 - Static (leakage) power is per mm^2 of modelled silicon (logic datapaths, SRAM arrays) and per GiB of DRAM
-  or HBM (background and refresh power), the same at every node: finer nodes pack more transistors per mm^2
-  but FinFETs leak less per transistor, and no publication at hand gives a per-node rule. All three figures
-  are assumptions (STATIC_POWER below); a sweep compares designs by them, it does not predict a chip's idle power.
+  or HBM (precharge-standby background power), the same at every node: finer nodes pack more transistors per
+  mm^2 but FinFETs leak less per transistor, and no publication at hand gives a per-node rule. The DRAM
+  figure is a DDR4 data sheet's IDD2N; the logic and SRAM figures are assumptions (STATIC_POWER below, each
+  saying what was searched); a sweep compares designs by them, it does not predict a chip's idle power.
 """
 from __future__ import annotations
 
@@ -181,15 +182,44 @@ SERIAL_LINK_PJ_PER_BIT = Figure(5.0, "pJ/bit", (
     "a 14 nm receiver data path alone is 0.8 pJ/b at 30 Gb/s (L. Kull et al., 'A 30Gb/s 0.8pJ/b 14nm FinFET "
     "receiver data path', ISSCC 2017), equalization and clock recovery for a cabled channel add several times that"))
 LOGIC_LEAKAGE_W_PER_MM2 = Figure(0.05, "W/mm^2", (
-    "assumption: leakage of high-performance logic taken as ~10-25% of an active datapath's 0.2-0.5 W/mm^2; "
-    "no single publication is cited, and the figure is not scaled by node"))
+    "assumption: leakage of high-performance logic taken as ~10-25% of an active datapath's 0.2-0.5 W/mm^2; not "
+    "scaled by node. Searched (pages corpus: 'leakage power density W/mm2 FinFET logic', 'McPAT leakage per "
+    "core area', 'accelerator leakage fraction of total power 28nm'): no published per-mm^2 leakage of a logic "
+    "process or a measured accelerator's leakage per area was found, only fractions of total power"))
 SRAM_LEAKAGE_W_PER_MM2 = Figure(0.01, "W/mm^2", (
     "assumption: large SRAM macros leak less per mm^2 than logic (high-threshold bit cells, periphery "
-    "power-gated between accesses); a few tens of pW per bit at the nodes of the table, not scaled by node"))
-DRAM_BACKGROUND_W_PER_GIB = Figure(0.04, "W/GiB", (
-    "assumption: a DDR4 8 Gb die in precharge standby draws ~30 mA at 1.2 V (IDD2N, recalled from vendor "
-    "datasheets, not rechecked), ~36 mW per GiB, plus refresh; used for HBM stacks too"))
+    "power-gated between accesses); not scaled by node. Per bit, with the bit cells of BITCELLS over "
+    "SRAM_ARRAY_EFFICIENCY, it is ~1.8 nW/bit at 28 nm and ~0.39 nW/bit at 7 nm. Searched (pages corpus: 'SRAM "
+    "macro leakage per bit 7nm 16nm', 'FinFET SRAM standby leakage uA/Mb', 'SRAM array leakage per megabit "
+    "14nm 22nm'): the one measured macro figure found, Y. Wang et al. (Intel), 'A 1.1 GHz 12 uA/Mb-leakage "
+    "SRAM design in 65 nm ultra-low-power CMOS technology with integrated leakage reduction for mobile "
+    "applications' (ISSCC 2007 / JSSC 2008): 12 uA/Mb at its 0.5 V retention voltage, ~2 pA/bit in the array "
+    "(~6 pW/bit), is an ultra-low-power part in retention with leakage reduction, not the nominal-voltage "
+    "leakage of a high-performance accelerator's SRAM, so it is not used"))
+DRAM_BACKGROUND_W_PER_GIB = Figure(round(0.612 / 18 * 1.2 + 0.054 / 18 * 2.5, 4), "W/GiB", (
+    "Micron, '16GB (x72, ECC, DR) 260-Pin DDR4 SODIMM' data sheet MTA18ASF2G72HZ (asf18c2gx72hz.pdf, Rev. F "
+    "8/16), Table 15, values of the MT40A1G8 8 Gb DDR4 SDRAM (JEDEC JESD79-4 compliant) at DDR4-2400: "
+    "precharge standby current IDD2N 612 mA and active standby IPP current IPP3N 54 mA (the IPP figure that "
+    "applies to every IDD2x condition), all 18 dies of the module in that condition. Per 8 Gb (1 GiB) die: "
+    "34 mA x VDD 1.2 V + 3 mA x VPP 2.5 V = 40.8 + 7.5 = 48.3 mW, i.e. 0.0483 W/GiB (verified via the data "
+    "sheet's table as published online). Precharge standby: banks idle, clock running, not powered down. "
+    "Refresh is not included (it adds a few mW per GiB). Used for HBM stacks too: searched (pages corpus: "
+    "'HBM2 standby power per stack') for an HBM2 IDD2N-like figure and found none (JESD235 leaves IDD "
+    "limits to vendors)"))
 STATIC_POWER: tuple[Figure, ...] = (LOGIC_LEAKAGE_W_PER_MM2, SRAM_LEAKAGE_W_PER_MM2, DRAM_BACKGROUND_W_PER_GIB)
+STEP_DATAPATH: dict[str, tuple[str, str, str]] = {
+    "fp32": ("fp32", "fp32", "Horowitz's fp32 multiply and add"),
+    "tf32": ("fp16", "fp32", "TF32 multiplies 11-bit significands, fp16's multiplier width, and adds in fp32 (NVIDIA "
+                             "A100 Tensor Core GPU Architecture whitepaper, 2020: TF32 has FP16's 10-bit mantissa "
+                             "and accumulates in FP32); Horowitz's fp16 multiply, fp32 add"),
+    "bf16": ("fp16", "fp16", "Horowitz has no bf16: his fp16 (16-bit) figures stand for it, an upper bound since "
+                             "bf16's 8-bit significand multiplier is smaller than fp16's 11-bit one"),
+    "fp16": ("fp16", "fp16", "Horowitz's fp16 multiply and add"),
+    "fp8": ("int8", "int8", "assumption: Horowitz has no fp8; his int8 figures, the table's 8-bit datapath, stand "
+                            "for it (an fp8 multiplier is narrower, its adder needs alignment shifts)"),
+}
+"""Per step precision (hw/peaks.STEP_PRECISIONS): the table's (multiply, add) precisions its arithmetic is
+charged at, and why (cost/energy.unit_pj_per_op)."""
 PRECISION_OF_BYTES: dict[int, str] = {1: "int8", 2: "fp16", 4: "fp32"}
 """The datapath a unit is assumed to have when it names no `precision`: from the bytes the hardware stores a
 float32 in (hw.bytes_per_element["float32"]): int8 arrays quantize, 2-byte machines compute in fp16."""
@@ -221,6 +251,12 @@ def mac_energy_pj(precision: str, nm: int) -> float:
     """One multiply and one add at `precision` on node `nm`, pJ."""
     return (ARITHMETIC_45NM[(precision, "mult")].energy_pj + ARITHMETIC_45NM[(precision, "add")].energy_pj) \
         * energy_scale(nm)
+
+
+def step_mac_energy_pj(step_precision: str, nm: int) -> float:
+    """One multiply and one add of a step computing at `step_precision` (STEP_DATAPATH) on node `nm`, pJ."""
+    mult, add, _ = STEP_DATAPATH[step_precision]
+    return (ARITHMETIC_45NM[(mult, "mult")].energy_pj + ARITHMETIC_45NM[(add, "add")].energy_pj) * energy_scale(nm)
 
 
 def mac_area_um2(precision: str, nm: int) -> float:
@@ -272,5 +308,5 @@ def sram_static_w(area_mm2: float) -> float:
 
 
 def dram_static_w(capacity_bytes: int) -> float:
-    """Background and refresh power of `capacity_bytes` of DRAM or HBM, W."""
+    """Background (precharge standby) power of `capacity_bytes` of DRAM or HBM, W."""
     return capacity_bytes / 2**30 * DRAM_BACKGROUND_W_PER_GIB.value

@@ -20,7 +20,7 @@ from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.identity import identity_of
-from accelsim.hw.placement import placement_of
+from accelsim.hw.placement import placement_of, places_outputs
 from accelsim.schedule.kinds import TASK_KINDS, leaf_read_bytes, staged_bytes
 from accelsim.schedule.levels import (aligned, chip_list, dma_buffers, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
@@ -75,6 +75,11 @@ class WorkQueueRuntime:
                                                 for x in schedule.tensors
                                                 if x.task < 0 and x.chip < len(self.chips)
                                                 and placement_of(self.chips[x.chip])}
+        # a placement of outputs (gradients, activations, step results) fixes where a task writes: the runtime
+        # writes every output of such a chip where the schedule did
+        self.out_memory: dict[int, str] = {x.task: x.memory for x in schedule.tensors
+                                           if x.task >= 0 and x.chip < len(self.chips)
+                                           and places_outputs(self.chips[x.chip])}
         # a reader waits for its prefetches (ordering edges the runtime keeps, unlike the in-flight window's)
         self.staging = [[a for a in t.after if TASK_KINDS[tasks[a].kind].stages] for t in tasks]
         self.placed: dict[int, Port] = {}
@@ -157,8 +162,12 @@ class WorkQueueRuntime:
     def output_space(self, t: Task, resource: str):
         if not t.out_bytes:
             return
-        first = first_memory(self.chips[t.out_chip], resource, is_result(t.keep, t.phase))
-        mem = self.target(t.out_chip, t.out_bytes, first)
+        home = self.out_memory.get(t.id)
+        if home is not None:
+            mem = (t.out_chip, home)
+        else:
+            first = first_memory(self.chips[t.out_chip], resource, is_result(t.keep, t.phase))
+            mem = self.target(t.out_chip, t.out_bytes, first)
         self.waiting[t.id] = f"{t.out_bytes} B of space in {memory_label(*mem)}"
         yield from self.memories.take(mem, t.out_bytes)
         self.placed[t.id] = mem

@@ -4,7 +4,8 @@ each memory it is read from or written to and each link it crosses, and every co
 over the makespan, idle or not.
 
 What is charged, per task that ran (pJ figures from cost/energy.py):
-- arithmetic: its FLOPs at its unit's pJ/op (the unit it ran on, at that unit's precision).
+- arithmetic: its FLOPs at its unit's pJ/op (the unit it ran on, at the precision the step computes in:
+  cost/energy.op_precision; the unit's own without a step precision).
 - unit buffers: what the cost model charged it inside its unit (operand and input/output buffers), i.e. its
   cost-model energy (Task.energy_pj) less its arithmetic and its port traffic at its port memory; the
   schedule does not carry a unit's buffer traffic itself. Never negative. (A task carries the energy of its
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Iterable, Literal, Mapping, get_args
 
 from accelsim.cost.energy import chip_static_power, link_pj_per_byte, memory_pj_per_byte, unit_pj_per_op
+from accelsim.hw.precision import at_precision
 from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import topology_of
 from accelsim.schedule.collectives import links_of_schedule
@@ -117,7 +119,7 @@ def _unit_items(schedule: Schedule, hw: HwSpec, ran: list[int]) -> list[EnergyIt
         unit = next((u for u in chip.units if u.name == t.resource), None)
         if unit is None:
             continue
-        per_op = unit_pj_per_op(hw, chip, unit) or 0.0
+        per_op = unit_pj_per_op(hw, chip, unit, t.phase) or 0.0
         port = memory_pj_per_byte(chip, chip.memory(unit.reads[0])) or 0.0
         ops[unit.name] += t.flops
         arith[unit.name] += t.flops * per_op
@@ -245,6 +247,7 @@ def timeline_energy(schedule: Schedule, hw: HwSpec, ran: Iterable[int] | None = 
     asks about many subsets of one schedule."""
     if schedule.energy_pj is None:
         return None
+    hw = at_precision(hw, schedule.options.precision)  # ops at the step's precision, as compile resolved it
     facts = facts if facts is not None else timeline_facts(schedule, hw)
     ids = sorted(range(len(schedule.tasks)) if ran is None else set(ran))
     cycles = schedule.makespan_cycles if makespan_cycles is None else makespan_cycles

@@ -463,7 +463,8 @@ class Planner:
                     shards=self.zero.leaf_shards() if self.zero is not None else {},
                     masters=self.zero.master_shards() if self.zero is not None else {},
                     rank_twins=self.costs.rank_twins if self.ranks > 1 else (),
-                    leaf_class=self.prefetcher.classes if self.prefetcher.any else {})
+                    leaf_class=self.prefetcher.classes if self.prefetcher.any else {},
+                    out_class=self.prefetcher.out_classes)
 
 
 def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = None,

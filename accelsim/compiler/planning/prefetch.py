@@ -8,7 +8,8 @@ import math
 
 from accelsim.cost.energy import memory_pj_per_byte
 from accelsim.graph.ir import Graph
-from accelsim.hw.placement import ClassPlacement, dma_resource, placement_of
+from accelsim.hw.placement import ClassPlacement, dma_resource, placement_of, places_outputs
+from accelsim.memory_split import node_categories
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.schedule.identity import PER_STEP
 
@@ -30,6 +31,17 @@ def leaf_classes(graph: Graph) -> dict[int, str]:
     return out
 
 
+def output_classes(graph: Graph) -> dict[int, str]:
+    """Non-leaf node -> its output placement class (hw/placement.py): "gradients" for a parameter's gradient
+    node, "activations" for every other forward or backward node (memory_split.node_categories, which names
+    the same tensors in a chip's peak). Update nodes have none (placed as without a placement); a graph
+    without an optimizer (inference) has activations only."""
+    if graph.optimizer is None:
+        return {n.id: "activations" for n in graph.nodes if not n.is_leaf and n.phase != "update"}
+    return {i: c for i, c in node_categories(graph).items()
+            if c in ("gradients", "activations") and not graph.nodes[i].is_leaf}
+
+
 class Prefetcher:
     """Makes the prefetch tasks of one plan: which leaves stream on which chip, and at what cost."""
 
@@ -37,6 +49,8 @@ class Prefetcher:
         self.hw, self.chips = hw, chips
         self.classes = leaf_classes(graph)
         self.any = any(placement_of(c) for c in chips)
+        # non-leaf node -> its output class, when a chip places an output class; {} otherwise (the common case)
+        self.out_classes = output_classes(graph) if any(places_outputs(c) for c in chips) else {}
 
     def stream(self, chip: int, leaf: int) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when `leaf` streams on `chip`, else None."""

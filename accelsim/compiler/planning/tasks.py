@@ -80,6 +80,8 @@ class Plan:
     rank_twins: tuple[dict[int, int], ...] = ()
     # leaf -> its placement class (prefetch.leaf_classes), when a chip has a placement; {} otherwise
     leaf_class: dict[int, str] = field(default_factory=dict)
+    # non-leaf node -> its output class (prefetch.output_classes), when a chip places one; {} otherwise
+    out_class: dict[int, str] = field(default_factory=dict)
 
     def leaf_size(self, node: int, replica: int) -> int:
         """Bytes of leaf `node` as placed for `replica`: the whole leaf, its ZeRO shard, or its working copy

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
-from accelsim.schedule.levels import aligned, is_result, memory_order, preferred_memory, spill_cycles
+from accelsim.hw.placement import output_home
+from accelsim.schedule.levels import aligned, is_result, memory_of, memory_order, preferred_memory, spill_cycles
 from accelsim.schedule.plan import PER_STEP, Bounds, memory_label, resource_label
 from accelsim.schedule.ports import MILLI, port_capacities, unit_ports
 from accelsim.compiler.timing.priorities import longest_paths
@@ -37,7 +38,7 @@ def _forced(plan: Plan, hw: HwSpec) -> Forced:
     producer pays writing it there unless its unit writes that memory (levels.write_cycles), and a
     reader whose port is the fast memory lasts at least the time to stream it (levels.read_cycles).
     A step result that fits the chip's backing memory is always written there (levels.first_memory; the
-    scheduler waits for room there rather than place it elsewhere). Those bytes pass that memory's port
+    scheduler waits for room there rather than place it elsewhere), or where a placement puts step results. Those bytes pass that memory's port
     (levels.port_loads)."""
     pairs = _two_levels(plan)
     port_of = unit_ports(plan.chips)
@@ -56,7 +57,8 @@ def _forced(plan: Plan, hw: HwSpec) -> Forced:
                      if too_big(t.chip, plan.leaf_size(n, t.replica)))
         writes = t.out_bytes if t.out_bytes and too_big(t.out_chip, t.out_bytes) else 0
         out_chip = plan.chips[t.out_chip]
-        backing = memory_order(out_chip)[-1]
+        home = output_home(out_chip, plan.out_class.get(t.node), True) if plan.out_class else None
+        backing = memory_of(out_chip, home) if home is not None else memory_order(out_chip)[-1]
         result = (is_result(t.keep, t.phase) and t.out_bytes and len(out_chip.memories) > 1
                   and aligned(t.out_bytes) <= backing.capacity_bytes)
         least, loads = None, []

@@ -27,6 +27,7 @@ from accelsim.schedule.collectives import collective_links
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.schedule.kinds import TASK_KINDS, Holds
 from accelsim.schedule.kinds import leaf_read_bytes, staged_bytes
+from accelsim.hw.placement import output_home
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, dma_buffers, first_memory, is_result, leaf_home,
                                       memory_order, port_loads, preferred_memory, read_cycles, write_cycles)
 from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack
@@ -259,9 +260,11 @@ class ListScheduler:
                                f"leaf %{node} {plan.node_names[node]!r} (mb {mb}, replica {t.replica})", home=home)
         if not t.out_bytes:
             return start, 0
-        return self.mem.place(("out", t.id), t.out_chip, resource, is_result(t.keep, t.phase), t.out_bytes, start,
+        result = is_result(t.keep, t.phase)
+        home = output_home(plan.chips[t.out_chip], plan.out_class.get(t.node), result) if plan.out_class else None
+        return self.mem.place(("out", t.id), t.out_chip, resource, result, t.out_bytes, start,
                               f"the output of {t.kind} {t.op} %{t.node} {plan.node_names[t.node]!r} "
-                              f"(mb {t.microbatch}, replica {t.replica})")
+                              f"(mb {t.microbatch}, replica {t.replica})", home=home)
 
     def inputs(self, t: TaskSpec) -> list[tuple[str, int]]:
         """(memory, bytes) of the task's inputs placed so far: its dependences' outputs and its leaves (of a
@@ -387,6 +390,11 @@ class ListScheduler:
             data_ready = max(data_ready, self.dma_queue.get((t.chip, t.options[0][0]), 0))
         if self.gates is not None:
             data_ready = max(data_ready, self.gates.earliest(t.id))
+        for node, mb in t.reads:  # an input placed for an earlier reader is there from that reader's start on:
+            # a later-placed reader filling an earlier gap must not read it before (a no-op in a valid schedule)
+            block = self.mem.home.get(("leaf", node, mb, t.replica, t.chip)) if mb != PER_STEP else None
+            if block is not None:
+                data_ready = max(data_ready, block.start)
         best = None
         inputs = self.inputs(t)
         for resource, instances, cycles in t.options:
