@@ -62,10 +62,12 @@ FLAGS: dict[str, Flag] = {
                              "e.g. h4,h8: one layer name per stage after the first"),
     "precision": Flag({"choices": STEP_PRECISIONS, "default": None},
                       "default: as the hardware file says; a unit without a peak for it is refused"),
+    "fusion": Flag({"default": "off", "metavar": "off|auto|T"},
+                   "default off; the fused layers' nodes are named 'layer[tile t/T]' in the per-layer table"),
 }
 PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split",
             "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries",
-            "precision")
+            "precision", "fusion")
 """The flags of every command that compiles a step; `remat` and `exact` go with the commands that build and
 solve the whole step (run, compile, check)."""
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from accelsim.errors import ScheduleError
 from accelsim.hw.peaks import STEP_PRECISIONS, StepPrecision  # noqa: F401  (re-exported: the precision words)
 from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
+from accelsim.passes.fuse_layers import FUSION_TILES
 from accelsim.pydantic_errors import describe_errors
 
 MAX_STEP_OPTION = 1_000_000
@@ -39,6 +40,8 @@ SPLIT_WORDS: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 """The pipeline schedules a step may follow (compiler/hierarchy/schedules.py defines them)."""
 GRANULARITIES = ("auto", "task", "stage")
+FUSION_WORDS = ("off", "auto")
+"""`fusion` besides a tile count (FUSION_TILES)."""
 EFFORTS = ("fast", "default", "thorough")
 
 
@@ -94,15 +97,33 @@ class StepOptions(BaseModel):
                                   "as AMP and Megatron-LM train); units run at their declared "
                                   "peak for it (None: the hardware's bytes_per_element and unit rates as they are)")
 
+    fusion: Literal["off", "auto", 2, 4, 8, 16] = Field(
+        default="off", description="layer fusion of an inference step: chains of conv, pool and elementwise layers "
+                                   "computed depth-first in tiles along H: off, a tile count (2, 4, 8, 16), or auto: "
+                                   "compile the step unfused and at each tile count and keep the shortest (then "
+                                   "the fewest DRAM bytes), the unfused one on a tie")
+
     ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
                                               "virtual_stages", "granularity", "effort", "stage_layers",
-                                              "stage_boundaries", "precision")
+                                              "stage_boundaries", "precision", "fusion")
     """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
 
     @field_validator("split", mode="before")
     @classmethod
     def _split_words(cls, value: Any) -> Any:
         return split_word(value)
+
+    @field_validator("fusion", mode="before")
+    @classmethod
+    def _fusion_word(cls, value: Any) -> Any:
+        """"off", "auto" or a tile count; the CLI's and YAML's text "4" is the count 4."""
+        if isinstance(value, str) and value.strip().isdecimal():
+            value = int(value.strip())
+        if value in FUSION_WORDS and isinstance(value, str) or (
+                isinstance(value, int) and not isinstance(value, bool) and value in FUSION_TILES):
+            return value
+        raise ValueError(f"expected 'off', 'auto' or a tile count ({', '.join(map(str, FUSION_TILES))}), "
+                         f"got {value!r:.40}")
 
     @field_validator("stage_layers", "stage_boundaries", mode="before")
     @classmethod
