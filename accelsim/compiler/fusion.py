@@ -1,7 +1,8 @@
 """The `fusion` step option (Graph, HwSpec, StepOptions -> the step compiled fused or not): a tile count
 fuses every chain of the inference graph into that many tiles (passes/fuse_layers.py), and `auto` compiles
 the step unfused and at each tile count and keeps the shortest, then the one moving the fewest DRAM bytes
-(the unfused step on a tie), as compile keeps a split plan only when it is shorter.
+(the unfused step on a tie), as compile keeps a split plan only when it is shorter. The schedule records
+the count it used (`options.fusion`; "off" when auto kept the unfused step).
 
 A fused step is the schedule of the rewritten graph: its source records the fusion pass like any pass
 optimize applied, so `check` and `simulate` rebuild the fused graph from a zoo model's schedule.
@@ -39,24 +40,40 @@ def dram_bytes(schedule: Schedule, hw: HwSpec) -> int:
     return total
 
 
-def fused(graph: Graph, hw: HwSpec, tiles: int) -> tuple[Graph | None, str]:
-    """`graph` with every chain fused into `tiles` tiles by the verified pass, or None and why not."""
+def fused(graph: Graph, hw: HwSpec | None, tiles: int) -> tuple[Graph | None, str, tuple[str, ...]]:
+    """`graph` with every chain fused into `tiles` tiles by the verified pass (the numeric check on when
+    `hw` is given: compiling; off when replaying a schedule's choice), or None and why not; and the pass's
+    rewrite lines (the fusion groups)."""
     later = training_node(graph)
     if later is not None:
         return None, (f"layer fusion applies to inference graphs, and {graph.name!r} has {later.phase} node "
-                      f"%{later.id} {later.name!r}: the backward pass reads the intermediates fusion keeps on chip")
+                      f"%{later.id} {later.name!r}: the backward pass reads the intermediates fusion keeps on "
+                      "chip"), ()
     plan = plan_fusion(graph, tiles)
     if not plan.chains:
         why = "; ".join(plan.refused[:3]) + (f"; and {len(plan.refused) - 3} more" if len(plan.refused) > 3 else "")
-        return None, f"no chain of {graph.name!r} fuses into {tiles} tiles ({why or 'it has no conv or pool chain'})"
+        return None, f"no chain of {graph.name!r} fuses into {tiles} tiles ({why or 'it has no conv or pool chain'})", ()
     try:
-        out, log = optimize_with_log(graph, [pass_name(tiles)], hw=hw)
+        out, log = optimize_with_log(graph, [pass_name(tiles)], hw=hw, verify=hw is not None)
     except AccelsimError as e:
-        return None, str(e)
+        return None, str(e), ()
     record = log.records[0]
     if record.status != "applied":
-        return None, f"{record.label} {record.status}: {record.reason or 'nothing matched'}"
-    return out, ""
+        return None, f"{record.label} {record.status}: {record.reason or 'nothing matched'}", ()
+    return out, "", record.rewrites
+
+
+def step_graph(graph: Graph, schedule: Schedule) -> tuple[Graph, tuple[str, ...]]:
+    """The graph `schedule` was compiled from, given the graph handed to compile: fused as the schedule's
+    resolved `fusion` says (the same deterministic pass), and the fusion groups (one line per chain)."""
+    tiles = schedule.options.fusion
+    if tiles == "off":
+        return graph, ()
+    out, why, groups = fused(graph, None, tiles)
+    if out is None:
+        raise ScheduleError(f"the schedule of {schedule.graph_name!r} was compiled with fusion={tiles}, which does "
+                            f"not apply to graph {graph.name!r}: {why}")
+    return out, groups
 
 
 def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step: CompileStep) -> Schedule:
@@ -65,16 +82,16 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
     unfused_options = options.model_copy(update={"fusion": "off"})
     compile_step = _task_level(compile_step)
     if options.fusion != "auto":
-        graph_fused, why = fused(graph, hw, options.fusion)
+        graph_fused, why, _ = fused(graph, hw, options.fusion)
         if graph_fused is None:
             raise ScheduleError(f"fusion={options.fusion}: {why}; compile with fusion='off'")
-        return _recorded(compile_step(graph_fused, unfused_options), options)
+        return _recorded(compile_step(graph_fused, unfused_options), options.fusion)
     best = compile_step(graph, unfused_options)
     best_key = (best.makespan_cycles, dram_bytes(best, hw))
     if training_node(graph) is not None:
-        return _recorded(best, options)
+        return best
     for tiles in FUSION_TILES:
-        graph_fused, _ = fused(graph, hw, tiles)
+        graph_fused, _, _ = fused(graph, hw, tiles)
         if graph_fused is None:
             continue
         try:
@@ -83,8 +100,8 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
             continue
         key = (candidate.makespan_cycles, dram_bytes(candidate, hw))
         if key < best_key:
-            best, best_key = candidate, key
-    return _recorded(best, options)
+            best, best_key = _recorded(candidate, tiles), key
+    return best
 
 
 def _task_level(compile_step: CompileStep) -> CompileStep:
@@ -93,13 +110,15 @@ def _task_level(compile_step: CompileStep) -> CompileStep:
     def run(graph: Graph, options: StepOptions) -> Schedule:
         out = compile_step(graph, options)
         if not isinstance(out, Schedule):
-            raise ScheduleError(f"fusion={options.fusion!r} compiles {graph.name!r} at stage granularity, where "
+            raise ScheduleError(f"layer fusion compiles {graph.name!r} at stage granularity, where "
                                 "fused tiles are not scheduled as tasks; compile with granularity='task' or "
                                 "fusion='off'")
         return out
     return run
 
 
-def _recorded(schedule: Schedule, options: StepOptions) -> Schedule:
-    """`schedule` recording the fusion option it was compiled under (the passes it applied are in its source)."""
-    return schedule.model_copy(update={"options": schedule.options.model_copy(update={"fusion": options.fusion})})
+def _recorded(schedule: Schedule, tiles: int) -> Schedule:
+    """`schedule` (compiled with fusion off) recording the tile count its graph was fused with, as compile
+    records options it resolved (`auto` becomes the count kept, or "off": then the schedule is the unfused
+    one, byte for byte)."""
+    return schedule.model_copy(update={"options": schedule.options.model_copy(update={"fusion": tiles})})

@@ -122,8 +122,7 @@ class StepOptions(BaseModel):
         if value in FUSION_WORDS and isinstance(value, str) or (
                 isinstance(value, int) and not isinstance(value, bool) and value in FUSION_TILES):
             return value
-        raise ValueError(f"expected 'off', 'auto' or a tile count ({', '.join(map(str, FUSION_TILES))}), "
-                         f"got {value!r:.40}")
+        raise ValueError(f"expected 'off', 'auto' or a tile count ({', '.join(map(str, FUSION_TILES))})")
 
     @field_validator("stage_layers", "stage_boundaries", mode="before")
     @classmethod
