@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from accelsim.errors import AccelsimError, ScheduleError
+from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 from accelsim.passes.fuse_chains import plan_fusion
@@ -78,7 +78,8 @@ def step_graph(graph: Graph, schedule: Schedule) -> tuple[Graph, tuple[str, ...]
 
 def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step: CompileStep) -> Schedule:
     """The step under `options.fusion` (module docstring); `compile_step` compiles one candidate with fusion
-    off. A tile count that fuses nothing, or a training graph, is refused naming why."""
+    off. A tile count that fuses nothing, or a training graph, is refused naming why; `auto` also keeps a
+    fused step where the unfused one does not fit memory."""
     unfused_options = options.model_copy(update={"fusion": "off"})
     compile_step = _task_level(compile_step)
     if options.fusion != "auto":
@@ -86,10 +87,13 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
         if graph_fused is None:
             raise ScheduleError(f"fusion={options.fusion}: {why}; compile with fusion='off'")
         return _recorded(compile_step(graph_fused, unfused_options), options.fusion)
-    best = compile_step(graph, unfused_options)
-    best_key = (best.makespan_cycles, dram_bytes(best, hw))
     if training_node(graph) is not None:
-        return best
+        return compile_step(graph, unfused_options)
+    try:
+        best: Schedule | None = compile_step(graph, unfused_options)
+        best_key = (best.makespan_cycles, dram_bytes(best, hw))
+    except MemoryFitError as e:  # fused tiles may fit where the whole layers do not
+        best, best_key, unfused_error = None, None, e
     for tiles in FUSION_TILES:
         graph_fused, _, _ = fused(graph, hw, tiles)
         if graph_fused is None:
@@ -99,8 +103,10 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
         except AccelsimError:  # a fused step that does not fit or compile is not a candidate
             continue
         key = (candidate.makespan_cycles, dram_bytes(candidate, hw))
-        if key < best_key:
+        if best_key is None or key < best_key:
             best, best_key = _recorded(candidate, tiles), key
+    if best is None:
+        raise unfused_error
     return best
 
 
