@@ -91,3 +91,10 @@ def test_the_cli_compiles_a_fused_step_and_prints_its_groups(tmp_path, capsys):
     assert main(["compile", "--model", "superres", "--inference", "--hw", "tpu_v1_like", "--fusion", "3",
                  "-o", str(out)]) == 1
     assert "fusion: expected 'off', 'auto' or a tile count" in capsys.readouterr().err
+
+
+def test_the_cli_prints_nothing_of_fusion_for_an_unfused_step(tmp_path, capsys):
+    assert main(["compile", "--model", "superres", "--inference", "--set", "size=8", "--set", "width=4",
+                 "--hw", "tpu_v1_like", "--effort", "fast", "-o", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert "fusion" not in out and not out.startswith("\n")

@@ -158,7 +158,8 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
     seconds = time.perf_counter() - start
     if isinstance(schedule, Schedule):  # a fused step is the schedule of the fused graph
         graph, groups = fused_step_graph(graph, schedule)
-        print("\n".join(f"fusion: {line}" for line in groups))
+        for line in groups:
+            print(f"fusion: {line}")
     return Compiled(hw, graph, schedule, seconds, note)
 
 
