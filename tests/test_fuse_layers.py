@@ -143,3 +143,16 @@ def test_fusion_is_deterministic_and_every_tile_count_has_a_pass():
     assert [pass_name(t) for t in FUSION_TILES] == [f"fuse_layers_t{t}" for t in FUSION_TILES]
     assert all(name in A.passes.PASSES for name in map(pass_name, FUSION_TILES))
     assert fuse_layers(_chain(), 4).graph.dump() == fuse_layers(_chain(), 4).graph.dump()
+
+
+def test_a_residual_read_by_the_chain_is_sliced_to_each_tiles_rows():
+    g = A.Graph("residual", dtype="float64")
+    x = g.input("x", (1, 3, 10, 6))
+    y = F.relu(F.conv2d(x, g.param("w1", (3, 3, 3, 3)), padding=1))
+    y = F.relu(F.conv2d(y, g.param("w2", (3, 3, 3, 3)), padding=1) + x)
+    g.output("out", y)
+    out = fuse_layers(g, 2)
+    assert len(out.rewrites) == 1
+    residual_slices = [n for n in out.graph.nodes if n.op == "slice" and n.shape[2] == 5]
+    assert len(residual_slices) == 2  # the add reads rows 0..4 and 5..9 of x, the convs a halo more
+    _assert_same(g, out.graph, 1e-12)
