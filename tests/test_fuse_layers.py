@@ -62,6 +62,7 @@ def test_float32_fused_values_equal_the_unfused_to_rounding():
 def test_tile_nodes_are_named_after_their_layer_and_tile():
     names = set(layer_names(fuse_layers(_chain(), 2).graph))
     assert {"c1[tile 1/2]", "c1[tile 2/2]", "pool[tile 2/2]", "c2[tile 1/2]", "pool2[tile 2/2]"} <= names
+    assert "layers c1 .. pool2 -> 2 tiles along H" in fuse_layers(_chain(), 2).rewrites[0]
 
 
 def test_the_band_of_a_window_is_its_receptive_field_with_the_halo():

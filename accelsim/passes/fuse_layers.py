@@ -139,8 +139,9 @@ def fuse_layers(graph: Graph, tiles: int, only: frozenset[int] | None = None) ->
             rb.copy(old)
             continue
         out, halo = _fuse(rb, chain, tiles, names)
-        if not rb.replace(old, out, f"chain {chain.describe()} -> {tiles} tiles along H, {halo} halo row(s) "
-                                    "recomputed"):
+        group = f"layers {names[chain.anchor]} .. {names[chain.last.id]}"
+        if not rb.replace(old, out, f"chain {chain.describe()}, {group} -> {tiles} tiles along H, {halo} halo "
+                                    "row(s) recomputed"):
             rb.copy(old)
             continue
         rb.site(chain.anchor)
