@@ -98,3 +98,9 @@ def test_the_cli_prints_nothing_of_fusion_for_an_unfused_step(tmp_path, capsys):
                  "--hw", "tpu_v1_like", "--effort", "fast", "-o", str(tmp_path / "s.json")]) == 0
     out = capsys.readouterr().out
     assert "fusion" not in out and not out.startswith("\n")
+
+
+def test_fusion_on_a_chip_without_a_data_movement_unit_is_refused_naming_the_node():
+    # bespoke_superres has no unit for the tiles' slices, padding blocks and concat
+    with pytest.raises(ScheduleError, match=r"fuse_layers_t2 skipped: no unit of bespoke_superres runs"):
+        A.compile(_superres(), "bespoke_superres", fusion=2)
