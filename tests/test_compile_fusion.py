@@ -104,3 +104,19 @@ def test_fusion_on_a_chip_without_a_data_movement_unit_is_refused_naming_the_nod
     # bespoke_superres has no unit for the tiles' slices, padding blocks and concat
     with pytest.raises(ScheduleError, match=r"fuse_layers_t2 skipped: no unit of bespoke_superres runs"):
         A.compile(_superres(), "bespoke_superres", fusion=2)
+
+
+def test_a_sweep_point_simulates_and_checks_its_fused_step(tmp_path):
+    import yaml
+
+    from accelsim.dse.evaluate import evaluate_point, load_spec, spec_payload
+
+    path = tmp_path / "fusion.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "fusion_point", "hw": "tpu_v1_like", "model": "superres", "model_options": {"size": 8, "width": 4},
+        "options": {"training": False, "simulate": True, "check": True, "effort": "fast"},
+        "parameters": {"options.fusion": ["off", "2"]}, "search": {"method": "grid"},
+        "metrics": ["makespan_cycles", "simulated_makespan_cycles"]}))
+    record = evaluate_point(spec_payload(load_spec(path)), {"options.fusion": "2"})
+    assert record["error"] == "" and record["metrics"]["check_passed"] == 1.0
+    assert record["metrics"]["simulated_makespan_cycles"] == record["metrics"]["makespan_cycles"]
