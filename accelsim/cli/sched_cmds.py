@@ -36,6 +36,7 @@ from accelsim.cli.step_flags import PARALLEL, add_step_flags, step_options
 from accelsim.passes.table import AUTO
 from accelsim.report import run_summary
 from accelsim.compiler import compile as compile_schedule
+from accelsim.compiler.fusion import step_graph as fused_step_graph
 from accelsim.compiler.hierarchy.layer_templates import Recipe, recipe
 from accelsim.compiler.hierarchy.step import StageStep, compile_recipe_step, granularity_and_tasks
 from accelsim.compiler.planning.partition_report import partition_report
@@ -158,7 +159,12 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
     start = time.perf_counter()
     with phase(f"compiling the schedule{exact}"):
         schedule = compile_schedule(graph, hw, step_options(args), limits=limits)
-    return Compiled(hw, graph, schedule, time.perf_counter() - start, note)
+    seconds = time.perf_counter() - start
+    if isinstance(schedule, Schedule):  # a fused step is the schedule of the fused graph
+        graph, groups = fused_step_graph(graph, schedule)
+        for line in groups:
+            print(f"fusion: {line}")
+    return Compiled(hw, graph, schedule, seconds, note)
 
 
 def _step_header(s: RunSummary, c: Compiled) -> str:

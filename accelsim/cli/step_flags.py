@@ -65,10 +65,12 @@ FLAGS: dict[str, Flag] = {
     "mapping": Flag({"default": None, "metavar": "FILE"},
                     "YAML or JSON by layer name and unit, as --mapping-out writes it; a layer given only "
                     "`dataflow: ws` keeps that dataflow and searches the rest; units need `mapping: search`"),
+    "fusion": Flag({"default": "off", "metavar": "off|auto|T"},
+                   "default off; the fused layers' nodes are named 'layer[tile t/T]' in the per-layer table"),
 }
 PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split",
             "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries",
-            "precision")
+            "precision", "fusion")
 """The flags of every command that compiles a step; `remat` and `exact` go with the commands that build and
 solve the whole step (run, compile, check)."""
 

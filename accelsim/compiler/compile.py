@@ -16,6 +16,7 @@ from accelsim.limits import (DEFAULT_LIMITS, Limits, check_step_options, check_s
 from accelsim.compiler.timing.bounds import lower_bounds
 from accelsim.compiler.exact import MAX_EXACT_TASKS
 from accelsim.compiler.exact_step import check_exact_step, exact_seconds, solve_step
+from accelsim.compiler.fusion import compile_fusion
 from accelsim.compiler.hierarchy.step import StageStep, compile_stage_step, granularity_and_tasks
 from accelsim.compiler.planning.expand import CostTable, expand
 from accelsim.compiler.planning.tasks import Plan
@@ -190,7 +191,9 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
     "task" schedules every task (a Schedule); "stage" measures each stage's work from one micro-batch and
     composes the step under `pipeline_schedule` (a StageStep, compiler/hierarchy/step.py; the step's size
     limit applies to that one micro-batch); "auto" (default) is "task" up to AUTO_STAGE_TASKS estimated
-    tasks and "stage" above."""
+    tasks and "stage" above. `fusion`: "off" (default), a tile count (2, 4, 8, 16) or "auto": layer fusion of
+    an inference step (compiler/fusion.py); the schedule is of the fused graph, which its source records, so
+    a graph without a model source is checked with graph=A.optimize(graph, ["fuse_layers_t<T>"])."""
     if not isinstance(graph, Graph):
         raise AccelsimError(f"compile needs an accelsim Graph (from A.models.build or A.Graph), got "
                             f"{type(graph).__name__}")
@@ -198,6 +201,8 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
     if not isinstance(validate, bool):
         raise AccelsimError(f"validate must be True or False, got {validate!r}")
     options = _options(graph, options, step)
+    if options.fusion != "off":  # compiles the step (or each candidate) with fusion off (compiler/fusion.py)
+        return compile_fusion(graph, hw, options, lambda g, o: compile(g, hw, o, validate=validate, limits=limits))
     hw = at_precision(hw, options.precision)  # bytes and unit rates at the step's precision (hw/precision.py)
     graph = _rematerialized(graph, options.remat)
     granularity, tasks = granularity_and_tasks(graph, options, len(chip_list(hw)), limits or DEFAULT_LIMITS)

@@ -17,6 +17,7 @@ from accelsim.limits import DEFAULT_LIMITS, check_eval_size
 from accelsim.passes import inference_graph
 from accelsim.pydantic_errors import describe_errors
 from accelsim.compiler import compile as compile_schedule
+from accelsim.compiler.fusion import step_graph as fused_step_graph
 from accelsim.compiler.hierarchy.step import task_schedule
 from accelsim.schedule.plan import Schedule, hw_hash
 from accelsim.dse.checks import constraints
@@ -120,6 +121,7 @@ def _run(spec: SweepSpec, params: dict[str, Any], record: dict[str, Any]) -> Non
         record["fits"] = False
         raise
     record["fits"] = True
+    graph, _ = fused_step_graph(graph, schedule)  # a fused step is the schedule of the fused graph
     summary = run_summary(schedule, hw)
     record["metrics"] = measure(Outcome(summary))  # kept if the replay or the check fails
     simulated = passed = None

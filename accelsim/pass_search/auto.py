@@ -295,7 +295,7 @@ def auto_search(graph: Graph, hw: HwSpec, ref: equivalence.Reference | None, lim
     search = _Search(graph, hw, ref, limits, options, progress)
     root, _ = search.state(graph, (), (), None, "baseline", floor=True)
     kind = graph_kind(graph)
-    passes = [p for p in PASSES.values() if kind in p.applies_to]
+    passes = [p for p in PASSES.values() if kind in p.applies_to and p.searched]
     pipelines = _floor(search, root, passes)
     floor_compiles = search.compiles
     best = _best(list(search.states.values()))

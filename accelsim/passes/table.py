@@ -16,6 +16,7 @@ from accelsim.passes.cse import run as cse
 from accelsim.passes.fold_batchnorm import run as fold_batchnorm
 from accelsim.passes.fuse_elementwise import run as fuse_elementwise
 from accelsim.passes.fuse_epilogue import run as fuse_epilogue
+from accelsim.passes.fuse_layers import FUSION_TILES, pass_name, runner as fuse_layers
 from accelsim.passes.fuse_optimizer import run as fuse_optimizer
 from accelsim.passes.kind import GRAPH_KINDS
 from accelsim.passes.merge_parallel import run_convs, run_qkv
@@ -37,6 +38,9 @@ class PassDef:
     # a sited pass reports the anchor of each place it rewrites (Rewrite.sites) and takes
     # run(graph, only=frozenset of anchor ids) to rewrite only those: the `auto` search chooses where
     sited: bool = False
+    # False: the `auto` search over passes leaves it out (layer fusion is chosen by the compiler's `fusion`
+    # step option, which compiles the step with and without it)
+    searched: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not callable(self.run):
@@ -44,8 +48,9 @@ class PassDef:
                              f"got run={self.run!r}")
         if self.name == AUTO:
             raise GraphError(f"pass name {AUTO!r} is reserved for the search over passes (pass_search/auto.py)")
-        if not isinstance(self.sited, bool):
-            raise GraphError(f"pass {self.name!r}: sited must be True or False, got {self.sited!r}")
+        if not isinstance(self.sited, bool) or not isinstance(self.searched, bool):
+            raise GraphError(f"pass {self.name!r}: sited and searched must be True or False, got "
+                             f"{self.sited!r}, {self.searched!r}")
         if not self.applies_to or any(k not in GRAPH_KINDS for k in self.applies_to):
             raise GraphError(f"pass {self.name!r}: applies_to must name some of {GRAPH_KINDS}, got {self.applies_to!r}")
 
@@ -72,4 +77,9 @@ PASSES: dict[str, PassDef] = {p.name: p for p in (
     PassDef("fuse_optimizer", fuse_optimizer, ("training",),
             "each layer's Adam or SGD update nodes (~14 elementwise nodes per parameter) -> one multi-tensor "
             "fused_adam/fused_sgd node per layer and rank"),
-)}
+) + tuple(
+    PassDef(pass_name(t), fuse_layers(t), ("inference",),
+            f"layer fusion: each chain of consecutive conv/pool/elementwise layers whose intermediates have no "
+            f"other reader -> {t} depth-first tiles along H (halo rows recomputed, weights read per tile), then "
+            f"a concat", sited=True, searched=False)
+    for t in FUSION_TILES)}

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from accelsim.errors import ScheduleError
 from accelsim.hw.peaks import STEP_PRECISIONS, StepPrecision  # noqa: F401  (re-exported: the precision words)
 from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
+from accelsim.passes.fuse_layers import FUSION_TILES
 from accelsim.pydantic_errors import describe_errors
 from accelsim.schedule.mapping_file import mapping_entries, read_mapping_file
 from accelsim.mapping.entry import LayerMapping
@@ -42,6 +43,8 @@ SPLIT_WORDS: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 """The pipeline schedules a step may follow (compiler/hierarchy/schedules.py defines them)."""
 GRANULARITIES = ("auto", "task", "stage")
+FUSION_WORDS = ("off", "auto")
+"""`fusion` besides a tile count (FUSION_TILES)."""
 EFFORTS = ("fast", "default", "thorough")
 
 
@@ -103,15 +106,32 @@ class StepOptions(BaseModel):
                                   "...) limits the search, layers not named are searched (None: all searched); a "
                                   "schedule records the mappings chosen, not this request")
 
+    fusion: Literal["off", "auto", 2, 4, 8, 16] = Field(
+        default="off", description="layer fusion of an inference step: chains of conv, pool and elementwise layers "
+                                   "computed depth-first in tiles along H: off, a tile count (2, 4, 8, 16), or auto: "
+                                   "compile the step unfused and at each tile count and keep the shortest (then "
+                                   "the fewest DRAM bytes), the unfused one on a tie")
+
     ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
                                               "virtual_stages", "granularity", "effort", "stage_layers",
-                                              "stage_boundaries", "precision", "mapping")
+                                              "stage_boundaries", "precision", "mapping", "fusion")
     """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
 
     @field_validator("split", mode="before")
     @classmethod
     def _split_words(cls, value: Any) -> Any:
         return split_word(value)
+
+    @field_validator("fusion", mode="before")
+    @classmethod
+    def _fusion_word(cls, value: Any) -> Any:
+        """"off", "auto" or a tile count; the CLI's and YAML's text "4" is the count 4."""
+        if isinstance(value, str) and value.strip().isdecimal():
+            value = int(value.strip())
+        if value in FUSION_WORDS and isinstance(value, str) or (
+                isinstance(value, int) and not isinstance(value, bool) and value in FUSION_TILES):
+            return value
+        raise ValueError(f"expected 'off', 'auto' or a tile count ({', '.join(map(str, FUSION_TILES))})")
 
     @field_validator("stage_layers", "stage_boundaries", mode="before")
     @classmethod
