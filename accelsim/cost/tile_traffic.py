@@ -41,8 +41,8 @@ circle (after its last block comes its first again), so going back means going f
   more: a row across a move boundary costs two turns, not one (_read_down). Found by tracing SCALE-Sim's replay
   fold by fold on the held-out is case c16o48k5s2_24 of tests/data/scalesim_bandwidth_strided.json (its window
   turned twice where the model turned once), then seen the same on superres conv4 (is, 128 kB, a tuning case);
-  so for this rule that held-out case is not a clean one. A conv's
-  stationary im2col tile repeats pixels. Under stride s, row (ky, kx, c) at output pixel
+  so for this rule that held-out case is not a clean one.
+  A conv's stationary im2col tile repeats pixels. Under stride s, row (ky, kx, c) at output pixel
   (oy, ox) reads input (oy*s + ky, ox*s + kx), the input pixel that row (ky, kx - s*j, c) reads j output
   pixels on, so a row's copies are the kernel columns kx' = kx (mod s) of its kernel row, s*C rows apart (none
   when s >= kw), and a kernel row's copies are the rows s kernel rows down, out_w pixels back (none when s >= kh).
@@ -68,7 +68,7 @@ the stream's layout (os: a pixel's column of its row fold's tile; ws: a pixel's 
 a pixel's column of its unrolled tile). No constant is fitted: it is the layer's geometry. accelsim's own
 convs (floor-sized output) have no such window and pass no input extents.
 fold_window_moves() follows the window fold by fold (each fold's demand is one contiguous range of the
-stream, so a fold costs O(1)); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
+stream, so a fold costs O(1), a stationary one O(1) per turn of the window); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
 fetched elements = the initial fill (the active part, or the whole stream padded to whole array tiles when
 smaller) + moves x (S - A).
 
@@ -251,18 +251,17 @@ def fold_window_moves(stream: Stream, folds: Iterable[tuple[int, int, int]], fol
         return 0
     start = moves = followed = 0
     for block, first_row, end_row in itertools.islice(folds, FOLD_LIMIT):
-        lo, hi = stream.demand(block, first_row, end_row)
-        lo_set, hi_set = lo // per_block, hi // per_block
         if stream.diagonal:  # a streamed tile: read forward from its first block to its last
+            lo, hi = stream.demand(block, first_row, end_row)
+            lo_set, hi_set = lo // per_block, hi // per_block
             ahead = (lo_set - start) % nsets
             step = _moves_to(ahead, n_active, n_moved)
             step += _moves_to(ahead - step * n_moved + hi_set - lo_set, n_active, n_moved)
+            start = (start + step * n_moved) % nsets
         else:  # a stationary tile: installed from its last row back to its first
             step, start = _read_down(stream, (block, first_row, end_row), start, per_block, nsets, n_active,
                                      n_moved)
-            moves, followed = moves + step, followed + 1
-            continue
-        start, moves, followed = (start + step * n_moved) % nsets, moves + step, followed + 1
+        moves, followed = moves + step, followed + 1
     return moves if fold_count <= followed else -(-moves * fold_count // followed)
 
 
