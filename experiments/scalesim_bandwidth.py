@@ -292,21 +292,31 @@ def emulate(case: dict):
                                  case["dataflow"], *buffers)
 
 
+def scalesim_layer(case: dict) -> tuple[int, int, int, int, tuple[int, ...] | None]:
+    """The workload SCALE-Sim ran, as the tile model takes it: (batch, m, k, n, im2col). A conv's output is
+    SCALE-Sim's ceil((H + 2p - k + s) / s) a side (one window more than accelsim's floor((H + 2p - k) / s) + 1
+    where s does not divide H + 2p - k), with the padded input's extents so the windows off it are holes."""
+    if case["kind"] != "conv":
+        return accelsim_view(case)[:4] + (None,)
+    stride = case["stride"][1]
+    in_h, in_w = case["h"] + 2 * case["padding"][0], case["w"] + 2 * case["padding"][1]
+    out_h, out_w = (-(-(size - kernel + stride) // stride) for size, kernel in ((in_h, case["kh"]), (in_w, case["kw"])))
+    assert case["n"] == 1, f"{case['id']}: SCALE-Sim's reference convs are batch 1"
+    return (1, out_h * out_w, case["kh"] * case["kw"] * case["c"], case["o"],
+            (case["c"], case["kw"], out_w, stride, in_w, in_h))
+
+
 def tile_model(case: dict) -> tuple[int, int]:
-    """accelsim's own tile-level model (accelsim.cost.tile_traffic) on one case: (cycles from the first MAC to
-    the last output, as SCALE-Sim's Total Cycles count them: the model leaves the fill and drain to the
-    neighbouring nodes; DRAM words, ifmap + filter + ofmap)."""
+    """accelsim's own tile-level model (accelsim.cost.tile_traffic) on one case, given the layer SCALE-Sim ran
+    (scalesim_layer): (cycles from the first MAC to the last output, as SCALE-Sim's Total Cycles count them: the
+    model leaves the fill and drain to the neighbouring nodes; DRAM words, ifmap + filter + ofmap)."""
     from accelsim.cost.systolic import gemm_cycles
     from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
 
-    batch, m, k, n = accelsim_view(case)
+    batch, m, k, n, im2col = scalesim_layer(case)
     compute = gemm_cycles(m, k, n, case["rows"], case["cols"], case["dataflow"], batch).compute_cycles
     buffers = BufferConfig(*(case[f"{operand}_sram_kb"] * 1024 for operand in ("ifmap", "filter", "ofmap")),
                            case["bandwidth_words_per_cycle"])
-    im2col = None
-    if case["kind"] == "conv":
-        out_w = (case["w"] + 2 * case["padding"][1] - case["kw"]) // case["stride"][1] + 1
-        im2col = (case["c"], case["kw"], out_w, case["stride"][1])
     t = tile_traffic(batch, m, k, n, case["rows"], case["cols"], case["dataflow"], compute,
                      case["word_size_bytes"], buffers, im2col=im2col)
     return t.total_cycles, t.input_fetch_elems + t.weight_fetch_elems + t.output_write_elems

@@ -12,10 +12,11 @@ experiments/scalesim_bandwidth.py (USER bandwidth mode) in a throw-away virtuale
     .venv/bin/python experiments/scalesim_strided.py        # SCALE-Sim (a few CPU minutes), JSON, table
     .venv/bin/python experiments/scalesim_strided.py --table-only
 
-After the table it prints the tile model's errors over all three reference files twice: given accelsim's layer
-(a conv's output floor((H + 2p - k) / s) + 1 wide, as tests/test_tile_traffic_vs_scalesim.py does) and given the
-layer SCALE-Sim ran (ceil((H + 2p - k + s) / s) wide: one window column and row more where the stride does not
-divide H + 2p - k; those windows run off the padded input, so SCALE-Sim's stream skips their missing pixels).
+After the table it prints the tile model's errors over all three reference files, the model given the layer
+SCALE-Sim ran (scalesim_bandwidth.scalesim_layer, as tests/test_tile_traffic_vs_scalesim.py does): a conv's output
+ceil((H + 2p - k + s) / s) wide, one window column and row more where the stride does not divide H + 2p - k;
+those windows run off the padded input, so SCALE-Sim's stream skips their missing pixels, and the model is given
+the input's extents to do the same (cost/im2col_holes.py).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from scalesim_bandwidth import (FIELDS, NOTE, REFERENCE_JSON, SMALL_JSON, WORD_SIZE_BYTES, _run_one, dump_reference,
-                                print_table, scalesim_cycle_count)
+                                print_table, scalesim_cycle_count, tile_model)
 from scalesim_compare import DATAFLOWS, cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,51 +79,31 @@ def worker(out_path: Path, jobs: int) -> None:
     out_path.write_text(dump_reference(reference))
 
 
-def _model_error(case: dict, scalesim_layer: bool) -> float:
-    """|tile model - SCALE-Sim| / SCALE-Sim of total cycles, the model given accelsim's or SCALE-Sim's layer."""
-    from accelsim.cost.systolic import gemm_cycles
-    from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
-
-    m, k, n, im2col = case.get("m"), case.get("k"), case["n"], None
-    if case["kind"] == "conv":
-        stride = case["stride"][1]
-        out_h, out_w = ((-(-(size + 2 * pad - kernel + stride) // stride) if scalesim_layer
-                         else (size + 2 * pad - kernel) // stride + 1)
-                        for size, pad, kernel in ((case["h"], case["padding"][0], case["kh"]),
-                                                  (case["w"], case["padding"][1], case["kw"])))
-        m, k, n, im2col = out_h * out_w, case["kh"] * case["kw"] * case["c"], case["o"], (case["c"], case["kw"],
-                                                                                          out_w, stride)
-    compute = gemm_cycles(m, k, n, case["rows"], case["cols"], case["dataflow"]).compute_cycles
-    buffers = BufferConfig(*(case[f"{operand}_sram_kb"] * 1024 for operand in ("ifmap", "filter", "ofmap")),
-                           case["bandwidth_words_per_cycle"])
-    cycles = tile_traffic(1, m, k, n, case["rows"], case["cols"], case["dataflow"], compute,
-                          case["word_size_bytes"], buffers, im2col=im2col).total_cycles
-    return abs(cycles - scalesim_cycle_count(case)) / scalesim_cycle_count(case)
-
-
-def print_layer_views(strided: dict) -> None:
-    """The tile model's errors over the three reference files, given accelsim's layer and SCALE-Sim's."""
+def print_model_errors(strided: dict) -> None:
+    """The tile model's errors over the three reference files, given the layer SCALE-Sim ran."""
     files = {"bandwidth": json.loads(REFERENCE_JSON.read_text()), "small": json.loads(SMALL_JSON.read_text()),
              "strided": strided}
-    cases = [(name, dict(case, split=case.get("split", reference.get("split", "tuning"))))
-             for name, reference in files.items() for case in reference["cases"]]
-    for scalesim_layer in (False, True):
-        errors = [(name, case, _model_error(case, scalesim_layer)) for name, case in cases]
-        print(f"tile model given {'SCALE-Sim' if scalesim_layer else 'accelsim'}'s layer: median "
-              f"{statistics.median(e for *_, e in errors):.1%} over {len(errors)}; stall-free worst "
-              f"{max(e for _, c, e in errors if c['scalesim_stall_cycles'] == 0):.1%}; by dataflow (median / worst):")
-        for dataflow in DATAFLOWS:
-            mine = [e for _, c, e in errors if c["dataflow"] == dataflow]
-            print(f"  {dataflow}: {statistics.median(mine):.1%} / {max(mine):.1%}")
-        for name, case, error in sorted(errors, key=lambda row: -row[2]):
-            if error > 0.40:
-                print(f"  over 40%: {error:6.1%} {case['id']} [{case['split']}, {name}]")
+    errors = []
+    for name, reference in files.items():
+        for case in reference["cases"]:
+            case = dict(case, split=case.get("split", reference.get("split", "tuning")))
+            cycles, _ = tile_model(case)
+            errors.append((name, case, abs(cycles - scalesim_cycle_count(case)) / scalesim_cycle_count(case)))
+    print(f"tile model given SCALE-Sim's layer: median {statistics.median(e for *_, e in errors):.1%} over "
+          f"{len(errors)}; stall-free worst {max(e for _, c, e in errors if c['scalesim_stall_cycles'] == 0):.1%}; "
+          f"by dataflow and split (median / worst):")
+    for dataflow in DATAFLOWS:
+        for split in (None, "tuning", "held_out"):
+            mine = [e for _, c, e in errors if c["dataflow"] == dataflow and split in (None, c["split"])]
+            print(f"  {dataflow} {split or 'all':8}: {statistics.median(mine):6.1%} / {max(mine):6.1%} ({len(mine)})")
+    for name, case, error in sorted(errors, key=lambda row: -row[2])[:5]:
+        print(f"  worst: {error:6.1%} {case['id']} [{case['split']}, {name}]")
 
 
 def print_results(strided: dict) -> None:
     print_table(strided)
     print()
-    print_layer_views(strided)
+    print_model_errors(strided)
 
 
 def main() -> None:

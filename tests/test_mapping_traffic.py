@@ -75,7 +75,7 @@ def test_the_fixed_point_keeps_im2col_geometry_and_a_split_reduction_or_row_drop
     layer = _first_conv()
     fixed = im2col_mapping(layer, "ws")
     geom = check_mapping(layer, fixed, 32, 32, ("ws",), "mxu")
-    assert traffic_view(layer, fixed, geom).im2col == (3, 7, 112)
+    assert traffic_view(layer, fixed, geom).im2col == (3, 7, 112, 2)  # stride 2
     split_row = Mapping("ws", ("C", "FY", "FX"), ("K",), (("OY", 112), ("OX", 56)), ("OX", "cols", "rows"))
     geom = check_mapping(layer, split_row, 32, 32, ("ws",), "mxu")
     view = traffic_view(layer, split_row, geom)

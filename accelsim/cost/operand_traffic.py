@@ -35,13 +35,13 @@ def _buffer_config(hw: HwSpec, unit: Unit) -> BufferConfig:
                         b.double_buffered)
 
 
-def _im2col(node: Node, shapes: tuple) -> tuple[int, int, int] | None:
-    """A conv's im2col geometry (channels per group, kernel width, output width), which sets where its left
+def _im2col(node: Node, shapes: tuple) -> tuple[int, int, int, int] | None:
+    """A conv's im2col geometry (channels per group, kernel width, output width, stride), which sets where its left
     operand's pixels repeat (cost/tile_traffic.py); None for other ops."""
     if node.op != "conv2d":
         return None
     (_, c, _, _), (_, _, _, kw) = shapes[0], shapes[1]
-    return c // node.attrs.get("groups", 1), kw, node.shape[-1]
+    return c // node.attrs.get("groups", 1), kw, node.shape[-1], node.attrs["stride"][1]
 
 
 def _tile(hw: HwSpec, node: Node, shapes: tuple, unit: Unit, compute_cycles: int, elem_bytes: int,

@@ -33,9 +33,16 @@ circle (after its last block comes its first again), so going back means going f
 - os's right operand (indexed by the outer fold only) is one tile re-read by every row fold: if a move
   boundary falls inside that tile, every row fold wraps around;
 - a stationary operand (indexed by both folds) is installed from its tile's last row back to its first
-  (the row bound for the far end of the shift chain goes first), so it is read once in stream order unless
-  a move boundary falls inside a tile: the last rows pull the window past the first ones, which then wrap
-  around. A conv's stationary im2col tile repeats pixels. Under stride s, row (ky, kx, c) at output pixel
+  (the row bound for the far end of the shift chain goes first), each row read from its first element to its
+  last, so it is read once in stream order unless a move boundary falls inside a tile: the last rows pull the
+  window past the first ones, which then wrap around. Going down the tile, each time the demand falls below
+  the window it wraps round to the row there; when that row straddles the window's old first block, reading
+  it to its end moves the window forward again, past its own first elements, so the next row down wraps once
+  more: a row across a move boundary costs two turns, not one (_read_down). Found by tracing SCALE-Sim's replay
+  fold by fold on the held-out is case c16o48k5s2_24 of tests/data/scalesim_bandwidth_strided.json (its window
+  turned twice where the model turned once), then seen the same on superres conv4 (is, 128 kB, a tuning case);
+  so for this rule that held-out case is not a clean one.
+  A conv's stationary im2col tile repeats pixels. Under stride s, row (ky, kx, c) at output pixel
   (oy, ox) reads input (oy*s + ky, ox*s + kx), the input pixel that row (ky, kx - s*j, c) reads j output
   pixels on, so a row's copies are the kernel columns kx' = kx (mod s) of its kernel row, s*C rows apart (none
   when s >= kw), and a kernel row's copies are the rows s kernel rows down, out_w pixels back (none when s >= kh).
@@ -53,8 +60,15 @@ circle (after its last block comes its first again), so going back means going f
   of tests/data/scalesim_bandwidth_small.json and the is cases c16o32k3s2_33 and c16o48k5s2_24 of
   tests/data/scalesim_bandwidth_strided.json, so for this rule those are not clean held-out cases.)
   A diagonal stream's last tile may be narrower than the others: its missing columns are not in the stream.
+Windows off the input. Given the input's width and height (im2col's last two entries), a window that runs off
+the input's right or bottom edge (as SCALE-Sim's ceil-sized output's last column and row of windows do) reads
+no pixel there: those im2col entries are holes, not in the stream (Holes), so every later position moves up
+and the stream, its block count and its fold boundaries shrink accordingly; which cells they are follows from
+the stream's layout (os: a pixel's column of its row fold's tile; ws: a pixel's row, cut at the k folds; is:
+a pixel's column of its unrolled tile). No constant is fitted: it is the layer's geometry. accelsim's own
+convs (floor-sized output) have no such window and pass no input extents.
 fold_window_moves() follows the window fold by fold (each fold's demand is one contiguous range of the
-stream, so a fold costs O(1)); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
+stream, so a fold costs O(1), a stationary one O(1) per turn of the window); past FOLD_LIMIT folds it extrapolates the moves per fold. Each operand's
 fetched elements = the initial fill (the active part, or the whole stream padded to whole array tiles when
 smaller) + moves x (S - A).
 
@@ -74,6 +88,7 @@ the two, and tests/test_tile_traffic_vs_scalesim.py holds this model to SCALE-Si
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -81,6 +96,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Integral, Real
 
+from accelsim.cost.im2col_holes import Holes, checked_input_extents, stream_holes
 from accelsim.cost.systolic import DATAFLOWS, _positive
 
 BLOCKS = 100  # blocks a buffer keeps its content in (SCALE-Sim's read buffers: 100 sets of ceil(S / 100) words)
@@ -139,19 +155,26 @@ class Stream:
     last_width: int
     padded_width: int  # the width of a whole array tile, of which the fill fetches the padding too
     diagonal: bool
+    holes: Holes | None = None  # im2col entries of windows that run off the input: not in the stream
 
     @property
     def elems(self) -> int:
-        return (self.blocks - 1) * self.rows * self.width + self.rows * self.last_width
+        full = (self.blocks - 1) * self.rows * self.width + self.rows * self.last_width
+        return full - (self.holes.total if self.holes is not None else 0)
 
     def demand(self, block: int, first_row: int, end_row: int) -> tuple[int, int]:
         """[first, last] stream positions a fold reads: rows [first_row, end_row) of tile `block`."""
         if not self.diagonal:
             width = self.last_width if block == self.blocks - 1 else self.width
             start = block * self.rows * self.width
-            return start + first_row * width, start + end_row * width - 1
-        first = self._before(block * self.rows + first_row)
-        return first, self._before(block * self.rows + end_row + self.width - 1) - 1
+            first, end = start + first_row * width, start + end_row * width
+            return first - self._holes_before(first), end - self._holes_before(end) - 1
+        first, end = block * self.rows + first_row, block * self.rows + end_row + self.width - 1
+        return (self._before(first) - self._holes_before(first),
+                self._before(end) - self._holes_before(end) - 1)
+
+    def _holes_before(self, index: int) -> int:
+        return self.holes.before(index) if self.holes is not None else 0
 
     def _before(self, diagonal: int) -> int:
         """Stream elements on anti-diagonals before `diagonal`: those of the stack of full-width tiles less the
@@ -177,6 +200,45 @@ def _moves_to(ahead: int, n_active: int, n_moved: int) -> int:
     return max(0, -(-(ahead - n_active + 1) // n_moved))
 
 
+def _row_holding(stream: Stream, block: int, first_row: int, end_row: int, pos: int) -> tuple[int, int]:
+    """[first, last] stream positions of the row of unrolled tile `block` (within rows [first_row, end_row))
+    that holds position `pos`."""
+    width = stream.last_width if block == stream.blocks - 1 else stream.width
+    row = (pos - stream.demand(block, 0, 1)[0]) // width
+    row = min(max(row, first_row), end_row - 1)
+    span = stream.demand(block, row, row + 1)
+    while span[0] > pos and row > first_row:  # holes before it shift rows down the stream
+        row -= 1
+        span = stream.demand(block, row, row + 1)
+    while span[1] < pos and row < end_row - 1:
+        row += 1
+        span = stream.demand(block, row, row + 1)
+    return span
+
+
+def _read_down(stream: Stream, tile: tuple[int, int, int], start: int, per_block: int, nsets: int,
+               n_active: int, n_moved: int) -> tuple[int, int]:
+    """(moves, new window start) while the array installs a stationary tile (block, first row, end row) from its
+    last row up to its first, each row read left to right: forward to the last row, then each time the demand
+    falls below the window, forward round the circle to the row there (its first element, then its last,
+    which may take the window past its first again: a row across a move boundary costs two turns)."""
+    block, first_row, end_row = tile
+    lo, hi = stream.demand(block, first_row, end_row)
+    hi_set = hi // per_block
+    step = _moves_to((hi_set - start) % nsets, n_active, n_moved)
+    start = (start + step * n_moved) % nsets
+    pos = (hi_set - (hi_set - start) % nsets) * per_block - 1  # the highest element not read yet
+    while pos >= lo:
+        row_lo, row_hi = _row_holding(stream, block, first_row, end_row, pos)
+        row_lo, row_hi = max(row_lo, lo), min(row_hi, hi)
+        for need in (row_lo // per_block, row_hi // per_block):
+            more = _moves_to((need - start) % nsets, n_active, n_moved)
+            step, start = step + more, (start + more * n_moved) % nsets
+        window_first = row_hi // per_block - (row_hi // per_block - start) % nsets
+        pos = min(row_lo, window_first * per_block) - 1
+    return step, start
+
+
 def fold_window_moves(stream: Stream, folds: Iterable[tuple[int, int, int]], fold_count: int, buffer_elems: int,
                       active_elems: int) -> int:
     """Window moves while the array reads fold_count folds, each (tile, first row, end row) of `stream`, in
@@ -189,16 +251,17 @@ def fold_window_moves(stream: Stream, folds: Iterable[tuple[int, int, int]], fol
         return 0
     start = moves = followed = 0
     for block, first_row, end_row in itertools.islice(folds, FOLD_LIMIT):
-        lo, hi = stream.demand(block, first_row, end_row)
-        lo_set, hi_set = lo // per_block, hi // per_block
         if stream.diagonal:  # a streamed tile: read forward from its first block to its last
+            lo, hi = stream.demand(block, first_row, end_row)
+            lo_set, hi_set = lo // per_block, hi // per_block
             ahead = (lo_set - start) % nsets
             step = _moves_to(ahead, n_active, n_moved)
             step += _moves_to(ahead - step * n_moved + hi_set - lo_set, n_active, n_moved)
+            start = (start + step * n_moved) % nsets
         else:  # a stationary tile: installed from its last row back to its first
-            step = _moves_to((hi_set - start) % nsets, n_active, n_moved)
-            step += _moves_to((lo_set - start - step * n_moved) % nsets, n_active, n_moved)
-        start, moves, followed = (start + step * n_moved) % nsets, moves + step, followed + 1
+            step, start = _read_down(stream, (block, first_row, end_row), start, per_block, nsets, n_active,
+                                     n_moved)
+        moves, followed = moves + step, followed + 1
     return moves if fold_count <= followed else -(-moves * fold_count // followed)
 
 
@@ -288,6 +351,10 @@ def _fetches(m: int, k: int, n: int, rows: int, cols: int, dataflow: str, buffer
     """(left fill, left moves, right fill, right moves, FR, FC) of one GEMM; buffers = (left elems, left
     active, right elems, right active)."""
     left, right, fr, fc = _streams(m, k, n, rows, cols, dataflow)
+    if im2col is not None and len(im2col) == 6:
+        tile = (left.blocks, left.rows, left.width, left.last_width)
+        left = dataclasses.replace(left, holes=stream_holes(dataflow, m, k, cols if dataflow == "is" else rows, tile,
+                                                            im2col))
     roles = {"os": ((False, True), (False, False)), "ws": ((False, True), (True, False)),
              "is": ((True, False), (False, True))}[dataflow]  # per operand: (stationary, indexed by row fold)
     out = []
@@ -312,8 +379,9 @@ def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataf
     """Traffic and time of `batch` (m x k) @ (k x n) GEMMs on a rows x cols array (see the module docstring);
     a conv's left operand is its im2col view. `channels`: instances of a gang unit sharing the work, each
     with its own buffers and channels (the traffic is split over them). `im2col`: a conv's (channels per
-    group, kernel width, output width[, stride along the width, 1 if left out]), where its left operand's pixels
-    repeat; None for a plain GEMM."""
+    group, kernel width, output width[, stride along the width, 1 if left out[, padded input width, padded
+    input height]]), where its left operand's pixels repeat (and, with the input's extents, which of its
+    windows run off the input); None for a plain GEMM."""
     if dataflow not in DATAFLOWS:
         raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {', '.join(DATAFLOWS)}")
     batch, m, k, n, rows, cols, elem_bytes, channels = _positive(
@@ -322,10 +390,12 @@ def tile_traffic(batch: int, m: int, k: int, n: int, rows: int, cols: int, dataf
     if isinstance(compute_cycles, bool) or not isinstance(compute_cycles, Integral) or compute_cycles < 0:
         raise ValueError(f"compute_cycles must be an integer >= 0, got {compute_cycles!r}")
     if im2col is not None:
-        if not isinstance(im2col, tuple) or len(im2col) not in (3, 4):
-            raise ValueError(f"im2col must be (channels, kernel width, output width[, stride]), got {im2col!r}")
-        im2col = _positive(im2col_channels=im2col[0], im2col_kernel_w=im2col[1], im2col_out_w=im2col[2],
-                           im2col_stride=_stride(im2col))
+        if not isinstance(im2col, tuple) or len(im2col) not in (3, 4, 6):
+            raise ValueError(f"im2col must be (channels, kernel width, output width[, stride[, input width, input "
+                             f"height]]), got {im2col!r}")
+        checked = _positive(im2col_channels=im2col[0], im2col_kernel_w=im2col[1], im2col_out_w=im2col[2],
+                            im2col_stride=_stride(im2col))
+        im2col = checked if len(im2col) < 6 else checked_input_extents(m, k, (*checked, *im2col[4:]))
     rate = buffers.channel_bytes_per_cycle
     if isinstance(rate, bool) or not isinstance(rate, Real) or not math.isfinite(rate) or rate <= 0:
         raise ValueError(f"channel_bytes_per_cycle must be a finite number > 0, got {rate!r}")

@@ -31,7 +31,7 @@ class TrafficView:
     m: int
     k: int
     n: int
-    im2col: tuple[int, int, int] | None  # a conv's (channels per group, kernel width, output width), or None
+    im2col: tuple[int, int, int, int] | None  # a conv's (channels per group, kernel width, output width, stride)
 
 
 def _keeps_im2col(layer: LayerDims, mapping: Mapping) -> bool:
@@ -51,7 +51,7 @@ def traffic_view(layer: LayerDims, mapping: Mapping, geom: Geometry) -> TrafficV
     im2col = None
     if layer.op == "conv2d" and _keeps_im2col(layer, mapping):
         sizes = layer.sizes()
-        im2col = (sizes["C"], sizes["FX"], sizes["OX"])
+        im2col = (sizes["C"], sizes["FX"], sizes["OX"], layer.stride)
     return TrafficView(batch, extent["m"], extent["k"], extent["n"], im2col)
 
 
