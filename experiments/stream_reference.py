@@ -48,18 +48,18 @@ def _node_costs(group_dir: Path) -> dict[str, dict]:
     if not path.is_file():
         return out
     with path.open("rb") as f:
-        lut = pickle.load(f)
-    table = getattr(lut, "lut", lut)
+        saved = pickle.load(f)
+    table = saved["lut"] if isinstance(saved, dict) and "lut" in saved else getattr(saved, "lut", saved)
     for node, cores in table.items():
         per_core = {}
         for core, entry in cores.items():
             cme = getattr(entry, "cme", None)
-            mac = getattr(cme, "mac_energy", None) if cme is not None else None
             per_core[str(getattr(core, "id", core))] = {
                 "latency_cycles": float(entry.latency_total),
                 "ideal_cycles": float(entry.ideal_cycle),
                 "energy_pj": float(entry.energy_total),
-                "mac_energy_pj": float(mac) if mac is not None else None,
+                "mac_energy_pj": float(cme.mac_energy) if cme is not None else None,
+                "mem_energy_pj": float(cme.mem_energy) if cme is not None else None,
             }
         out[node.name] = per_core
     return out
