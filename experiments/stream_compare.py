@@ -9,7 +9,7 @@ a fixed tile count (against layer-fused). accelsim's latency is the simulated ma
 timeline's dynamic energy (arithmetic, SRAM, DRAM), without the DRAM background power accelsim derives from
 the DRAM's capacity (hw/tech.py), which Stream does not model. Within tolerance: |accelsim / Stream - 1| <= 25%.
 Run: python experiments/stream_compare.py [--tiles T]   (prints the table, the energy splits, the layer-by-layer
-cycles per op type and the CPU seconds; about 10 s of CPU).
+cycles per op type and the CPU seconds; about 26 s of CPU, most of it fusion auto's five compiles).
 
 Measured (stream-dse 2.1.1; accelsim as committed with this file), layer by layer (fusion off): accelsim
 2,597,061 cycles, 0.205 of Stream's 12,697,310; energy 1.754e9 pJ, 0.125 of Stream's 1.405e10. Not within
@@ -48,8 +48,8 @@ and 4.26e9 pJ (0.437). Not within 25%. Why:
   transfer-bound: layer4.1's conv1 group moves 11.3 MB for 2.36 MB of weights (its intra-core tiling
   re-reads them per tile), 1,216,021 cycles. accelsim's fused graph reads every tile's weights from the DRAM
   (a tile is a node reading its parameter): 30.8 MB off chip at 8 tiles against 11.7 MB unfused, which is
-  why auto keeps the unfused step. accelsim's fusion tiles only its 7 conv chains (the stem and the residual
-  blocks' main paths up to the Add), whatever their depth, by one tile count.
+  why auto keeps the unfused step. At 8 tiles accelsim fuses 7 chains (the stem, and each residual block of
+  layer1-3 from its first conv to its last ReLU; not layer4's), all by the one tile count.
 - Core allocation: Stream splits each fused layer over the four cores (inter-core tiling, e.g. D2 by 4 in
   layer1) and gives ReLU, Add and pooling their own cores; accelsim's list scheduler spreads the fused tiles
   over the four array instances (tests/test_stream_compare.py checks it on a small chain).
