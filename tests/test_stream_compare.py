@@ -1,0 +1,76 @@
+"""The Stream comparison's inputs (experiments/stream_compare.py): Stream's saved answer parses and says what the
+comparison needs, and Stream's four-core chip in accelsim's language loads and runs a small inference step with
+layer fusion off and on, a fused step's tiles spreading over the four cores as Stream's do (no Stream in CI)."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import accelsim as A
+from accelsim import ops as F
+from accelsim.compiler.fusion import step_graph
+
+REPO = Path(__file__).resolve().parent.parent
+HW_FILE = REPO / "experiments" / "hw" / "stream_tpu_like_quad_core.yaml"
+
+
+def _compare_module():
+    """experiments/stream_compare.py, loaded once (its dataclasses need their module in sys.modules)."""
+    if "stream_compare" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("stream_compare", REPO / "experiments" / "stream_compare.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["stream_compare"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["stream_compare"]
+
+
+def _conv_chain(channels: int = 8, size: int = 16) -> A.Graph:
+    """conv -> relu -> conv -> relu: a chain fusion tiles along H, small enough to compile in well under a second."""
+    g = A.Graph("conv_chain", dtype="float32")
+    x = g.input("x", (1, channels, size, size))
+    h = F.relu(F.conv2d(x, g.param("w1", (channels, channels, 3, 3)), padding=1))
+    g.output("y", F.relu(F.conv2d(h, g.param("w2", (channels, channels, 3, 3)), padding=1)))
+    return g
+
+
+def test_the_saved_stream_answer_has_both_modes_and_their_splits():
+    compare = _compare_module()
+    data = compare.load_reference()
+    assert data["stream_dse_version"] and data["script"] == "experiments/stream_reference.py"
+    assert set(data["modes"]) == {"layer", "fused"}
+    layer, fused = data["modes"]["layer"], data["modes"]["fused"]
+    assert len(layer["groups"]) > len(fused["groups"]) > 1  # one group per layer against fused groups
+    for result in (layer, fused):
+        figures = compare.stream_figures(result)
+        assert figures.energy_pj == pytest.approx(result["energy_pj"], rel=1e-9)
+        assert 0 < figures.off_chip_pj < figures.energy_pj
+
+
+def test_a_broken_stream_answer_is_refused_naming_the_key(tmp_path):
+    compare = _compare_module()
+    path = tmp_path / "stream.json"
+    path.write_text(json.dumps({"modes": {"layer": {"cycles": float("nan"), "energy_pj": 1.0}}}))
+    with pytest.raises(compare.StreamReferenceError, match=r"modes\.layer\.cycles is nan; expected a positive"):
+        compare.load_reference(path)
+    with pytest.raises(compare.StreamReferenceError, match="no saved Stream answer"):
+        compare.load_reference(tmp_path / "missing.json")
+
+
+def test_the_chip_has_four_cores_that_are_not_a_gang():
+    hw = A.load_hw(HW_FILE)
+    core = next(u for u in hw.chips[0].units if u.name == "core")
+    assert (core.count, core.gang, core.array.rows, core.array.cols) == (4, False, 32, 32)
+
+
+def test_fusion_off_runs_each_layer_on_one_core_and_fused_tiles_spread_over_the_cores():
+    g, hw = _conv_chain(), A.load_hw(HW_FILE)
+    plain = A.compile(g, hw, effort="fast")
+    cores = lambda s: {t.instance for t in s.tasks if t.resource == "core"}  # noqa: E731
+    assert len(cores(plain)) == 1  # a chain: each layer waits for the last, on one core at a time
+    fused = A.compile(g, hw, fusion=4, effort="fast")
+    assert len(cores(fused)) > 1  # the tiles of a layer are independent tasks
+    assert A.simulate(fused, graph=step_graph(g, fused)[0]).makespan_cycles == fused.makespan_cycles
+    auto = A.compile(g, hw, fusion="auto", effort="fast")
+    assert auto.makespan_cycles <= min(plain.makespan_cycles, fused.makespan_cycles)
