@@ -23,6 +23,9 @@ Measured (stream-dse 2.1.1; accelsim as committed with this file), layer by laye
 - Activations at 32 bits. Stream moves a layer's output at its accumulator precision: the first ReLU's
   group moves 802,816 elements in and out for 803,264 cycles and 8.16e8 pJ, 8 B per element (4 in, 4 out)
   at 8 B/cycle and 125 pJ/B. accelsim's bytes_per_element is one figure for every tensor (1 B, int8).
+- Activations placed in the DRAM (the chip's `placement: activations: {memory: dram}`, hw/placement.py, built
+  alongside this comparison): fusion off gives 4,467,592 cycles (0.352 of Stream's) and 0.28 of its energy;
+  the rest of the gap is the 32-bit width below.
 - Both together, as a what-if (not the shipped file): accelsim with the SRAM shrunk to 64 KiB, so that
   activations live in the DRAM, gives 4,329,439 cycles (0.34) and 3.79e9 pJ; with 4 B per element as well
   (which also makes the weights 4 B, 35 MB more than Stream's int8 weights) 14,656,690 cycles (1.15) and
