@@ -43,11 +43,14 @@ import time
 from dataclasses import dataclass
 
 import accelsim as A
+from accelsim.compiler.hierarchy.layer_templates import recipe
+from accelsim.compiler.hierarchy.step import compile_recipe_step
 from accelsim.cost.model import best_cost
 from accelsim.hw.overrides import parse_assignments
 from accelsim.models.transformer import GPT2_SIZES
 from accelsim.ops.registry import get_op
 from accelsim.remat import rematerialize
+from accelsim.schedule.options import StepOptions
 from accelsim.step_flops import megatron_flops
 
 SEQ, VOCAB = 2048, 51_200
@@ -109,13 +112,21 @@ DEFAULT_ROWS = ("1.7B", "3.6B", "7.5B", "18.4B")
 """Rows that run in a few minutes of CPU here when reduced to --layers-per-chunk layers."""
 
 
-def build(row: Row, layers: int) -> A.Graph:
-    """The row's training step for one micro-batch: Adam, vocabulary 51,200, seq 2048, and Megatron's fusions
-    where the graph passes can place them (not yet on a tensor-parallel graph: those rows run unfused)."""
+KERNEL_LAYERS = 2
+"""Layers of the small build whose kernels give a templated row's Tensor Core share and rate (per layer alike)."""
+
+
+def model_options(row: Row, layers: int) -> dict:
     opts = dict(size=row.size, batch=row.micro_batch, layers=layers, vocab=VOCAB, seq=SEQ, limits=None)
     if row.t > 1:
         opts["tensor_parallel"] = row.t
-    step = A.training_graph(A.models.build("gpt2", **opts), optimizer="adam")
+    return opts
+
+
+def build(row: Row, layers: int) -> A.Graph:
+    """The row's training step for one micro-batch: Adam, vocabulary 51,200, seq 2048, and Megatron's fusions
+    where the graph passes can place them (not yet on a tensor-parallel graph: those rows run unfused)."""
+    step = A.training_graph(A.models.build("gpt2", **model_options(row, layers)), optimizer="adam")
     return step if row.t > 1 else A.optimize(step, PASSES)
 
 
@@ -142,6 +153,24 @@ def kernels(graph: A.Graph, hw: A.HwSpec) -> Kernels:
     return Kernels(total, tensor, flops)
 
 
+def templated(row: Row, layers: int) -> bool:
+    """A whole unfused row (t > 1: the graph passes do not take tensor-parallel graphs) is measured from layer
+    templates (compiler/hierarchy/layer_templates.py, `--granularity stage` on the CLI): never built whole."""
+    return row.t > 1 and layers == row.layers
+
+
+def compile_row(row: Row, layers: int, hw: A.HwSpec, options: dict):
+    """The row's step at stage granularity: from layer templates where `templated`, else from the whole graph.
+    Returns the StageStep and the graph whose kernels the breakdown sums (the whole one, or KERNEL_LAYERS')."""
+    if templated(row, layers):
+        opts = {k: v for k, v in model_options(row, layers).items() if k != "limits"}
+        found = recipe("gpt2", opts, {"optimizer": "adam"}, "every:1")
+        step = compile_recipe_step(found, hw, StepOptions.of(tensor_parallel=row.t, **options))
+        return step, found.build(KERNEL_LAYERS)
+    graph = build(row, layers)
+    return A.compile(graph, hw, **options), rematerialize(graph, "every:1")
+
+
 def run(row: Row, layers_per_chunk: int | None) -> str:
     layers = row.layers if layers_per_chunk is None else min(row.layers, layers_per_chunk * row.p * row.v)
     start = time.process_time()
@@ -151,10 +180,10 @@ def run(row: Row, layers_per_chunk: int | None) -> str:
     if row.v > 1:
         options["virtual_stages"] = row.v
     label = f"{row.name:10s} t{row.t} p{row.p} d{row.d} v{row.v} M{row.microbatches:<3d}" + (
-        f" [{layers} of {row.layers} layers]" if layers < row.layers else "") + (" [unfused]" if row.t > 1 else "")
+        f" [{layers} of {row.layers} layers]" if layers < row.layers else "") + (
+        " [unfused, templates]" if templated(row, layers) else " [unfused]" if row.t > 1 else "")
     try:
-        step_graph = build(row, layers)
-        step = A.compile(step_graph, hw, **options)
+        step, kernel_graph = compile_row(row, layers, hw, options)
     except A.AccelsimError as e:
         first = str(e).splitlines()[0]
         return f"{label}  {row.paper_tflops:6.0f}  does not compile today: {type(e).__name__}: {first[:300]}"
@@ -163,10 +192,11 @@ def run(row: Row, layers_per_chunk: int | None) -> str:
     stage_time = row.p * step.makespan_cycles
     exposed = ", ".join(f"{kind} {cycles / stage_time:.1%}" for kind, cycles in step.exposed_cycles.items() if cycles)
     busy = sum(c.forward_cycles + c.backward_cycles for c in step.work.chunks)
-    k = kernels(rematerialize(step_graph, "every:1"), hw)
+    k = kernels(kernel_graph, hw)
     tensor_rate = k.tensor_flops / (k.tensor_cycles / hw.clock_hz) / 1e12
+    serial = "     -" if templated(row, layers) else f"{k.cycles / busy:6.2f}"  # a small build's kernels: no sum
     return (f"{label}  {row.paper_tflops:6.0f}  {tflops:8.1f}  {tflops / row.paper_tflops:5.2f}  "
-            f"{step.bubble_fraction:6.1%}  {k.cycles / busy:6.2f}  {k.tensor_cycles / k.cycles:6.1%}  "
+            f"{step.bubble_fraction:6.1%}  {serial}  {k.tensor_cycles / k.cycles:6.1%}  "
             f"{tensor_rate:6.0f}  {exposed or 'none'}  ({time.process_time() - start:.0f} s CPU)")
 
 

@@ -9,11 +9,18 @@ tile reuses each operand byte over fewer products, so it needs more bandwidth pe
 
     cycles = min over the library's tiles (tm, tn) of  waves x tile_cycles,
     waves = ceil(batch x ceil(M / tm) x ceil(N / tn) / sms),
-    tile_cycles = max(tm x tn x K / (SM MACs per cycle x tile_fraction),             the main loop's math,
-                      (tm + tn) x K x element bytes / (operand rate / running blocks))  its operand tiles,
+    tile_cycles = the operand memory's latency                                          the first operands,
+                  + max(tm x tn x K / (SM MACs per cycle x tile_fraction),           the main loop's math,
+                        (tm + tn) x K x element bytes / (operand rate / running blocks)) its operand tiles,
+                  + tm x tn x element bytes / (operand rate / running blocks)           the epilogue's store,
 
-the running blocks being min(tiles, sms), which share the operand memory's bandwidth. The cheapest tile
-stands for the library's heuristic choice (ties: the tile listed first).
+the running blocks being min(tiles, sms), which share the operand memory's bandwidth. An output of fewer
+tiles than SMs (a weight gradient: a small output, a long K) leaves SMs idle, so libraries split K over
+several blocks and sum their fp32 partial tiles ("split-K", CUTLASS's efficient_gemm.md, "Parallelized
+Reductions"): K / s deep tiles, s times as many, plus a reduction that writes and reads every partial tile
+at the operand memory's rate; s runs over the powers of two below one full wave and the
+splits that fill it. The cheapest (tile, s)
+stands for the library's heuristic choice (ties: the tile listed first, then the fewest slices).
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ from accelsim.cost.kernel_overheads import streaming_bytes_per_cycle
 from accelsim.hw.gpu_gemm import GpuGemm
 from accelsim.hw.spec import Chip, HwSpec, Unit
 
+PARTIAL_BYTES = 4  # a split-K slice's partial sums are fp32 (the Tensor Cores accumulate in fp32)
+
 
 def sm_macs_per_cycle(gpu_gemm: GpuGemm, unit: Unit) -> float:
     """One SM's share of the unit's MACs per cycle at its own precision (all its instances over the SMs)."""
@@ -30,23 +39,39 @@ def sm_macs_per_cycle(gpu_gemm: GpuGemm, unit: Unit) -> float:
 
 
 def tile_cycles(gpu_gemm: GpuGemm, unit: Unit, gemm: tuple[int, int, int, int], tile: tuple[int, int],
-                elem_bytes: int, operand_bytes_per_cycle: float) -> float:
-    """Cycles the GEMM `gemm` = (batch, M, K, N) takes with `tile` (rows x columns of the output)."""
+                elem_bytes: int, operand_bytes_per_cycle: float, splits: int = 1, latency_cycles: int = 0) -> float:
+    """Cycles the GEMM `gemm` = (batch, M, K, N) takes with `tile` (rows x columns of the output), its K split
+    into `splits` slices (split-K: each slice's blocks write fp32 partial tiles, summed by a reduction); each
+    block first waits `latency_cycles` for its first operand tiles."""
     batch, m, k, n = gemm
     tm, tn = tile
-    tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
+    outputs = batch * math.ceil(m / tm) * math.ceil(n / tn)
+    tiles = outputs * splits
+    depth = math.ceil(k / splits)
     waves = math.ceil(tiles / gpu_gemm.sms)
-    math_cycles = tm * tn * k / (sm_macs_per_cycle(gpu_gemm, unit) * gpu_gemm.tile_fraction)
+    math_cycles = tm * tn * depth / (sm_macs_per_cycle(gpu_gemm, unit) * gpu_gemm.tile_fraction)
     share = operand_bytes_per_cycle / min(tiles, gpu_gemm.sms)
-    operand_cycles = (tm + tn) * k * elem_bytes / share
-    return waves * max(math_cycles, operand_cycles)
+    operand_cycles = (tm + tn) * depth * elem_bytes / share
+    # the epilogue stores the finished tile after the main loop (fp32 partial sums when K is split)
+    store_cycles = tm * tn * (elem_bytes if splits == 1 else PARTIAL_BYTES) / share
+    reduction = 0.0 if splits == 1 else 2 * tiles * tm * tn * PARTIAL_BYTES / operand_bytes_per_cycle
+    return waves * (latency_cycles + max(math_cycles, operand_cycles) + store_cycles) + reduction
+
+
+def split_choices(gpu_gemm: GpuGemm, gemm: tuple[int, int, int, int], tile: tuple[int, int]) -> tuple[int, ...]:
+    """1, the powers of two below the splits that fill one wave with the output's tiles, and that number
+    itself (never more slices than K has elements): a few candidates, as a node is costed often."""
+    batch, m, k, n = gemm
+    outputs = batch * math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+    most = max(min(gpu_gemm.sms // outputs, k), 1)
+    return tuple(sorted({2 ** i for i in range(most.bit_length())} | {most}))
 
 
 def gpu_gemm_cycles(gpu_gemm: GpuGemm, unit: Unit, gemm: tuple[int, int, int, int], elem_bytes: int,
-                    operand_bytes_per_cycle: float) -> int:
-    """The GEMM's cycles with the library's cheapest tile (whole cycles, rounded up; at least 1)."""
-    best = min(tile_cycles(gpu_gemm, unit, gemm, tile, elem_bytes, operand_bytes_per_cycle)
-               for tile in gpu_gemm.tiles)
+                    operand_bytes_per_cycle: float, latency_cycles: int = 0) -> int:
+    """The GEMM's cycles with the library's cheapest tile and split (whole cycles, rounded up; at least 1)."""
+    best = min(tile_cycles(gpu_gemm, unit, gemm, tile, elem_bytes, operand_bytes_per_cycle, splits, latency_cycles)
+               for tile in gpu_gemm.tiles for splits in split_choices(gpu_gemm, gemm, tile))
     return max(1, math.ceil(best))
 
 
@@ -58,4 +83,4 @@ def chip_gemm_cycles(hw: HwSpec, chip: Chip, unit: Unit, gemm: tuple[int, int, i
         return None
     memory = chip.memory(chip.gpu_gemm.operand_memory)
     rate = streaming_bytes_per_cycle(chip.gpu_overheads, memory, hw.clock_hz)
-    return gpu_gemm_cycles(chip.gpu_gemm, unit, gemm, elem_bytes, rate)
+    return gpu_gemm_cycles(chip.gpu_gemm, unit, gemm, elem_bytes, rate, memory.latency_cycles)

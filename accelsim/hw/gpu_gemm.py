@@ -5,8 +5,9 @@ fixed shapes, in waves of one block per SM, so its time steps with tiles and wav
 
 - sms: the streaming multiprocessors a kernel's thread blocks are spread over (one wave = one block per SM).
 - tiles: the thread-block output tiles (rows x columns of the output) the library chooses from.
-- tile_fraction: the share of one SM's Tensor Core peak a block's main loop sustains on a full tile (what
-  the best measured GEMM reaches on a shape with no tile or wave quantization).
+- tile_fraction: the share of one SM's Tensor Core peak a block's main loop sustains on a full tile (the
+  best measured GEMM over all shapes: a bound no shape may exceed; cost/gpu_gemm.py adds each tile's wait
+  for its first operands and its epilogue store).
 - operand_memory: the chip memory the blocks read their operand tiles from (its bandwidth is shared by the
   blocks running at once).
 """
@@ -42,7 +43,7 @@ class GpuGemm(Spec):
     share of an SM's peak a full tile sustains, and the memory its operand tiles come from."""
 
     sms: Sms = Field(description="streaming multiprocessors: one thread block per SM makes one wave")
-    tiles: list[tuple[TileEdge, TileEdge]] = Field(min_length=1, max_length=MAX_TILES, description=(
+    tiles: tuple[tuple[TileEdge, TileEdge], ...] = Field(min_length=1, max_length=MAX_TILES, description=(
         "thread-block output tiles [rows, columns] the GEMM library chooses from"))
     tile_fraction: TileFraction = Field(description=(
         "share of one SM's Tensor Core peak a block sustains on a full tile (0.01 to 1)"))
