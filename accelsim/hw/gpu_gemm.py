@@ -35,6 +35,9 @@ def _schema(rng: Range, kind: str = "number") -> WithJsonSchema:
 Sms = Annotated[int, BeforeValidator(in_range(SMS)), _schema(SMS, "integer")]
 TileEdge = Annotated[int, BeforeValidator(in_range(TILE_EDGE)), _schema(TILE_EDGE, "integer")]
 TileFraction = Annotated[float, BeforeValidator(in_range(TILE_FRACTION)), _schema(TILE_FRACTION)]
+Tile = Annotated[tuple[TileEdge, TileEdge], WithJsonSchema({  # a pair, in the schema's plain array keywords
+    "type": "array", "items": {"type": "integer", "minimum": TILE_EDGE.lo, "maximum": TILE_EDGE.hi},
+    "minItems": 2, "maxItems": 2, "description": "[rows, columns] of one thread-block output tile"})]
 MemoryName = Annotated[str, BeforeValidator(check_name), WithJsonSchema({"type": "string"})]
 
 
@@ -43,7 +46,7 @@ class GpuGemm(Spec):
     share of an SM's peak a full tile sustains, and the memory its operand tiles come from."""
 
     sms: Sms = Field(description="streaming multiprocessors: one thread block per SM makes one wave")
-    tiles: tuple[tuple[TileEdge, TileEdge], ...] = Field(min_length=1, max_length=MAX_TILES, description=(
+    tiles: tuple[Tile, ...] = Field(min_length=1, max_length=MAX_TILES, description=(
         "thread-block output tiles [rows, columns] the GEMM library chooses from"))
     tile_fraction: TileFraction = Field(description=(
         "share of one SM's Tensor Core peak a block sustains on a full tile (0.01 to 1)"))
