@@ -46,6 +46,7 @@ import accelsim as A
 from accelsim.compiler.hierarchy.layer_templates import recipe
 from accelsim.compiler.hierarchy.step import compile_recipe_step
 from accelsim.cost.model import best_cost
+from accelsim.errors import MemoryFitError
 from accelsim.hw.overrides import parse_assignments
 from accelsim.models.transformer import GPT2_SIZES
 from accelsim.ops.registry import get_op
@@ -173,23 +174,30 @@ def compile_row(row: Row, layers: int, hw: A.HwSpec, options: dict):
 
 def run(row: Row, layers_per_chunk: int | None) -> str:
     """One row's line. `layers_per_chunk` reduces a row compiled from its whole graph (t = 1: fused); a row
-    measured from layer templates always runs whole (a few seconds of CPU)."""
-    whole = layers_per_chunk is None or row.t > 1
-    layers = row.layers if whole else min(row.layers, layers_per_chunk * row.p * row.v)
+    measured from layer templates runs whole (a few seconds of CPU) unless its whole step does not fit the
+    GPU's memory, and then reduced as well (the line says so)."""
     start = time.process_time()
+    reduced = row.layers if layers_per_chunk is None else min(row.layers, layers_per_chunk * row.p * row.v)
     hw = A.load_hw("a100_superpod", overrides=parse_assignments([f"chips.0.count={row.gpus}"]))
     options = dict(data_parallel=row.d, pipeline_stages=row.p, microbatches=row.microbatches, remat="every:1",
                    granularity="stage", pipeline_schedule="interleaved" if row.v > 1 else "1f1b")
     if row.v > 1:
         options["virtual_stages"] = row.v
-    label = f"{row.name:10s} t{row.t} p{row.p} d{row.d} v{row.v} M{row.microbatches:<3d}" + (
-        f" [{layers} of {row.layers} layers]" if layers < row.layers else "") + (
-        " [unfused, templates]" if templated(row, layers) else " [unfused]" if row.t > 1 else "")
-    try:
-        step, kernel_graph = compile_row(row, layers, hw, options)
-    except A.AccelsimError as e:
-        first = str(e).splitlines()[0]
-        return f"{label}  {row.paper_tflops:6.0f}  does not compile today: {type(e).__name__}: {first[:300]}"
+    layers, note = (row.layers, "") if row.t > 1 else (reduced, "")
+    while True:
+        label = f"{row.name:10s} t{row.t} p{row.p} d{row.d} v{row.v} M{row.microbatches:<3d}" + (
+            f" [{layers} of {row.layers} layers{note}]" if layers < row.layers else "") + (
+            " [unfused, templates]" if templated(row, layers) else " [unfused]" if row.t > 1 else "")
+        try:
+            step, kernel_graph = compile_row(row, layers, hw, options)
+            break
+        except MemoryFitError as e:
+            if layers == reduced:
+                return f"{label}  {row.paper_tflops:6.0f}  does not fit: {str(e).splitlines()[0][:200]}"
+            layers, note = reduced, "; whole: MemoryFitError"
+        except A.AccelsimError as e:
+            first = str(e).splitlines()[0]
+            return f"{label}  {row.paper_tflops:6.0f}  does not compile today: {type(e).__name__}: {first[:300]}"
     flops = megatron_flops(row.global_batch, SEQ, layers, GPT2_SIZES[row.size]["d_model"], VOCAB)
     tflops = flops / step.makespan_seconds / row.gpus / 1e12
     stage_time = row.p * step.makespan_cycles
@@ -198,8 +206,9 @@ def run(row: Row, layers_per_chunk: int | None) -> str:
     k = kernels(kernel_graph, hw)
     tensor_rate = k.tensor_flops / (k.tensor_cycles / hw.clock_hz) / 1e12
     serial = "     -" if templated(row, layers) else f"{k.cycles / busy:6.2f}"  # a small build's kernels: no sum
+    recompute = sum(c.recompute_cycles for c in step.work.chunks) / sum(c.forward_cycles for c in step.work.chunks)
     return (f"{label}  {row.paper_tflops:6.0f}  {tflops:8.1f}  {tflops / row.paper_tflops:5.2f}  "
-            f"{step.bubble_fraction:6.1%}  {serial}  {k.tensor_cycles / k.cycles:6.1%}  "
+            f"{step.bubble_fraction:6.1%}  {recompute:6.2f}  {serial}  {k.tensor_cycles / k.cycles:6.1%}  "
             f"{tensor_rate:6.0f}  {exposed or 'none'}  ({time.process_time() - start:.0f} s CPU)")
 
 
@@ -215,7 +224,7 @@ def main() -> None:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown rows {', '.join(unknown)}; known: {', '.join(known)}")
-    print(f"{'row':10s} {'config':22s} {'paper':>6s}  {'accelsim':>8s}  {'ratio':>5s}  {'bubble':>6s}  "
+    print(f"{'row':10s} {'config':22s} {'paper':>6s}  {'accelsim':>8s}  {'ratio':>5s}  {'bubble':>6s}  {'recomp':>6s}  "
           f"{'serial/busy':>6s}  {'TC share':>8s}  {'TC TFLOP/s':>6s}  exposed communication (share of the stages' time)")
     for name in names:
         print(run(known[name], None if args.full else args.layers_per_chunk), flush=True)
