@@ -231,8 +231,9 @@ def a100() -> list[tuple]:
         print(f"  {label}: {other:.0f} images/s, ratio {other / amp:.2f}", flush=True)
     print("  What the step does not model, each making it faster than the GPU: batch norm reads its input once "
           "(cuDNN's training kernels\n  read it twice: statistics, then normalize), PyTorch AMP's casts and fp32 "
-          "master weights are not nodes, and cuDNN's\n  convolutions are costed by the 16x16 fold model, not by "
-          "measured kernel efficiencies.")
+          "master weights are not nodes, and cuDNN's\n  convolutions are costed as GEMMs of cuBLAS's tiles and "
+          "waves (cost/gpu_gemm.py: at most the best measured A100 GEMM's 85.9% of\n  peak), not by measured "
+          "convolution kernels; the weight gradients, whose outputs are a few tiles, run split-K over every SM.")
     return [("a100_like", "ResNet-50 training, images/s", "bf16 / AMP fp16", ips, amp)]
 
 
