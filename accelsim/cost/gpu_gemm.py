@@ -24,6 +24,7 @@ stands for the library's heuristic choice (ties: the tile listed first, then the
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from accelsim.cost.kernel_overheads import streaming_bytes_per_cycle
@@ -38,18 +39,19 @@ def sm_macs_per_cycle(gpu_gemm: GpuGemm, unit: Unit) -> float:
     return unit.model.peak_ops_per_cycle() / 2 * unit.count / gpu_gemm.sms
 
 
-def tile_cycles(gpu_gemm: GpuGemm, unit: Unit, gemm: tuple[int, int, int, int], tile: tuple[int, int],
+def tile_cycles(gpu_gemm: GpuGemm, sm_macs: float, gemm: tuple[int, int, int, int], tile: tuple[int, int],
                 elem_bytes: int, operand_bytes_per_cycle: float, splits: int = 1, latency_cycles: int = 0) -> float:
-    """Cycles the GEMM `gemm` = (batch, M, K, N) takes with `tile` (rows x columns of the output), its K split
-    into `splits` slices (split-K: each slice's blocks write fp32 partial tiles, summed by a reduction); each
-    block first waits `latency_cycles` for its first operand tiles."""
+    """Cycles the GEMM `gemm` = (batch, M, K, N) takes with `tile` (rows x columns of the output) on SMs of
+    `sm_macs` MACs per cycle each (sm_macs_per_cycle), its K split into `splits` slices (split-K: each slice's
+    blocks write fp32 partial tiles, summed by a reduction); each block first waits `latency_cycles` for its
+    first operand tiles."""
     batch, m, k, n = gemm
     tm, tn = tile
     outputs = batch * math.ceil(m / tm) * math.ceil(n / tn)
     tiles = outputs * splits
     depth = math.ceil(k / splits)
     waves = math.ceil(tiles / gpu_gemm.sms)
-    math_cycles = tm * tn * depth / (sm_macs_per_cycle(gpu_gemm, unit) * gpu_gemm.tile_fraction)
+    math_cycles = tm * tn * depth / (sm_macs * gpu_gemm.tile_fraction)
     share = operand_bytes_per_cycle / min(tiles, gpu_gemm.sms)
     operand_cycles = (tm + tn) * depth * elem_bytes / share
     # the epilogue stores the finished tile after the main loop (fp32 partial sums when K is split)
@@ -70,7 +72,15 @@ def split_choices(gpu_gemm: GpuGemm, gemm: tuple[int, int, int, int], tile: tupl
 def gpu_gemm_cycles(gpu_gemm: GpuGemm, unit: Unit, gemm: tuple[int, int, int, int], elem_bytes: int,
                     operand_bytes_per_cycle: float, latency_cycles: int = 0) -> int:
     """The GEMM's cycles with the library's cheapest tile and split (whole cycles, rounded up; at least 1)."""
-    best = min(tile_cycles(gpu_gemm, unit, gemm, tile, elem_bytes, operand_bytes_per_cycle, splits, latency_cycles)
+    return _cheapest(gpu_gemm, sm_macs_per_cycle(gpu_gemm, unit), tuple(gemm), elem_bytes, operand_bytes_per_cycle,
+                     latency_cycles)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cheapest(gpu_gemm: GpuGemm, sm_macs: float, gemm: tuple[int, int, int, int], elem_bytes: int,
+              operand_bytes_per_cycle: float, latency_cycles: int) -> int:
+    """gpu_gemm_cycles on hashable values: a step's layers repeat, so most GEMMs are costed many times."""
+    best = min(tile_cycles(gpu_gemm, sm_macs, gemm, tile, elem_bytes, operand_bytes_per_cycle, splits, latency_cycles)
                for tile in gpu_gemm.tiles for splits in split_choices(gpu_gemm, gemm, tile))
     return max(1, math.ceil(best))
 
