@@ -4,6 +4,12 @@ groq_like: ResNet-50 v1.5 inference, batch 1 per micro-batch, at steady state, v
 tpu_v1_like: analogues of the six ISCA 2017 applications (Jouppi et al., Table 1), TeraOps/s vs Table 3.
 a100_like: ResNet-50 v1.5 training images/s per GPU vs NVIDIA's DeepLearningExamples table, with the
 config's GPU overheads (per-kernel launch and tail latency, achievable HBM fraction) and without them.
+The a100 GEMMs are timed by cost/gpu_gemm.py (tiles and waves over 108 SMs, split-K for small outputs): ResNet-50
+training went from 2,837 images/s (1.15x) under the 16x16 fold model to 2,911 (1.18x, measured 2026-11-26): its
+weight-gradient convolutions (64 x 576 outputs: 9 tiles for 108 SMs) run split-K, 10.3 ms against the fold
+model's 15.4, while the forward and input-gradient ones slow from 18.5 to 21.3 ms; the step is HBM-bound on the
+CUDA-core kernels (batch norm, ReLU, adds, the optimizer), so the cuDNN effects listed in the run's output
+(batch norm reading its input twice, AMP casts) are where the remaining 18% would come from.
 No config number is tuned to a target: each ratio is printed as it comes, with what the simulated
 timeline says bounds it (the busiest unit, the systolic array's fold efficiency, where weights live).
 Run: python experiments/published_figures.py [--max-m 128] [--part groq|tpu|a100]
@@ -231,8 +237,9 @@ def a100() -> list[tuple]:
         print(f"  {label}: {other:.0f} images/s, ratio {other / amp:.2f}", flush=True)
     print("  What the step does not model, each making it faster than the GPU: batch norm reads its input once "
           "(cuDNN's training kernels\n  read it twice: statistics, then normalize), PyTorch AMP's casts and fp32 "
-          "master weights are not nodes, and cuDNN's\n  convolutions are costed by the 16x16 fold model, not by "
-          "measured kernel efficiencies.")
+          "master weights are not nodes, and cuDNN's\n  convolutions are costed as GEMMs of cuBLAS's tiles and "
+          "waves (cost/gpu_gemm.py: at most the best measured A100 GEMM's 85.9% of\n  peak), not by measured "
+          "convolution kernels; the weight gradients, whose outputs are a few tiles, run split-K over every SM.")
     return [("a100_like", "ResNet-50 training, images/s", "bf16 / AMP fp16", ips, amp)]
 
 

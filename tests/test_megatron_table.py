@@ -39,3 +39,22 @@ def test_each_table_row_builds_the_model_its_name_gives():
 
 def test_the_default_rows_are_table_rows(table):
     assert set(table.DEFAULT_ROWS) <= {r.name for r in table.ROWS}
+
+
+def test_the_tensor_parallel_rows_run_whole_from_layer_templates_and_the_fused_row_from_its_graph(table):
+    """Rows with t > 1 take the layer-template path (their graph passes do not apply, so nothing is lost by
+    never building them whole); the 1.7B row (t = 1) is fused and needs its whole graph."""
+    for row in table.ROWS:
+        assert table.templated(row, row.layers) == (row.t > 1), row.name
+        assert not table.templated(row, row.layers - 1), row.name
+
+
+def test_a_templated_row_has_the_recipe_of_its_own_model(table):
+    """The recipe a templated row compiles names the row's preset, tensor parallelism, micro-batch and all its
+    layers, rematerialized per layer as Megatron's full recomputation, with Adam."""
+    row = next(r for r in table.ROWS if r.name == "GPT-3 175B")
+    opts = {k: v for k, v in table.model_options(row, row.layers).items() if k != "limits"}
+    found = table.recipe("gpt2", opts, {"optimizer": "adam"}, "every:1")
+    assert found.layers == 96 and found.remat == "every:1" and dict(found.optimizer) == {"optimizer": "adam"}
+    assert dict(found.model_options) == {"size": "gpt3-175b", "batch": 1, "vocab": 51_200, "seq": 2048,
+                                         "tensor_parallel": 8}

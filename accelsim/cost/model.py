@@ -2,7 +2,8 @@
 hardware description alone (one source of truth for each).
 
 cycles = unit pipeline latency + max(compute cycles + stall cycles, memory-traffic cycles), as a kernel on a
-GPU-like chip (cost/kernel_overheads.py: plus the tail, at least the launch; HBM at its achievable fraction).
+GPU-like chip (cost/kernel_overheads.py: plus the tail, at least the launch; HBM at its achievable fraction;
+a GEMM's compute by its thread-block tiles and waves, cost/gpu_gemm.py).
 Stall cycles come from an array unit's operand buffers (cost/operand_traffic.py); without them a node
 moves each operand byte once and never stalls. Energy is flops and bytes at the effective figures of
 cost/energy.py.
@@ -15,6 +16,7 @@ from typing import Any
 
 from accelsim.cost.compute import NodeWork, compute_cycles
 from accelsim.cost.energy import node_energy_pj
+from accelsim.cost.gpu_gemm import chip_gemm_cycles
 from accelsim.cost.kernel_overheads import kernel_cycles, streaming_bytes_per_cycle
 from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.errors import MappingError
@@ -154,7 +156,9 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
     model = unit.model
     gemm = op.gemm(node.shape, *shapes, **node.attrs) if model.gemm_only else None
     ways = unit.count if unit.gang else 1  # a gang's instances split the node's work
-    compute = compute_cycles(model, NodeWork(flops, numel(node.shape), max(bytes_read, bytes_written), gemm, ways))
+    on_gpu = chip_gemm_cycles(hw, chip, unit, gemm, elem)  # a GPU's thread-block tiles and waves (cost/gpu_gemm.py)
+    compute = on_gpu if on_gpu is not None else compute_cycles(
+        model, NodeWork(flops, numel(node.shape), max(bytes_read, bytes_written), gemm, ways))
     compute = scaled_cycles(hw, unit, compute)  # the unit's rate at the step's precision
     stall = buffer_bytes = 0
     channels_bound = False  # the operand buffers' channels, not the array, set the pace

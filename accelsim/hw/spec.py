@@ -21,6 +21,7 @@ from accelsim.hw.compute import COMPUTE_MODELS, ComputeModel, PerElement, Stream
 from accelsim.hw.dataflows import Dataflows, MappingChoice, dataflows_problems
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
                                 ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
+from accelsim.hw.gpu_gemm import GpuGemm
 from accelsim.hw.gpu_overheads import GpuOverheads
 from accelsim.hw.ranges import (MAX_NAME_CHARS, NAME_PATTERN, Problem, check_in_range, check_name, check_technology_nm,
                                 raise_problems)
@@ -241,6 +242,8 @@ class Chip(Spec):
     # left out of the dump when absent, so the hardware hashes of schedules compiled before the key hold
     gpu_overheads: GpuOverheads | None = Field(None, exclude_if=lambda v: v is None, description=(
         "a GPU-like chip's per-kernel launch and tail latency and achievable HBM fraction"))
+    gpu_gemm: GpuGemm | None = Field(None, exclude_if=lambda v: v is None, description=(
+        "a GPU-like chip's SMs and GEMM thread-block tiles: tile and wave quantization (hw/gpu_gemm.py)"))
 
     def memory(self, name: str) -> Memory:
         """The memory named `name` (a unit's reads and writes are validated to name one of them)."""
@@ -264,6 +267,10 @@ class Chip(Spec):
                         problems.append((("units", i, port, j), f"unit {u.name!r} names memory {m!r}, which chip "
                                          f"{self.name!r} does not have ({hint}memories: "
                                          f"{', '.join(sorted(memories))})", m))
+        if self.gpu_gemm is not None and self.gpu_gemm.operand_memory not in memories:
+            problems.append((("gpu_gemm", "operand_memory"), f"chip {self.name!r} has no memory "
+                             f"{self.gpu_gemm.operand_memory!r} (memories: {', '.join(sorted(memories))})",
+                             self.gpu_gemm.operand_memory))
         instances = sum(u.count for u in self.units)
         rng = RANGES["unit_instances_per_chip"]
         if instances > rng.hi:

@@ -7,8 +7,9 @@ after another. Operand buffers: their one traffic model, cost/tile_traffic.py, a
 mapping puts on the array (mapping/gemm_view.py) gives the bytes fetched and written back, the stall
 cycles, the array <-> buffer bytes and whether the channels set the pace, exactly as node_cost charges a
 fixed-dataflow unit; then the unit's memory moves what the buffers fetch and write, at its bandwidth, and
-the step's precision and a GPU's kernel overheads apply as in cost/model.py's node_cost (the fixed mapping's
-cycles are node_cost's, exactly). Energy: cost/energy.py's per-op and per-byte figures on those counts.
+the step's precision, a GPU's kernel overheads and its GEMM tiles and waves (cost/gpu_gemm.py, which set a
+GPU's compute whatever the mapping) apply as in cost/model.py's node_cost (the fixed mapping's cycles are
+node_cost's, exactly). Energy: cost/energy.py's per-op and per-byte figures on those counts.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from accelsim.cost.energy import node_energy_pj
+from accelsim.cost.gpu_gemm import chip_gemm_cycles
 from accelsim.cost.kernel_overheads import kernel_cycles
 from accelsim.cost.model import memory_cycles
 from accelsim.cost.systolic import run_cycles
@@ -139,7 +141,10 @@ def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: 
     rows, cols, ways = _array_context(unit)
     geom = check_mapping(layer, mapping, rows, cols, unit_dataflows(unit), unit.name)
     elem = hw.elem_bytes(layer.dtype)
-    compute = scaled_cycles(hw, unit, mapping_compute_cycles(unit, mapping, geom))  # at the step's precision
+    # a GPU-like chip's library tiles the GEMM its own way, whatever the mapping (cost/gpu_gemm.py, as node_cost)
+    gemm = tuple(layer.role_size(role) for role in ("b", "m", "k", "n"))
+    on_gpu = chip_gemm_cycles(hw, chip, unit, gemm, elem)
+    compute = scaled_cycles(hw, unit, on_gpu if on_gpu is not None else mapping_compute_cycles(unit, mapping, geom))
     if unit.operand_buffers is None:
         read, written = layer.read_elems * elem, layer.written_elems * elem
         busy, buffer_elems, channels_bound = compute, 0, False
