@@ -209,7 +209,7 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
                 if at > env.now:
                     yield env.timeout(at - env.now)
             if i < n:
-                b_start, b_end = book.book(planned.buckets[i], at)
+                b_start, b_end = book.book_collective(planned.buckets[i], at)
                 spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
                 reduced = max(reduced, b_end)
                 continue
@@ -242,7 +242,7 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         if clock > env.now:
             yield env.timeout(clock - env.now)
         for gather in step.gathers[stage]:
-            g_start, g_end = book.book(gather, clock)
+            g_start, g_end = book.book_collective(gather, clock)
             spans.append((g_start, stage, "all_gather", -1, -1, g_end))
         clock = max(clock, g_end)
     step.ends[stage] = clock
