@@ -38,6 +38,15 @@ def gpt3_like(d: int, gradient_bytes: int, tied_bytes: int) -> StepWork:
     return StepWork(stages, tuple(chunks), M, d, T, V)
 
 
+def test_a_tied_weights_gradient_goes_once_per_step_and_the_bubble_stays_the_papers(hw):
+    # 1.2 GiB per rank over a 25 GB/s NIC is ~72M cycles, nearly the last chip's 80M of work per micro-batch:
+    # sent per micro-batch it held the chip's input gradients back (bubble 31.7%)
+    comp = compose(gpt3_like(1, 0, 1200 * 2**20), "interleaved", hw)
+    last_chunk_sends = [s for s in comp.spans if s.kind == "transfer" and s.stage == P - 1 and s.chunk == P * V - 1]
+    assert len(last_chunk_sends) == M + 1  # an input gradient per micro-batch, the tied gradient once
+    assert comp.bubble_fraction == pytest.approx(FORMULA, abs=TOLERANCE)
+
+
 def test_pipeline_sends_pass_gradient_buckets_and_the_bubble_stays_the_papers(hw):
     # 3 GiB of gradients per rank in 25 MiB buckets, all-reduced over 2 replicas as each chunk's last backward
     # pass produces them: the cool-down's input gradients queued behind them (bubble 17.0%)
