@@ -16,20 +16,27 @@ the CLI, and the whole-task path beside the stage path on a step the whole-task 
    ratios and the CPU seconds of each.
 
 Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare]
-Measured 2026-11-26 on the shared 2-core machine (CPU seconds of the whole `accelsim run`; wall time is
-several times more under load), on the code with layer templates, agreement, GPU overheads and precision merged:
-  gpt3-175b (seq 2048): 6.1 s CPU, 102 MiB max RSS; makespan 30,978,761,881 cycles, step 21.97 s,
-    200.5 TFLOP/s per GPU, pipeline bubble 12.1%; 10,482 nodes list-scheduled (9 of the 96 blocks)
+Measured 2026-11-26 on the shared 2-core machine under heavy load (CPU seconds of the whole `accelsim run`;
+wall time is several times more), on the code with layer templates, agreement, GPU overheads and precision
+merged, and the bubble mends of issue 27's note (compose.py, links.py):
+  gpt3-175b (seq 2048): 7.6 s CPU, 102 MiB max RSS; makespan 29,360,380,428 cycles, step 20.82 s,
+    211.5 TFLOP/s per GPU, pipeline bubble 7.3%; 10,482 nodes list-scheduled (9 of the 96 blocks)
     (before layer templates: 22 s CPU building the graph, then a refusal: ~352,000 tasks to measure)
-  megatron-1t: 12.7 s CPU, 265 MiB max RSS; makespan 155,281,333,419 cycles, step 110.13 s, 151.9 TFLOP/s
-    per GPU, pipeline bubble 44.5%; 3,630 nodes list-scheduled (3 of the 128 blocks)
+  megatron-1t: 15.9 s CPU, 265 MiB max RSS; makespan 97,665,226,329 cycles, step 69.27 s, 241.5 TFLOP/s
+    per GPU, pipeline bubble 11.8%; 3,630 nodes list-scheduled (3 of the 128 blocks)
   gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel): task level 47,154,470
     cycles (4.7 s CPU), stage level x0.931 both from the whole graph (2.5 s) and from layer templates (2.8 s)
-The TFLOP/s are above Megatron-LM's published ~140 (175B) per GPU (the cost model's Tensor Core GEMMs run at
-89-96% of peak: experiments/megatron_table.py) and the bubbles far above the interleaved schedule's
-(p - 1) / (v M) (4% and 6%): the composition sets them, not the templates, which give the whole graph's
-StepWork (tests/test_layer_templates.py). The 1T bubble was 26.3% before the agreement and GPU-overhead
-changes merged; why it rose is not yet explained (issue 27's note).
+The TFLOP/s are above Megatron-LM's published ~140 (175B) and ~163 (1T) per GPU (the cost model's Tensor Core
+GEMMs run at 89-96% of peak: experiments/megatron_table.py). The bubbles were 12.1% and 44.5% before two
+mends: the tied embedding's gradient went from the last stage to the first once per micro-batch (1T: 2.6 GB
+per rank, 512 times, 49% of the step on the last stage's NICs, holding its input gradients back: every stage
+idled 31-35% of the step in the steady state), now once per step as Megatron-LM all-reduces it; and pipeline
+sends queued behind the gradient buckets on their links (175B: the cool-down idled 6-8%), now they pass
+them. What remains above the interleaved schedule's (p - 1) / (v M + p - 1) (3.8% and 5.8%) is the last
+stage's extra work, the LM head and its loss (busy 96.2% and 94.2% of the step against 92.4% and 88.1% for
+the middle stages: they idle the difference in the steady state), then activation transfers; with every
+chunk equal and free transfers the composition gives 3.4% and 4.7%. No memory window is involved: the
+composition runs each schedule's own order in one round (compose.py never calls windowed_order).
 """
 from __future__ import annotations
 
