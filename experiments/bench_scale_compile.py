@@ -15,7 +15,8 @@ the CLI, and the whole-task path beside the stage path on a step the whole-task 
    window), the stage-level makespan measured from the whole graph, and from layer templates, with the
    ratios and the CPU seconds of each.
 
-Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare]
+Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare] [--phases]
+(--phases: per stage, its busy share of the step and its idle share in warm-up, steady state and cool-down)
 Measured 2026-11-26 on the shared 2-core machine under heavy load (CPU seconds of the whole `accelsim run`;
 wall time is several times more), on the code with layer templates, agreement, GPU overheads and precision
 merged, and the bubble mends of issue 27's note (compose.py, links.py):
@@ -132,14 +133,55 @@ def compare() -> None:
               f"{cpu:6.1f} s CPU  ({size:,} {what})", flush=True)
 
 
+def phases(name: str, c: dict) -> None:
+    """Where each pipeline stage of one large configuration idles: the step compiled in this process from the
+    same command line, then per stage its busy share of the step and its idle share before its first backward
+    item (warm-up), until its last forward item ends (steady state) and after (cool-down), the slowest stage
+    and the stages around the middle; then what each kind of exposed communication adds to the step."""
+    from accelsim.cli import make_parser
+    from accelsim.cli.common import limits_from, load_hw_arg
+    from accelsim.cli.sched_cmds import stage_recipe
+    from accelsim.cli.step_flags import step_options
+    from accelsim.compiler.hierarchy.step import compile_recipe_step
+
+    args = make_parser("run").parse_args(cli_argv(c, os.devnull))
+    step = compile_recipe_step(stage_recipe(args), load_hw_arg(args), step_options(args), limits_from(args))
+    comp, p = step.composition, c["p"]
+    makespan = comp.makespan_cycles
+    print(f"{name}: bubble {comp.bubble_fraction:.1%}, (p - 1) / (v M + p - 1) = {(p - 1) / (c['v'] * c['m'] + p - 1):.1%}; "
+          f"exposed on the critical path: " + ", ".join(f"{k} {x / makespan:.2%}" for k, x in comp.exposed_cycles.items()))
+    work_kinds = ("forward", "backward", "weight_grad", "update")
+    by_stage: dict[int, list] = {}
+    for span in comp.spans:
+        if span.kind in work_kinds:
+            by_stage.setdefault(span.stage, []).append(span)
+    for s in sorted({0, 1, p // 2, p - 2, p - 1}):
+        spans = by_stage[s]
+        first_backward = min(x.start for x in spans if x.kind == "backward")
+        last_forward = max(x.end for x in spans if x.kind == "forward")
+
+        def idle(a: int, b: int) -> float:
+            return ((b - a) - sum(max(0, min(b, x.end) - max(a, x.start)) for x in spans)) / makespan
+
+        print(f"  stage {s:3d}: busy {comp.busy_cycles[s] / makespan:6.1%}, idle in warm-up {idle(0, first_backward):5.1%}, "
+              f"steady state {idle(first_backward, last_forward):5.1%}, cool-down {idle(last_forward, makespan):5.1%}; "
+              f"peak stash {comp.peak_stash_bytes[s] / 2**30:.1f} GiB", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", choices=("175b", "1t", "compare"), default=None)
+    ap.add_argument("--phases", action="store_true",
+                    help="also compile each large configuration in this process and print where its stages idle")
     args = ap.parse_args()
     if args.only in (None, "175b"):
         run_large("gpt3-175b", LARGE["gpt3-175b"])
+        if args.phases:
+            phases("gpt3-175b", LARGE["gpt3-175b"])
     if args.only in (None, "1t"):
         run_large("megatron-1t", LARGE["megatron-1t"])
+        if args.phases:
+            phases("megatron-1t", LARGE["megatron-1t"])
     if args.only in (None, "compare"):
         compare()
 
