@@ -148,8 +148,10 @@ def phases(name: str, c: dict) -> None:
     step = compile_recipe_step(stage_recipe(args), load_hw_arg(args), step_options(args), limits_from(args))
     comp, p = step.composition, c["p"]
     makespan = comp.makespan_cycles
-    print(f"{name}: bubble {comp.bubble_fraction:.1%}, (p - 1) / (v M + p - 1) = {(p - 1) / (c['v'] * c['m'] + p - 1):.1%}; "
-          f"exposed on the critical path: " + ", ".join(f"{k} {x / makespan:.2%}" for k, x in comp.exposed_cycles.items()))
+    formula = (p - 1) / (c["v"] * c["m"] + p - 1)
+    exposed = ", ".join(f"{k} {x / makespan:.2%}" for k, x in comp.exposed_cycles.items())
+    print(f"{name}: bubble {comp.bubble_fraction:.1%}, (p - 1) / (v M + p - 1) = {formula:.1%}; exposed on the "
+          f"critical path: {exposed}")
     work_kinds = ("forward", "backward", "weight_grad", "update")
     by_stage: dict[int, list] = {}
     for span in comp.spans:
@@ -163,7 +165,8 @@ def phases(name: str, c: dict) -> None:
         def idle(a: int, b: int) -> float:
             return ((b - a) - sum(max(0, min(b, x.end) - max(a, x.start)) for x in spans)) / makespan
 
-        print(f"  stage {s:3d}: busy {comp.busy_cycles[s] / makespan:6.1%}, idle in warm-up {idle(0, first_backward):5.1%}, "
+        print(f"  stage {s:3d}: busy {comp.busy_cycles[s] / makespan:6.1%}, "
+              f"idle in warm-up {idle(0, first_backward):5.1%}, "
               f"steady state {idle(first_backward, last_forward):5.1%}, cool-down {idle(last_forward, makespan):5.1%}; "
               f"peak stash {comp.peak_stash_bytes[s] / 2**30:.1f} GiB", flush=True)
 

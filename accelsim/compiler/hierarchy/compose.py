@@ -129,7 +129,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                 elif not split:
                     gives_after = max(1, cycles - chunk.weight_grad_cycles)
                 if last_backward[(s, c)] is it:
-                    sends = tuple((to_chunk % p, send(s, to_chunk % p, nbytes)) for to_chunk, nbytes in chunk.update_sends)
+                    sends = tuple((dest % p, send(s, dest % p, nbytes)) for dest, nbytes in chunk.update_sends)
             gives = transfer = None
             if to is not None:
                 gives = _key(it.kind, m, to, M)
