@@ -15,21 +15,29 @@ the CLI, and the whole-task path beside the stage path on a step the whole-task 
    window), the stage-level makespan measured from the whole graph, and from layer templates, with the
    ratios and the CPU seconds of each.
 
-Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare]
-Measured 2026-11-26 on the shared 2-core machine (CPU seconds of the whole `accelsim run`; wall time is
-several times more under load), on the code with layer templates, agreement, GPU overheads and precision merged:
-  gpt3-175b (seq 2048): 6.1 s CPU, 102 MiB max RSS; makespan 30,978,761,881 cycles, step 21.97 s,
-    200.5 TFLOP/s per GPU, pipeline bubble 12.1%; 10,482 nodes list-scheduled (9 of the 96 blocks)
+Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare] [--phases]
+(--phases: per stage, its busy share of the step and its idle share in warm-up, steady state and cool-down)
+Measured 2026-11-26 on the shared 2-core machine under heavy load (CPU seconds of the whole `accelsim run`;
+wall time is several times more), on the code with layer templates, agreement, GPU overheads and precision
+merged, and the bubble mends of issue 27's note (compose.py, links.py):
+  gpt3-175b (seq 2048): 7.6 s CPU, 102 MiB max RSS; makespan 29,360,380,428 cycles, step 20.82 s,
+    211.5 TFLOP/s per GPU, pipeline bubble 7.3%; 10,482 nodes list-scheduled (9 of the 96 blocks)
     (before layer templates: 22 s CPU building the graph, then a refusal: ~352,000 tasks to measure)
-  megatron-1t: 12.7 s CPU, 265 MiB max RSS; makespan 155,281,333,419 cycles, step 110.13 s, 151.9 TFLOP/s
-    per GPU, pipeline bubble 44.5%; 3,630 nodes list-scheduled (3 of the 128 blocks)
+  megatron-1t: 15.9 s CPU, 265 MiB max RSS; makespan 97,665,226,329 cycles, step 69.27 s, 241.5 TFLOP/s
+    per GPU, pipeline bubble 11.8%; 3,630 nodes list-scheduled (3 of the 128 blocks)
   gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel): task level 47,154,470
     cycles (4.7 s CPU), stage level x0.931 both from the whole graph (2.5 s) and from layer templates (2.8 s)
-The TFLOP/s are above Megatron-LM's published ~140 (175B) per GPU (the cost model's Tensor Core GEMMs run at
-89-96% of peak: experiments/megatron_table.py) and the bubbles far above the interleaved schedule's
-(p - 1) / (v M) (4% and 6%): the composition sets them, not the templates, which give the whole graph's
-StepWork (tests/test_layer_templates.py). The 1T bubble was 26.3% before the agreement and GPU-overhead
-changes merged; why it rose is not yet explained (issue 27's note).
+The TFLOP/s are above Megatron-LM's published ~140 (175B) and ~163 (1T) per GPU (the cost model's Tensor Core
+GEMMs run at 89-96% of peak: experiments/megatron_table.py). The bubbles were 12.1% and 44.5% before two
+mends: the tied embedding's gradient went from the last stage to the first once per micro-batch (1T: 2.6 GB
+per rank, 512 times, 49% of the step on the last stage's NICs, holding its input gradients back: every stage
+idled 31-35% of the step in the steady state), now once per step as Megatron-LM all-reduces it; and pipeline
+sends queued behind the gradient buckets on their links (175B: the cool-down idled 6-8%), now they pass
+them. What remains above the interleaved schedule's (p - 1) / (v M + p - 1) (3.8% and 5.8%) is the last
+stage's extra work, the LM head and its loss (busy 96.2% and 94.2% of the step against 92.4% and 88.1% for
+the middle stages: they idle the difference in the steady state), then activation transfers; with every
+chunk equal and free transfers the composition gives 3.4% and 4.7%. No memory window is involved: the
+composition runs each schedule's own order in one round (compose.py never calls windowed_order).
 """
 from __future__ import annotations
 
@@ -125,14 +133,58 @@ def compare() -> None:
               f"{cpu:6.1f} s CPU  ({size:,} {what})", flush=True)
 
 
+def phases(name: str, c: dict) -> None:
+    """Where each pipeline stage of one large configuration idles: the step compiled in this process from the
+    same command line, then per stage its busy share of the step and its idle share before its first backward
+    item (warm-up), until its last forward item ends (steady state) and after (cool-down), the slowest stage
+    and the stages around the middle; then what each kind of exposed communication adds to the step."""
+    from accelsim.cli import make_parser
+    from accelsim.cli.common import limits_from, load_hw_arg
+    from accelsim.cli.sched_cmds import stage_recipe
+    from accelsim.cli.step_flags import step_options
+    from accelsim.compiler.hierarchy.step import compile_recipe_step
+
+    args = make_parser("run").parse_args(cli_argv(c, os.devnull))
+    step = compile_recipe_step(stage_recipe(args), load_hw_arg(args), step_options(args), limits_from(args))
+    comp, p = step.composition, c["p"]
+    makespan = comp.makespan_cycles
+    formula = (p - 1) / (c["v"] * c["m"] + p - 1)
+    exposed = ", ".join(f"{k} {x / makespan:.2%}" for k, x in comp.exposed_cycles.items())
+    print(f"{name}: bubble {comp.bubble_fraction:.1%}, (p - 1) / (v M + p - 1) = {formula:.1%}; exposed on the "
+          f"critical path: {exposed}")
+    work_kinds = ("forward", "backward", "weight_grad", "update")
+    by_stage: dict[int, list] = {}
+    for span in comp.spans:
+        if span.kind in work_kinds:
+            by_stage.setdefault(span.stage, []).append(span)
+    for s in sorted({0, 1, p // 2, p - 2, p - 1}):
+        spans = by_stage[s]
+        first_backward = min(x.start for x in spans if x.kind == "backward")
+        last_forward = max(x.end for x in spans if x.kind == "forward")
+
+        def idle(a: int, b: int) -> float:
+            return ((b - a) - sum(max(0, min(b, x.end) - max(a, x.start)) for x in spans)) / makespan
+
+        print(f"  stage {s:3d}: busy {comp.busy_cycles[s] / makespan:6.1%}, "
+              f"idle in warm-up {idle(0, first_backward):5.1%}, "
+              f"steady state {idle(first_backward, last_forward):5.1%}, cool-down {idle(last_forward, makespan):5.1%}; "
+              f"peak stash {comp.peak_stash_bytes[s] / 2**30:.1f} GiB", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", choices=("175b", "1t", "compare"), default=None)
+    ap.add_argument("--phases", action="store_true",
+                    help="also compile each large configuration in this process and print where its stages idle")
     args = ap.parse_args()
     if args.only in (None, "175b"):
         run_large("gpt3-175b", LARGE["gpt3-175b"])
+        if args.phases:
+            phases("gpt3-175b", LARGE["gpt3-175b"])
     if args.only in (None, "1t"):
         run_large("megatron-1t", LARGE["megatron-1t"])
+        if args.phases:
+            phases("megatron-1t", LARGE["megatron-1t"])
     if args.only in (None, "compare"):
         compare()
 

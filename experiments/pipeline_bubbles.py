@@ -3,7 +3,9 @@ closed forms; then what activation transfers and gradient all-reduces add on a D
 time of composing a GPT-3 175B-sized 1,024-chip step.
 
 Closed forms, for equal chunks with free transfers, F and B a stage's forward and backward per micro-batch
-(B = 2F here), W the weight-gradient part of B, p stages, v chunks per chip, M micro-batches:
+(B = 2F here), W the weight-gradient part of B, p stages, v chunks per chip, M micro-batches (the first three
+take a backward pass to send its input gradient at its end, so their rows are simulated with W = 0; with a W
+part the composition sends it before W, as the task level does, and the bubble is smaller):
   GPipe, 1F1B (Huang et al. 2019; Narayanan et al. 2021):  bubble (p - 1) / (M + p - 1)
   interleaved 1F1B (Narayanan et al. SC21, sec. 2.2.2):      bubble (p - 1) / (v M + p - 1)
   ZB-H1 (Qi et al. ICLR 2024, sec. 3.1), B' = B - W:          idle I = (p - 1)(F + B' - W) per chip, so
@@ -41,12 +43,14 @@ def work(p: int, v: int, M: int, t: int = 1, d: int = 1, activation_bytes: int =
 
 def bubbles() -> None:
     hw = load_hw("a100_x64")
-    print("Bubble fraction, simulated vs closed form (equal chunks, free transfers, F=300, B=600, W=300 cycles)")
+    print("Bubble fraction, simulated vs closed form (equal chunks, free transfers, F=300, B=600 cycles; W=300 "
+          "for ZB-H1, 0 for the others)")
     print(f"{'schedule':12s} {'p':>3s} {'v':>2s} {'M':>4s} {'simulated':>10s} {'closed form':>12s}")
     for p in (4, 8, 16):
         for M in (p, 2 * p, 8 * p):
             for name, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("interleaved", 3), ("zb-h1", 1)):
-                simulated = compose(work(p, v, M), name, hw).bubble_fraction
+                # the papers' passes send their input gradient at their end: no W part, except ZB-H1's
+                simulated = compose(work(p, v, M, w=W if name == "zb-h1" else 0), name, hw).bubble_fraction
                 print(f"{name:12s} {p:3d} {v:2d} {M:4d} {simulated:10.4f} {closed_form(name, p, v, M):12.4f}")
 
 

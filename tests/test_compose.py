@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelsim.compiler.hierarchy.compose import SPAN_KINDS, compose
-from accelsim.compiler.hierarchy.links import collective_hold
+from accelsim.compiler.hierarchy.links import Hold, LinkBook, collective_hold
 from accelsim.compiler.hierarchy.schedules import PIPELINE_SCHEDULES, Item, PipelineSchedule
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.errors import ScheduleError
 from accelsim.hw.load import load_hw
-from accelsim.hw.topology import topology_of
+from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import collective_cost
 
 
@@ -265,19 +265,36 @@ def test_a_bucket_reduced_while_another_stage_still_computes_costs_nothing(hw8):
     assert bucket.stage == 1 and bucket.end - bucket.start == ar and bucket.end < comp.makespan_cycles
 
 
-def test_a_bucket_and_a_transfer_on_one_link_queue(hw8):
-    # p = 2, M = 1, 1F1B: stage 1's bucket, complete as its backward ends, holds chip 1's egress port while
-    # the backward's input gradient waits to leave through it
+def test_a_transfer_passes_a_bucket_on_its_link(hw8):
+    # p = 2, M = 1, 1F1B: stage 1's bucket, complete as its backward ends, is reduced through chip 1's egress
+    # port; the backward's input gradient leaves through it at once (NCCL interleaves the collective's chunks
+    # with it), not after the bucket, and stage 0's backward starts when it arrives
     grad, nbytes = 40 * 2**20, 10**6
     topo = topology_of(hw8)
     ar = collective_cost(topo, "allreduce", (1, 3), grad).cycles
     cost = topo.route(1, 0).cycles(nbytes)
+    assert cost < ar
     comp = compose(step(2, 1, act=nbytes, d=2, grad=[0, grad]), "1f1b", hw8, bucket_bytes=grad)
     (bucket,) = spans_of(comp, "allreduce")
     back = spans_of(comp, "transfer", stage=1)[0]
-    assert bucket.start == spans_of(comp, "backward", stage=1)[0].end and bucket.end - bucket.start == ar
-    assert (back.start, back.end) == (bucket.end, bucket.end + cost)
-    assert spans_of(comp, "backward", stage=0)[0].start == bucket.end + cost
+    end = spans_of(comp, "backward", stage=1)[0].end
+    assert bucket.start == end and bucket.end - bucket.start == ar
+    assert (back.start, back.end) == (end, end + cost)
+    assert spans_of(comp, "backward", stage=0)[0].start == end + cost
+
+
+def test_transfers_queue_behind_transfers_and_collectives_behind_both():
+    # one link: a collective [0, 100); a transfer ready at 10 passes it, [10, 30), and pushes the collectives
+    # queued after it back by its 20 cycles; a second transfer queues behind the first; a collective ready at
+    # 50 starts when the first collective's 100 cycles and both transfers' 20 have passed
+    book = LinkBook()
+    link = Link("scale_out", 0, -1)
+    collective, transfer = book.booking(Hold((link,), 100)), book.booking(Hold((link,), 20))
+    assert book.book_collective(collective, 0) == (0, 100)
+    assert book.book(transfer, 10) == (10, 30)
+    assert book.book(transfer, 15) == (30, 50)
+    assert book.book_collective(collective, 50) == (140, 240)
+    assert book.book(transfer, 60) == (60, 80)
 
 
 def test_an_allreduce_of_any_group_costs_what_collective_cost_says():

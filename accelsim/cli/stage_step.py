@@ -26,9 +26,9 @@ def print_stage_step(console: Console, step: StageStep, seconds: float) -> None:
     makespan = step.makespan_cycles
     console.print(f"  makespan {fmt.cycles(makespan)} ({fmt.seconds(step.makespan_seconds)}), throughput "
                   f"{fmt.rate(step.throughput)}, pipeline bubble {fmt.percent(step.bubble_fraction)}")
-    exposed = ", ".join(f"{kind} {fmt.cycles(c)} ({fmt.percent(c / (o.pipeline_stages * makespan) if makespan else 0)}"
-                        f" of the stages' time)" for kind, c in step.exposed_cycles.items())
-    console.print(f"  exposed communication (summed over stages): {exposed}")
+    exposed = ", ".join(f"{kind} {fmt.cycles(c)} ({fmt.percent(c / makespan if makespan else 0)} of the step)"
+                        for kind, c in step.exposed_cycles.items())
+    console.print(f"  exposed communication (on the critical path: what it adds to the step): {exposed}")
     for s, busy, stash in zip(step.work.stages, step.composition.busy_cycles, step.composition.peak_stash_bytes):
         console.print(f"  stage {s.stage} (chip{'s' if len(s.chips) > 1 else ''} "
                       f"{', '.join(map(str, s.chips))}): busy {fmt.cycles(busy)} "

@@ -126,7 +126,8 @@ class StageStep:
 
     @property
     def exposed_cycles(self) -> dict[str, int]:
-        """Per kind of communication (transfer, allreduce): cycles pipeline chips wait on it, summed over chips."""
+        """Per kind of communication (compose.EXPOSED_KINDS): the cycles by which it lengthens the step, on
+        its critical path (Composition.exposed_cycles)."""
         return dict(self.composition.exposed_cycles)
 
     def to_dict(self) -> dict[str, Any]:

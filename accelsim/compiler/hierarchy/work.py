@@ -40,7 +40,8 @@ class ChunkWork:
     gradient first, the weight gradients after)."""
     update_sends: tuple[tuple[int, int], ...] = ()
     """(destination chunk, bytes) per micro-batch: the part of backward_bytes that is weight gradients of
-    parameters earlier chunks hold (a tied embedding), which only those chunks' stages' updates wait for."""
+    parameters earlier chunks hold (a tied embedding), which only those chunks' stages' updates wait for. The
+    composition sends them once per step, summed over the micro-batches (the same bytes)."""
 
 
 @dataclass(frozen=True, slots=True)
