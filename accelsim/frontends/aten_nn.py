@@ -1,5 +1,5 @@
 """ATen neural-network ops as accelsim ops (entries of ATEN_OPS): convolution, normalization, pooling, softmax,
-embedding, attention and dropout.
+embedding, attention and dropout (a seeded keep mask in training mode).
 
 Batch norm follows the mode the module was exported in: training mode (batch statistics) is the registry's
 batch_norm, eval mode batch_norm_inference with the running statistics as non-trainable parameters; the
@@ -13,6 +13,7 @@ from typing import Any
 
 from accelsim import ops as F
 from accelsim.frontends.aten_registry import Args, Ctx, Kwargs, aten
+from accelsim.ops.dropout_mask import check_dropout_p, dropout_mask, keep_mask
 
 
 def _val(x: Any) -> Any:
@@ -191,7 +192,30 @@ def _sdpa(ctx: Ctx, q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
 
 def _dropout_refuse(args: Args, kwargs: Kwargs) -> str | None:
     p, train = _arg(args, kwargs, 1, "p", 0.5), _arg(args, kwargs, 2, "train", True)
-    return f"dropout p={p} in training mode (random; export the module in eval mode)" if train and p else None
+    return check_dropout_p(p) if train else None
+
+
+def _dropout(ctx: Ctx, x: Any, p: float, train: bool | None) -> Any:
+    """Inverted dropout: x times a keep mask scaled by 1/(1 - p), drawn from (graph seed, the mask's node id)
+    and held as a constant; the identity in eval mode or at p = 0."""
+    if not train or not p:
+        return x
+    mask = dropout_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), x.dtype)
+    return x * ctx.graph.const(mask, x.dtype)
+
+
+def _bernoulli_refuse(args: Args, kwargs: Kwargs) -> str | None:
+    keep = _arg(args, kwargs, 1, "p", 0.5)
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 <= keep <= 1.0:  # NaN fails too
+        return f"p={keep!r} (expected a probability in [0, 1])"
+    return "a generator argument (accelsim draws from the graph's seed)" if kwargs.get("generator") else None
+
+
+def _bernoulli(ctx: Ctx, x: Any, p: float, generator: Any = None) -> Any:
+    """bernoulli(x, p), as an in-place dropout decomposes: a 0/1 mask of x's shape drawn from (graph seed, the
+    mask's node id), held as a constant."""
+    return ctx.graph.const(keep_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), ctx.graph.dtype),
+                           ctx.graph.dtype)
 
 
 aten("aten.convolution.default", _conv, "conv2d (or conv_transpose2d) + bias add", refuse=_conv_refuse)
@@ -214,6 +238,8 @@ aten("aten._log_softmax.default", _log_softmax, "log_softmax")
 aten("aten.embedding.default", _embedding, "embedding", refuse=_embedding_refuse)
 aten("aten.scaled_dot_product_attention.default", _sdpa, "matmul, scale, [causal_mask], softmax, matmul",
      refuse=_sdpa_refuse)
-aten("aten.native_dropout.default", lambda ctx, x, p, train: (x, None), "identity (eval mode or p=0)",
+aten("aten.native_dropout.default", lambda ctx, x, p, train: (_dropout(ctx, x, p, train), None),
+     "mul by a seeded keep mask / (1 - p) (identity in eval mode or at p=0)", refuse=_dropout_refuse)
+aten("aten.bernoulli.p", _bernoulli, "a seeded 0/1 keep mask (a constant)", refuse=_bernoulli_refuse)
+aten("aten.dropout.default", _dropout, "mul by a seeded keep mask / (1 - p) (identity in eval mode or at p=0)",
      refuse=_dropout_refuse)
-aten("aten.dropout.default", lambda ctx, x, p, train: x, "identity (eval mode or p=0)", refuse=_dropout_refuse)
