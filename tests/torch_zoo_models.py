@@ -81,9 +81,9 @@ class InvertedResidual(nn.Module):
 
 class MobileNetV2(nn.Module):
     """torchvision's MobileNetV2 (features, classifier = Dropout + Linear), stage table (t, c, n, s) shortened
-    to three of its seven stages."""
+    to two of its seven stages (one block without expansion, two with, the second residual)."""
 
-    SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 1, 2))
+    SETTING = ((1, 16, 1, 1), (6, 24, 2, 2))
 
     def __init__(self, num_classes: int = 10, width_mult: float = 0.25, last_channel: int = 64,
                  dropout: float = 0.2) -> None:
@@ -129,10 +129,10 @@ class InvertedResidualV3(nn.Module):
 
 class MobileNetV3(nn.Module):
     """torchvision's mobilenet_v3_small (first conv 16 hardswish, bneck table, last conv 6x, classifier Linear,
-    Hardswish, Dropout, Linear), its bneck table (kernel, expanded, out, SE, HS, stride) cut to four rows."""
+    Hardswish, Dropout, Linear), its bneck table (kernel, expanded, out, SE, HS, stride) cut to three rows
+    (the third, residual, with its 5x5 kernel, squeeze-excite and hardswish)."""
 
-    SETTING = ((3, 16, 16, True, False, 2), (3, 72, 24, False, False, 2), (3, 88, 24, False, False, 1),
-               (5, 96, 40, True, True, 2))
+    SETTING = ((3, 16, 16, True, False, 2), (3, 72, 24, False, False, 2), (5, 88, 24, True, True, 1))
 
     def __init__(self, num_classes: int = 10, last_channel: int = 64, dropout: float = 0.2) -> None:
         super().__init__()
@@ -193,9 +193,9 @@ class MBConv(nn.Module):
 
 class EfficientNet(nn.Module):
     """torchvision's efficientnet_b0 (stem 32, MBConv stages (expand, kernel, stride, in, out, layers), head
-    conv 4x, avgpool, classifier Dropout + Linear), its stage table cut to three of seven stages at width 0.5."""
+    conv 4x, avgpool, classifier Dropout + Linear), its stage table cut to two of seven stages at width 0.5."""
 
-    SETTING = ((1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 1))
+    SETTING = ((1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2))
 
     def __init__(self, num_classes: int = 10, width_mult: float = 0.5, stochastic_depth_prob: float = 0.0,
                  dropout: float = 0.2) -> None:
@@ -232,33 +232,26 @@ class DoubleConv(nn.Sequential):
 
 
 class UNet(nn.Module):
-    """Ronneberger et al.'s U-Net with two levels: encoder (DoubleConv, max pool), bottleneck, decoder
-    (upsample: bilinear or a transposed conv; concat the skip; DoubleConv), 1x1 output conv; MSE loss."""
+    """Ronneberger et al.'s U-Net with two levels: encoder (DoubleConv, max pool), bottleneck, decoder (2x2
+    up-convolution, concat the skip, DoubleConv), 1x1 output conv; MSE loss against a target image."""
 
-    def __init__(self, cin: int = 3, cout: int = 2, base: int = 4, bilinear: bool = True) -> None:
+    def __init__(self, cin: int = 3, cout: int = 2, base: int = 4) -> None:
         super().__init__()
-        self.bilinear = bilinear
         self.inc = DoubleConv(cin, base)
         self.down1 = DoubleConv(base, 2 * base)
         self.down2 = DoubleConv(2 * base, 4 * base)
-        if not bilinear:
-            self.up2 = nn.ConvTranspose2d(4 * base, 4 * base, 2, stride=2)
-            self.up1 = nn.ConvTranspose2d(2 * base, 2 * base, 2, stride=2)
-        self.conv2 = DoubleConv(6 * base, 2 * base)
-        self.conv1 = DoubleConv(3 * base, base)
+        self.up2 = nn.ConvTranspose2d(4 * base, 2 * base, 2, stride=2)
+        self.conv2 = DoubleConv(4 * base, 2 * base)
+        self.up1 = nn.ConvTranspose2d(2 * base, base, 2, stride=2)
+        self.conv1 = DoubleConv(2 * base, base)
         self.outc = nn.Conv2d(base, cout, 1)
-
-    def _up(self, x: torch.Tensor, level: int) -> torch.Tensor:
-        if self.bilinear:
-            return Fn.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
-        return (self.up2 if level == 2 else self.up1)(x)
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         x1 = self.inc(x)
         x2 = self.down1(Fn.max_pool2d(x1, 2))
         x3 = self.down2(Fn.max_pool2d(x2, 2))
-        h = self.conv2(torch.cat([x2, self._up(x3, 2)], dim=1))
-        h = self.conv1(torch.cat([x1, self._up(h, 1)], dim=1))
+        h = self.conv2(torch.cat([x2, self.up2(x3)], dim=1))
+        h = self.conv1(torch.cat([x1, self.up1(h)], dim=1))
         return Fn.mse_loss(self.outc(h), target)
 
 
