@@ -97,3 +97,37 @@ def test_a_mask_outside_the_probability_range_is_refused_with_the_value(p):
 def test_torch_refuses_p_outside_zero_one_before_the_importer_sees_it():
     with pytest.raises(FrontendError, match=r"could not trace.*dropout probability has to be between 0 and 1"):
         _import(1.5)
+
+
+class Attention(torch.nn.Module):
+    """Causal scaled_dot_product_attention with attention dropout (nanoGPT's flash path), summed."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (z.view(2, 5, 2, 4).transpose(1, 2) for z in self.qkv(x).split(8, dim=2))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=self.p, is_causal=True).sum()
+
+
+def test_attention_dropout_multiplies_the_probabilities_by_a_seeded_mask_as_torch_math_does():
+    torch.manual_seed(0)
+    module, x = Attention(0.3).double(), torch.randn(2, 5, 8, dtype=torch.float64)
+    graph = A.frontends.from_torch(module, (x,), loss="output")
+    mask = _mask(graph)
+    assert mask.shape == (2, 2, 5, 5) and set(np.unique(mask)) == {0.0, 1 / 0.7}
+    out = A.evaluate(A.training_graph(graph), feeds={**module_feeds(module, graph), "x": x.numpy()})
+    q, k, v = (z.view(2, 5, 2, 4).transpose(1, 2) for z in module.qkv(x).split(8, dim=2))
+    scores = (q @ k.transpose(-2, -1) / 2.0).masked_fill(torch.triu(torch.ones(5, 5), 1) == 1, float("-inf"))
+    loss = ((torch.softmax(scores, -1) * torch.from_numpy(mask)) @ v).sum()
+    loss.backward()
+    assert max_rel_err(out["loss"], loss.detach().numpy()) < 1e-12
+    assert max_rel_err(out["qkv.weight.grad"], module.qkv.weight.grad.numpy()) < 1e-10
+
+
+def test_attention_dropout_of_nan_is_refused_naming_the_op():
+    with pytest.raises(FrontendError, match=r"aten.scaled_dot_product_attention.default \(attention dropout p=nan"):
+        A.frontends.from_torch(Attention(float("nan")).double(), (torch.randn(2, 5, 8, dtype=torch.float64),),
+                               loss="output")

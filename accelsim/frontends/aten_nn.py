@@ -171,8 +171,9 @@ def _embedding(ctx: Ctx, weight: Any, ids: Any, padding_idx: int = -1, scale_gra
 def _sdpa_refuse(args: Args, kwargs: Kwargs) -> str | None:
     if _arg(args, kwargs, 3, "attn_mask", None) is not None:
         return "an attn_mask tensor (use is_causal=True for a causal mask)"
-    if _arg(args, kwargs, 4, "dropout_p", 0.0) != 0.0:
-        return "dropout_p > 0 (attention dropout is random; export in eval mode)"
+    dropout_p = _arg(args, kwargs, 4, "dropout_p", 0.0)
+    if dropout_p != 0.0 and check_dropout_p(dropout_p) is not None:
+        return f"attention {check_dropout_p(dropout_p)}"
     if kwargs.get("enable_gqa", False):
         return "enable_gqa=True"
     q, k = _val(args[0]), _val(args[1])
@@ -183,11 +184,13 @@ def _sdpa_refuse(args: Args, kwargs: Kwargs) -> str | None:
 
 def _sdpa(ctx: Ctx, q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False,
           scale: float | None = None, enable_gqa: bool = False) -> Any:
-    """softmax(q k^T * scale [causal mask]) v, scale = 1/sqrt(head size) by default."""
+    """softmax(q k^T * scale [causal mask]) [* dropout mask] v, scale = 1/sqrt(head size) by default; dropout_p > 0
+    (training mode) multiplies the attention probabilities by a seeded keep mask / (1 - p), as torch's math
+    kernel drops them."""
     s = F.matmul(q, k, transpose_b=True) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
     if is_causal:
         s = F.causal_mask(s)
-    return F.matmul(F.softmax(s, -1), v)
+    return F.matmul(_dropout(ctx, F.softmax(s, -1), dropout_p, True), v)
 
 
 def _dropout_refuse(args: Args, kwargs: Kwargs) -> str | None:
@@ -236,7 +239,8 @@ aten("aten._softmax.default", _softmax, "softmax")
 aten("aten.softmax.int", lambda ctx, x, dim, dtype=None: F.softmax(x, int(dim)), "softmax")
 aten("aten._log_softmax.default", _log_softmax, "log_softmax")
 aten("aten.embedding.default", _embedding, "embedding", refuse=_embedding_refuse)
-aten("aten.scaled_dot_product_attention.default", _sdpa, "matmul, scale, [causal_mask], softmax, matmul",
+aten("aten.scaled_dot_product_attention.default", _sdpa,
+     "matmul, scale, [causal_mask], softmax, [mul by a seeded dropout mask], matmul",
      refuse=_sdpa_refuse)
 aten("aten.native_dropout.default", lambda ctx, x, p, train: (_dropout(ctx, x, p, train), None),
      "mul by a seeded keep mask / (1 - p) (identity in eval mode or at p=0)", refuse=_dropout_refuse)
