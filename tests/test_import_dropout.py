@@ -131,3 +131,8 @@ def test_attention_dropout_of_nan_is_refused_naming_the_op():
     with pytest.raises(FrontendError, match=r"aten.scaled_dot_product_attention.default \(attention dropout p=nan"):
         A.frontends.from_torch(Attention(float("nan")).double(), (torch.randn(2, 5, 8, dtype=torch.float64),),
                                loss="output")
+
+
+def test_a_mask_too_large_for_a_graph_constant_is_refused_before_it_is_drawn():
+    with pytest.raises(GraphError, match=r"keep mask %5 of shape \(4096, 8192\): 33554432 elements, more than"):
+        dropout_mask(0, 5, (4096, 8192), 0.1, "float32")

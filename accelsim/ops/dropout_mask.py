@@ -8,6 +8,9 @@ import numpy as np
 
 from accelsim.errors import GraphError
 
+MAX_MASK_ELEMENTS = 1 << 24
+"""Largest mask drawn (elements): a mask is a graph constant, stored in the graph (as the torch importer's folded
+constants are, frontends/torch_fold.py)."""
 DROPOUT_STREAM = 0xD209
 """Keys the dropout masks' random stream apart from the leaves' default values (keyed by node name)."""
 
@@ -27,6 +30,11 @@ def keep_mask(seed: int, node_id: int, shape: tuple[int, ...], keep: float, dtyp
     same (seed, node_id)."""
     if isinstance(keep, bool) or not isinstance(keep, (int, float)) or math.isnan(keep) or not 0.0 <= keep <= 1.0:
         raise GraphError(f"keep mask %{node_id}: probability {keep!r}: expected a number in [0, 1]")
+    elements = math.prod(int(d) for d in shape)
+    if elements > MAX_MASK_ELEMENTS:
+        raise GraphError(f"keep mask %{node_id} of shape {tuple(shape)}: {elements} elements, more than the "
+                         f"{MAX_MASK_ELEMENTS} a graph constant may hold; import at a smaller batch or sequence "
+                         "length, or in eval mode (dropout is the identity then)")
     rng = np.random.default_rng([int(seed), DROPOUT_STREAM, int(node_id)])
     return (rng.random(shape) < keep).astype(dtype)
 
