@@ -196,11 +196,6 @@ def test_unsupported_ops_are_all_named_in_one_error():
     assert "aten.atan.default (no accelsim decomposition) x1" in msg
 
 
-def test_dropout_in_training_mode_is_refused_by_name():
-    with pytest.raises(FrontendError, match=r"aten.native_dropout.default \(dropout p=0.1 in training mode"):
-        from_torch(tm.MLP((6, 5, 3)).double(), (torch.rand(2, 6, dtype=torch.float64),))
-
-
 def test_loss_heads():
     mlp, x = tm.MLP((6, 5, 3)).double().eval(), torch.rand(2, 6, dtype=torch.float64)
     none = from_torch(mlp, (x,), loss="none")

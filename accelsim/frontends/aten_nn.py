@@ -1,5 +1,5 @@
 """ATen neural-network ops as accelsim ops (entries of ATEN_OPS): convolution, normalization, pooling, softmax,
-embedding, attention and dropout.
+embedding, attention and dropout (a seeded keep mask in training mode).
 
 Batch norm follows the mode the module was exported in: training mode (batch statistics) is the registry's
 batch_norm, eval mode batch_norm_inference with the running statistics as non-trainable parameters; the
@@ -13,6 +13,7 @@ from typing import Any
 
 from accelsim import ops as F
 from accelsim.frontends.aten_registry import Args, Ctx, Kwargs, aten
+from accelsim.ops.dropout_mask import check_dropout_p, dropout_mask, keep_mask
 
 
 def _val(x: Any) -> Any:
@@ -170,8 +171,9 @@ def _embedding(ctx: Ctx, weight: Any, ids: Any, padding_idx: int = -1, scale_gra
 def _sdpa_refuse(args: Args, kwargs: Kwargs) -> str | None:
     if _arg(args, kwargs, 3, "attn_mask", None) is not None:
         return "an attn_mask tensor (use is_causal=True for a causal mask)"
-    if _arg(args, kwargs, 4, "dropout_p", 0.0) != 0.0:
-        return "dropout_p > 0 (attention dropout is random; export in eval mode)"
+    dropout_p = _arg(args, kwargs, 4, "dropout_p", 0.0)
+    if dropout_p != 0.0 and check_dropout_p(dropout_p) is not None:
+        return f"attention {check_dropout_p(dropout_p)}"
     if kwargs.get("enable_gqa", False):
         return "enable_gqa=True"
     q, k = _val(args[0]), _val(args[1])
@@ -182,16 +184,41 @@ def _sdpa_refuse(args: Args, kwargs: Kwargs) -> str | None:
 
 def _sdpa(ctx: Ctx, q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False,
           scale: float | None = None, enable_gqa: bool = False) -> Any:
-    """softmax(q k^T * scale [causal mask]) v, scale = 1/sqrt(head size) by default."""
+    """softmax(q k^T * scale [causal mask]) [* dropout mask] v, scale = 1/sqrt(head size) by default; dropout_p > 0
+    (training mode) multiplies the attention probabilities by a seeded keep mask / (1 - p), as torch's math
+    kernel drops them."""
     s = F.matmul(q, k, transpose_b=True) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
     if is_causal:
         s = F.causal_mask(s)
-    return F.matmul(F.softmax(s, -1), v)
+    return F.matmul(_dropout(ctx, F.softmax(s, -1), dropout_p, True), v)
 
 
 def _dropout_refuse(args: Args, kwargs: Kwargs) -> str | None:
     p, train = _arg(args, kwargs, 1, "p", 0.5), _arg(args, kwargs, 2, "train", True)
-    return f"dropout p={p} in training mode (random; export the module in eval mode)" if train and p else None
+    return check_dropout_p(p) if train else None
+
+
+def _dropout(ctx: Ctx, x: Any, p: float, train: bool | None) -> Any:
+    """Inverted dropout: x times a keep mask scaled by 1/(1 - p), drawn from (graph seed, the mask's node id)
+    and held as a constant; the identity in eval mode or at p = 0."""
+    if not train or not p:
+        return x
+    mask = dropout_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), x.dtype)
+    return x * ctx.graph.const(mask, x.dtype)
+
+
+def _bernoulli_refuse(args: Args, kwargs: Kwargs) -> str | None:
+    keep = _arg(args, kwargs, 1, "p", 0.5)
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 <= keep <= 1.0:  # NaN fails too
+        return f"p={keep!r} (expected a probability in [0, 1])"
+    return "a generator argument (accelsim draws from the graph's seed)" if kwargs.get("generator") else None
+
+
+def _bernoulli(ctx: Ctx, x: Any, p: float, generator: Any = None) -> Any:
+    """bernoulli(x, p), as an in-place dropout decomposes: a 0/1 mask of x's shape drawn from (graph seed, the
+    mask's node id), held as a constant."""
+    return ctx.graph.const(keep_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), ctx.graph.dtype),
+                           ctx.graph.dtype)
 
 
 aten("aten.convolution.default", _conv, "conv2d (or conv_transpose2d) + bias add", refuse=_conv_refuse)
@@ -212,8 +239,11 @@ aten("aten._softmax.default", _softmax, "softmax")
 aten("aten.softmax.int", lambda ctx, x, dim, dtype=None: F.softmax(x, int(dim)), "softmax")
 aten("aten._log_softmax.default", _log_softmax, "log_softmax")
 aten("aten.embedding.default", _embedding, "embedding", refuse=_embedding_refuse)
-aten("aten.scaled_dot_product_attention.default", _sdpa, "matmul, scale, [causal_mask], softmax, matmul",
+aten("aten.scaled_dot_product_attention.default", _sdpa,
+     "matmul, scale, [causal_mask], softmax, [mul by a seeded dropout mask], matmul",
      refuse=_sdpa_refuse)
-aten("aten.native_dropout.default", lambda ctx, x, p, train: (x, None), "identity (eval mode or p=0)",
+aten("aten.native_dropout.default", lambda ctx, x, p, train: (_dropout(ctx, x, p, train), None),
+     "mul by a seeded keep mask / (1 - p) (identity in eval mode or at p=0)", refuse=_dropout_refuse)
+aten("aten.bernoulli.p", _bernoulli, "a seeded 0/1 keep mask (a constant)", refuse=_bernoulli_refuse)
+aten("aten.dropout.default", _dropout, "mul by a seeded keep mask / (1 - p) (identity in eval mode or at p=0)",
      refuse=_dropout_refuse)
-aten("aten.dropout.default", lambda ctx, x, p, train: x, "identity (eval mode or p=0)", refuse=_dropout_refuse)
