@@ -17,7 +17,7 @@ from typing import Any
 from accelsim.cost.compute import NodeWork, compute_cycles
 from accelsim.cost.energy import node_energy_pj
 from accelsim.cost.gpu_gemm import chip_gemm_cycles
-from accelsim.cost.kernel_overheads import kernel_cycles, streaming_bytes_per_cycle
+from accelsim.cost.kernel_overheads import kernel_cycles, reread_bytes, streaming_bytes_per_cycle
 from accelsim.cost.operand_traffic import operand_traffic
 from accelsim.errors import MappingError
 from accelsim.graph.ir import Graph, Node
@@ -167,6 +167,8 @@ def node_cost(hw: HwSpec, graph: Graph, node: Node, unit: Unit, chip: Chip | Non
         bytes_read, bytes_written = traffic.read_bytes, traffic.written_bytes
         stall, buffer_bytes = traffic.stall_cycles, traffic.buffer_bytes
         channels_bound = traffic.memory_bound
+    passes = op.passes(node.shape, *shapes, **node.attrs) if op.passes is not None else None
+    bytes_read += reread_bytes(chip, passes, elem)  # a span too large for the L2 is read once per phase
     memory = memory_cycles(hw, chip, unit, bytes_read, bytes_written)
     work = unit.latency_cycles + max(compute + stall, memory, 1)
     cycles = kernel_cycles(chip.gpu_overheads, hw.clock_hz, work)

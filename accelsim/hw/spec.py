@@ -22,7 +22,7 @@ from accelsim.hw.dataflows import Dataflows, MappingChoice, dataflows_problems
 from accelsim.hw.fields import (RANGES, AreaMm2, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
                                 ChipCount, ChipsPerNode, Energy, Hertz, LatencyCycles, Spec, UnitCount)
 from accelsim.hw.gpu_gemm import GpuGemm
-from accelsim.hw.gpu_overheads import GpuOverheads
+from accelsim.hw.gpu_overheads import GpuOverheads, phase_memory_problems
 from accelsim.hw.ranges import (MAX_NAME_CHARS, NAME_PATTERN, Problem, check_in_range, check_name, check_technology_nm,
                                 raise_problems)
 from accelsim.hw.tech import NODES, PRECISION_OF_BYTES, Precision
@@ -271,6 +271,7 @@ class Chip(Spec):
             problems.append((("gpu_gemm", "operand_memory"), f"chip {self.name!r} has no memory "
                              f"{self.gpu_gemm.operand_memory!r} (memories: {', '.join(sorted(memories))})",
                              self.gpu_gemm.operand_memory))
+        problems += phase_memory_problems(self.gpu_overheads, {m.name: m.kind for m in self.memories}, self.name)
         instances = sum(u.count for u in self.units)
         rng = RANGES["unit_instances_per_chip"]
         if instances > rng.hi:

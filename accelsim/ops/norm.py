@@ -1,10 +1,18 @@
 """Normalization ops: batch norm (training and inference) and layer norm, with their backward helpers.
 
-Training-mode norms get fused backward-only ops for d/dx and d/dgamma (one pass over x each, as
-real kernels do) rather than a long chain of elementwise nodes.
+Training-mode norms get fused backward-only ops for d/dx and d/dgamma rather than a long chain of
+elementwise nodes. An op whose output needs a reduction first declares its `Passes`: batch norm reduces over
+the whole input, so a chip that cannot hold it on chip reads it once per phase; layer norm reduces one row.
+
+How the GPU kernels are structured (PyTorch's aten/src/ATen/native/cuda/Normalization.cu): batch norm's training
+forward runs `batch_norm_mean_var` (a statistics kernel reading x) and then `batch_norm_elementwise` (reading x
+again to normalize); its backward runs `batch_norm_backward_reduce` (sum dy and sum dy * (x - mean), reading dy
+and x) and then `batch_norm_elementwise_backward_train` (reading dy and x again for dx). Layer norm's forward,
+`vectorized_layer_norm_kernel` in layer_norm_kernel.cu, reduces and normalizes one row inside one thread block.
 """
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -12,7 +20,7 @@ import numpy as np
 from accelsim.errors import ShapeError
 from accelsim.ops.elementwise import sqrt
 from accelsim.ops.reduce import reshape, sum, sum_to
-from accelsim.ops.registry import Example, OpDef, Shape, apply, numel, register
+from accelsim.ops.registry import Example, OpDef, Passes, Shape, apply, numel, register
 
 __all__ = ["batch_norm", "batch_norm_inference", "layer_norm"]
 
@@ -118,6 +126,19 @@ def _bn_grad_gamma_ref(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
     return (g * xhat).sum(axis=_bn_axes(x.ndim))
 
 
+def _whole_input_passes(*read: Shape) -> Passes:
+    """Batch norm: every output waits for per-channel statistics over N and the spatial axes, so the span a
+    later phase re-reads is the whole of the tensors read (x; dy and x for d/dx)."""
+    elems = builtins.sum(numel(s) for s in read)
+    return Passes(phases=2, reread_elems=elems, span_elems=elems)
+
+
+def _row_passes(*read: Shape) -> Passes:
+    """Layer norm: a row's statistics wait for that row only, so one row of each tensor read must stay on chip."""
+    return Passes(phases=2, reread_elems=builtins.sum(numel(s) for s in read),
+                  span_elems=builtins.sum(s[-1] for s in read))
+
+
 def _bn_examples(rng: np.random.Generator) -> list[Example]:
     cases = []
     for shape in ((4, 3), (2, 3, 2, 2)):
@@ -134,10 +155,12 @@ def _bn_backward_examples(rng: np.random.Generator) -> list[Example]:
 register(OpDef(
     "batch_norm", "reduction", infer=_bn_infer, ref=_bn_ref, grad=_bn_grad, examples=_bn_examples,
     flops=lambda out, x, *ins, **a: 8 * numel(x),  # mean, var, normalize, scale and shift
+    passes=lambda out, x, *ins, **a: _whole_input_passes(x),  # statistics, then normalize
     doc="training-mode batch norm: batch mean and biased variance over all axes but 1"))
 register(OpDef(
     "batch_norm_grad_input", "reduction", infer=_bn_grad_input_infer, ref=_bn_grad_input_ref,
     flops=lambda out, g, x, *ins, **a: 12 * numel(x), backward_only=True, examples=_bn_backward_examples,
+    passes=lambda out, g, x, *ins, **a: _whole_input_passes(g, x),  # sums of dy and dy * xhat, then dx
     doc="d batch_norm / dx, recomputing the batch statistics from x"))
 register(OpDef(
     "batch_norm_grad_gamma", "reduction", infer=_bn_grad_gamma_infer, ref=_bn_grad_gamma_ref,
@@ -246,11 +269,13 @@ def _ln_backward_examples(rng: np.random.Generator) -> list[Example]:
 
 register(OpDef(
     "layer_norm", "reduction", infer=_ln_infer, ref=_ln_ref, grad=_ln_grad, examples=_ln_examples,
-    flops=lambda out, x, *ins, **a: 8 * numel(x), doc="layer norm over the last axis"))
+    flops=lambda out, x, *ins, **a: 8 * numel(x), passes=lambda out, x, *ins, **a: _row_passes(x),
+    doc="layer norm over the last axis"))
 register(OpDef(
     "layer_norm_grad_input", "reduction", infer=_ln_grad_input_infer,
     ref=lambda g, x, gamma, eps: _norm_grad_input(g, x, gamma, (x.ndim - 1,), eps),
     flops=lambda out, g, x, *ins, **a: 12 * numel(x), backward_only=True, examples=_ln_backward_examples,
+    passes=lambda out, g, x, *ins, **a: _row_passes(g, x),
     doc="d layer_norm / dx, recomputing the row statistics from x"))
 register(OpDef(
     "layer_norm_grad_gamma", "reduction", infer=_ln_grad_gamma_infer, ref=_ln_grad_gamma_ref,

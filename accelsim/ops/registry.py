@@ -55,6 +55,28 @@ def _no_splits(out: Shape, *ins: Shape, **attrs: Any) -> tuple[Split, ...]:
 
 
 @dataclass(frozen=True)
+class Passes:
+    """How an op reads its inputs when no element of an output can be produced before a reduction over a span
+    of them: it makes one pass over the span per phase (batch norm's training forward: per-channel mean and
+    variance over N, H, W, then normalize), and every pass after the first reads the span from memory again
+    unless on-chip storage holds it between phases (cost/kernel_overheads.py charges those re-reads).
+
+    phases: passes over the span (2: reduce, then produce).
+    reread_elems: the input elements each pass after the first reads again (of `read_elems`).
+    span_elems: the elements that must stay on chip from one phase to the next for a later pass to find
+        them there: the whole input for batch norm, one row for layer norm.
+    """
+
+    phases: int
+    reread_elems: int
+    span_elems: int
+
+    def __post_init__(self) -> None:
+        if self.phases < 1 or self.reread_elems < 0 or self.span_elems < 0:
+            raise ValueError(f"Passes needs phases >= 1 and non-negative element counts, got {self}")
+
+
+@dataclass(frozen=True)
 class OpDef:
     """Everything accelsim knows about one op.
 
@@ -95,6 +117,9 @@ class OpDef:
     # shard's first row): they change no shape and no cost, so rank k's node is still a copy of rank 0's
     # (compiler/planning/rank_twins.py) when only they differ
     rank_attrs: tuple[str, ...] = ()
+    # (out, *in_shapes, **attrs) -> Passes: the phases of an op that must reduce over a span of its inputs before
+    # it can produce any output of that span; None for a one-pass op (read_elems read once)
+    passes: Callable[..., Passes] | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
