@@ -101,7 +101,7 @@ class StepOptions(BaseModel):
                                   "peak for it (None: the hardware's bytes_per_element and unit rates as they are)")
 
     mapping: tuple[LayerMapping, ...] | None = Field(
-        default=None, description="mappings given per layer and unit (a mapping file, schedule/mapping_file.py): a "
+        default=None, description="mappings given per layer and unit (a mapping file, as --mapping-out writes it): a "
                                   "complete one is used as is, a partial one (only the dataflow, only the rows, "
                                   "...) limits the search, layers not named are searched (None: all searched); a "
                                   "schedule records the mappings chosen, not this request")
