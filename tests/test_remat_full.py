@@ -1,0 +1,120 @@
+"""Full recomputation (`full:K`, remat/budget.full_plan): each checkpointed segment re-runs its whole forward
+before its backward, as torch.utils.checkpoint and Megatron-LM's --recompute-granularity full do."""
+import numpy as np
+import pytest
+
+import accelsim as A
+from accelsim.cli import main
+from accelsim.compiler.hierarchy.layer_templates import recipe
+from accelsim.models.sizes import SMALL
+from accelsim.ops.registry import get_op
+from accelsim.remat import RematPolicy, activation_peak_bytes, layer_boundaries, parse_policy
+from accelsim.schedule.options import StepOptions
+from accelsim.source import graph_for
+
+ACTIVATION_HEAVY = {"batch": 4, "seq": 64, "layers": 3, "d_model": 32, "heads": 4, "vocab": 32}
+
+
+def _step(name: str, dtype: str = "float64", **opts) -> A.Graph:
+    return A.training_graph(A.models.build(name, **{**SMALL[name], "dtype": dtype, **opts}))
+
+
+def _flops(graph: A.Graph, node) -> int:
+    return int(get_op(node.op).flops(node.shape, *(graph.nodes[i].shape for i in node.inputs), **node.attrs))
+
+
+def _recomputed(graph: A.Graph) -> list:
+    return [n for n in graph.nodes if n.phase == "backward" and n.name.endswith(".recompute")]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "mlp", "transformer_block", "resnet_block"])
+def test_full_recomputation_gives_the_gradients_of_no_remat_and_of_selective_remat_in_float64(name):
+    graph = _step(name)
+    ref = A.evaluate(graph)
+    selective = A.evaluate(A.rematerialize(graph, "every:1"))
+    for policy in ("full:1", "full:2"):
+        got = A.evaluate(A.rematerialize(graph, policy))
+        assert set(got) == set(ref)
+        for k in ref:
+            assert np.array_equal(got[k], ref[k]) and np.array_equal(got[k], selective[k]), (policy, k)
+
+
+def test_full_recomputes_every_gemm_of_the_checkpointed_layers_even_those_backward_never_reads():
+    """GPT-2's attention output projection and second MLP GEMM are read by no backward node, so every:1 skips
+    them; full:1 recomputes the forward GEMMs of every layer but the last (the LM head, not checkpointed)."""
+    graph = _step("gpt2", layers=3)
+    last = layer_boundaries(graph)[-1]
+    tensor = [n for n in graph.nodes if n.phase == "forward" and get_op(n.op).category == "tensor"]
+    checkpointed = sum(_flops(graph, n) for n in tensor if n.id < last)
+    assert 0 < checkpointed < sum(_flops(graph, n) for n in tensor)  # the LM head is left out
+    flops = {}
+    for policy in ("every:1", "full:1"):
+        out = A.rematerialize(graph, policy)
+        flops[policy] = sum(_flops(out, n) for n in _recomputed(out) if get_op(n.op).category == "tensor")
+    assert flops["full:1"] == checkpointed and flops["every:1"] < checkpointed
+
+
+def test_recomputed_values_nobody_reads_stay_in_the_graph_and_are_scheduled_as_real_work():
+    graph = _step("gpt2", "float32")
+    out = A.rematerialize(graph, "full:1")
+    read_by_backward = {i for n in graph.nodes if n.phase == "backward" for i in n.inputs}
+    last = layer_boundaries(graph)[-1]
+    unread_gemms = {n.name for n in graph.nodes if n.phase == "forward" and n.id < last and
+                    get_op(n.op).category == "tensor" and n.id not in read_by_backward}
+    recomputed = _recomputed(out)
+    assert unread_gemms and unread_gemms <= {n.name.removesuffix(".recompute") for n in recomputed}
+    assert any(n.id not in {i for m in out.nodes for i in m.inputs} for n in recomputed)  # dead, yet kept
+    sched = A.compile(out, "groq_like", split=False, effort="fast")
+    scheduled = {t.node for t in sched.tasks if t.kind == "node" and t.end > t.start}
+    assert {n.id for n in recomputed} <= scheduled
+    assert graph_for(sched).dump() == out.dump()  # the schedule's source replays the rewrite, unread values too
+
+
+def test_full_lowers_the_activation_estimate_below_keeping_everything():
+    graph = A.training_graph(A.models.build("gpt2", **ACTIVATION_HEAVY))
+    assert activation_peak_bytes(A.rematerialize(graph, "full:1")) < activation_peak_bytes(graph)
+
+
+def test_one_segment_has_nothing_to_checkpoint():
+    graph = _step("gpt2")
+    out = A.rematerialize(graph, "full:99")  # the only segment ends at the loss: not checkpointed
+    assert out.dump() == graph.dump() and not _recomputed(out)
+
+
+def test_full_reaches_the_step_options_and_the_layer_template_probes():
+    assert parse_policy(" FULL:2 ") == RematPolicy("full", every=2) and RematPolicy("full", every=1).label == "full:1"
+    assert StepOptions.of(remat="full:1").remat == "full:1"
+    opts = {"size": "gpt3-175b", "batch": 1, "vocab": 51_200, "seq": 2048, "tensor_parallel": 8}
+    found = recipe("gpt2", opts, {"optimizer": "adam"}, "full:1")
+    assert found is not None and found.remat == "full:1"
+    assert recipe("gpt2", opts, {"optimizer": "adam"}, "full:2") is None  # checkpoints span layers: whole graph
+    probe = found.build(1)
+    assert probe.passes[-1].name == "rematerialize" and _recomputed(probe)
+
+
+@pytest.mark.parametrize("policy, match", [
+    ("full:0", "full:0: expected a whole number of layers"), ("full:-1", "from 1 to 10000"),
+    ("full:1e9", "from 1 to 10000"), ("full:x", "from 1 to 10000"), ("full:", "needs an argument"),
+    ("full:NaN", "from 1 to 10000"), ("NaN", "unknown policy 'NaN'"), ("full", "needs an argument"),
+    ("full:1000000000", "from 1 to 10000"),
+])
+def test_bad_full_policy_text_is_one_clear_error(policy, match):
+    with pytest.raises(A.GraphError, match=match) as e:
+        parse_policy(policy)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("every", [0, -1, 10**9, float("nan"), True, 1.0])
+def test_a_full_policy_record_is_checked_when_made(every):
+    with pytest.raises(A.GraphError, match="full:K: expected a whole number of layers"):
+        RematPolicy("full", every=every)
+
+
+@pytest.mark.parametrize("value", ["full:0", "full:x", "full:"])
+def test_bad_full_values_exit_2_with_one_paragraph(value, capsys):
+    try:
+        code = main(["compile", "--remat", value])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and "argument --remat" in err and "Traceback" not in err
