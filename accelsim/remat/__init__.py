@@ -3,7 +3,7 @@ reads are computed again there from the nearest kept values instead of staying a
 pass (Graph, policy -> Graph). The numbers are unchanged: the same ops on the same inputs give the same
 bits.
 
-`rematerialize(graph, "sqrt")` (or "none", "every:K", "budget:64MiB"; see remat/policy.py) returns the
+`rematerialize(graph, "sqrt")` (or "none", "every:K", "full:K", "budget:64MiB"; see remat/policy.py) returns the
 rewritten graph, which records the rewrite in `Graph.passes` as AppliedPass("rematerialize", only=the
 recomputed forward ids), so a schedule compiled from it names what rebuilds it (source.py
 replays it with `replay`, in order with the other passes). Layers: remat/layers.py; the memory
@@ -45,7 +45,9 @@ def check_training_graph(graph: object) -> Graph:
 
 def rematerialize(graph: Graph, policy: str | RematPolicy) -> Graph:
     """`graph` (a training step) with the forward values `policy` chooses recomputed in the backward pass:
-    "none" (the identity), "sqrt", "every:K" or "budget:BYTES" (e.g. "budget:64MiB"). The outputs,
+    "none" (the identity), "sqrt", "every:K" (selective: recompute what the backward pass reads), "full:K"
+    (re-run each checkpointed segment's whole forward, as Megatron-LM does) or "budget:BYTES" (e.g.
+    "budget:64MiB"). The outputs,
     gradients and updates are bit-identical; the result records the rewrite in its `passes`."""
     policy = parse_policy(policy)
     check_training_graph(graph)
