@@ -6,6 +6,7 @@ import pytest
 import accelsim as A
 from accelsim.cli import main
 from accelsim.compiler.hierarchy.layer_templates import recipe
+from accelsim.compiler.planning.layers import find_layers
 from accelsim.models.sizes import SMALL
 from accelsim.ops.registry import get_op
 from accelsim.remat import RematPolicy, activation_peak_bytes, layer_boundaries, parse_policy
@@ -118,3 +119,14 @@ def test_bad_full_values_exit_2_with_one_paragraph(value, capsys):
         code = e.code
     err = capsys.readouterr().err
     assert code == 2 and "argument --remat" in err and "Traceback" not in err
+
+
+def test_full_1_recomputes_the_same_work_in_every_repeated_block_so_layer_templates_may_take_it():
+    """compiler/hierarchy/layer_templates.py measures a few blocks and repeats them: under full:1 every middle
+    block must recompute the same ops, and the last block its own (its MLP half ends at the unrecomputed head)."""
+    out = A.rematerialize(_step("gpt2", layers=4), "full:1")
+    layers = find_layers(out)
+    per_block = [sorted(n.op for n in _recomputed(out) if layers.names[layers.layer_of[n.id]] == f"h{i}")
+                 for i in range(4)]
+    assert per_block[1] and per_block[1] == per_block[2]
+    assert all(any(get_op(op).category == "tensor" for op in ops) for ops in per_block)
