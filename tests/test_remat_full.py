@@ -130,3 +130,21 @@ def test_full_1_recomputes_the_same_work_in_every_repeated_block_so_layer_templa
                  for i in range(4)]
     assert per_block[1] and per_block[1] == per_block[2]
     assert all(any(get_op(op).category == "tensor" for op in ops) for ops in per_block)
+
+
+def test_full_re_runs_a_tensor_parallel_segments_all_reduces_and_keeps_its_numbers():
+    """Megatron-LM's checkpointed layer re-runs its row-parallel linears' all-reduces; every:K keeps their
+    results instead (recomputing only arithmetic). The embedding's all-reduce reads no recomputed value and
+    stays kept (Megatron-LM does not recompute its embedding)."""
+    graph = _step("gpt2", tensor_parallel=2)
+    ref = A.evaluate(graph)
+    recomputable_input = {n.id for n in graph.nodes if n.op not in ("vocab_embedding", "input", "parameter")}
+    collective = {n.name for n in graph.nodes if n.phase == "forward" and get_op(n.op).collective is not None
+                  and n.id < layer_boundaries(graph)[-1] and set(n.inputs) <= recomputable_input}
+    assert len(collective) == 2 * 2  # two row-parallel linears per block, two blocks
+    for policy, recomputes_collectives in (("full:1", True), ("every:1", False)):
+        out = A.rematerialize(graph, policy)
+        names = {n.name.removesuffix(".recompute") for n in _recomputed(out)}
+        assert (collective <= names) == recomputes_collectives and (not collective & names) != recomputes_collectives
+        got = A.evaluate(out)
+        assert all(np.array_equal(got[k], ref[k]) for k in ref)

@@ -56,11 +56,12 @@ def rematerialize(graph: Graph, policy: str | RematPolicy) -> Graph:
 
 def replay(graph: Graph, only: Iterable[int]) -> Graph:
     """`graph` rematerialized exactly as recorded (AppliedPass("rematerialize", only=ids)): the ids must be
-    forward nodes that may be recomputed."""
+    forward nodes that may be recomputed (collectives too: full:K records the all-reduces it re-runs)."""
     check_training_graph(graph)
     ids = frozenset(only)
     for i in sorted(ids):
-        if not (isinstance(i, int) and 0 <= i < len(graph.nodes)) or not recomputable(graph, graph.nodes[i]):
+        known = isinstance(i, int) and 0 <= i < len(graph.nodes)
+        if not known or not recomputable(graph, graph.nodes[i], collectives=True):
             what = (f"%{i} {graph.nodes[i].op} {graph.nodes[i].name!r} ({graph.nodes[i].phase})"
                     if isinstance(i, int) and 0 <= i < len(graph.nodes) else f"{i!r}, not a node of it,")
             raise GraphError(f"rematerialize: graph {graph.name!r} cannot recompute {what}: only computed forward "

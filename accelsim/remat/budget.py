@@ -67,12 +67,14 @@ def full_plan(graph: Graph, k: int) -> frozenset[int]:
     (torch.utils.checkpoint.checkpoint_sequential runs its last segment plainly, Megatron-LM checkpoints the
     transformer layers, not the LM head): its backward starts as its forward ends, so recomputing it would
     save nothing. A segment's last value stays kept as the next segment's checkpoint and is not computed
-    again (the frameworks do, and discard it: one elementwise residual add per segment in a transformer)."""
+    again (the frameworks do, and discard it: one elementwise residual add per segment in a transformer).
+    Tensor-parallel all-reduces inside a segment are recomputed too: Megatron-LM's checkpointed layer
+    re-runs its row-parallel linears' all-reduces."""
     kept = layer_boundaries(graph)[k - 1::k]
     if not kept:
         return frozenset()
     keep = set(kept)
-    return whole_segments(graph, {n.id for n in graph.nodes[:kept[-1]] if n.id not in keep and recomputable(graph, n)})
+    return whole_segments(graph, {n.id for n in graph.nodes[:kept[-1]] if n.id not in keep and recomputable(graph, n, collectives=True)})
 
 
 def choose(graph: Graph, budget_bytes: int, label: str) -> frozenset[int]:

@@ -37,13 +37,15 @@ random op (no dropout, no sampling; every OpDef.ref is a pure numpy function), s
 that draws random numbers must be added here when it is registered."""
 
 
-def recomputable(graph: Graph, node: Node) -> bool:
+def recomputable(graph: Graph, node: Node, collectives: bool = False) -> bool:
     """Whether `node` may be recomputed: a computed forward node (never a leaf: inputs and parameters
-    are what recomputation starts from), deterministic, not a collective (communication, not
-    arithmetic), and not an output or the loss (those stay as they are, alive to the step's end)."""
+    are what recomputation starts from), deterministic, and not an output or the loss (those stay as
+    they are, alive to the step's end). A collective (communication, not arithmetic) only where
+    `collectives`: full recomputation re-runs a segment's tensor-parallel all-reduces, as Megatron-LM's
+    checkpointed layer does; selective policies keep their results instead."""
     if node.phase != "forward" or node.is_leaf or node.op in NONDETERMINISTIC_OPS:
         return False
-    if get_op(node.op).collective is not None:
+    if get_op(node.op).collective is not None and not collectives:
         return False
     return node.id not in graph.outputs.values() and node.id != graph.loss
 
@@ -94,11 +96,14 @@ def whole_segments(graph: Graph, ids: set[int] | frozenset[int]) -> frozenset[in
     """`ids` (computed forward values of checkpointed segments, read by the backward pass or not) less what
     cannot be recomputed from a checkpoint: a root that cannot carry a barrier (it reads only leaves or
     integer values: kept, as in recompute_set), and a root that neither the backward pass nor another
-    recomputed value reads (no trigger orders it into its segment's backward; the zoo has none)."""
+    recomputed value reads (no trigger orders it into its segment's backward; the zoo has none). A
+    collective is recomputed only from recomputed inputs: as a root its barrier would have to sit on one
+    rank's input (gpt2's embedding all-reduce, which Megatron-LM does not recompute either, stays kept)."""
     out = set(ids)
     while True:
         stuck = {i for i in out if not any(j in out for j in graph.nodes[i].inputs)
-                 and _barrier_input(graph, graph.nodes[i], out) is None}
+                 and (get_op(graph.nodes[i].op).collective is not None
+                      or _barrier_input(graph, graph.nodes[i], out) is None)}
         if not stuck:
             break
         out -= stuck
