@@ -148,3 +148,16 @@ def test_full_re_runs_a_tensor_parallel_segments_all_reduces_and_keeps_its_numbe
         assert (collective <= names) == recomputes_collectives and (not collective & names) != recomputes_collectives
         got = A.evaluate(out)
         assert all(np.array_equal(got[k], ref[k]) for k in ref)
+
+
+def test_graph_passes_after_full_recomputation_keep_its_unread_gemms():
+    """CSE and fusion prune what they leave unused, never what was dead before them (passes/rebuild.py)."""
+    out = A.rematerialize(_step("gpt2"), "full:1")
+
+    def recomputed_gemm_flops(graph: A.Graph) -> int:
+        return sum(_flops(graph, n) for n in graph.nodes
+                   if n.name.endswith(".recompute") and get_op(n.op).category == "tensor")
+
+    optimized = A.optimize(out, ["cse", "fuse_elementwise"])
+    assert len(optimized.nodes) < len(out.nodes)  # the passes did rewrite something
+    assert recomputed_gemm_flops(optimized) == recomputed_gemm_flops(out) > 0

@@ -6,6 +6,12 @@ nodes' ops and attributes, computed from the nearest *kept* values (checkpoints,
 the forward value's last reader is in the forward pass and the scheduler frees it there. A copy is
 emitted just before its first backward reader, in forward order, and shared by later readers.
 
+Full recomputation (`full:K`, remat/budget.full_plan) also recomputes values no backward node needs (GPT's
+attention output projection and second MLP GEMM): torch.utils.checkpoint and Megatron-LM re-run the
+segment's whole forward and throw such values away, so they cost time there. Each is emitted as soon as its
+recomputed inputs are, with no reader: a real node the scheduler runs, the simulator times and `check`
+computes (nothing prunes a rewritten graph's dead nodes: passes/rebuild.py keeps what was dead before it).
+
 Ordering barrier: the IR has data edges only, and a list scheduler starts a task as soon as its inputs
 are ready, filling idle gaps; recomputation whose inputs are checkpoints would run during the forward
 pass and keep its values alive as long as the originals did. So each recomputation *root* (a node
