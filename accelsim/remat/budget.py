@@ -74,7 +74,8 @@ def full_plan(graph: Graph, k: int) -> frozenset[int]:
     if not kept:
         return frozenset()
     keep = set(kept)
-    return whole_segments(graph, {n.id for n in graph.nodes[:kept[-1]] if n.id not in keep and recomputable(graph, n, collectives=True)})
+    segments = {n.id for n in graph.nodes[:kept[-1]] if n.id not in keep and recomputable(graph, n, collectives=True)}
+    return whole_segments(graph, segments)
 
 
 def choose(graph: Graph, budget_bytes: int, label: str) -> frozenset[int]:
