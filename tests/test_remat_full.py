@@ -69,6 +69,7 @@ def test_recomputed_values_nobody_reads_stay_in_the_graph_and_are_scheduled_as_r
     scheduled = {t.node for t in sched.tasks if t.kind == "node" and t.end > t.start}
     assert {n.id for n in recomputed} <= scheduled
     assert graph_for(sched).dump() == out.dump()  # the schedule's source replays the rewrite, unread values too
+    assert A.check(sched, backend="numpy", graph=out, hw="groq_like").passed  # dead values are computed, in place
 
 
 def test_full_lowers_the_activation_estimate_below_keeping_everything():
