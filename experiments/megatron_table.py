@@ -28,7 +28,9 @@ model chunk (p x v chunks; the line says so and why).
 Columns: paper TFLOP/s; accelsim TFLOP/s (the same eq. 3 over the simulated step); their ratio; pipeline bubble
 fraction; `recomp`: the recomputation's busy cycles over the forward pass's (with full:1 below 1 by the LM head
 and loss, which neither Megatron nor full:K recomputes, by the embedding and the segments' last residual adds,
-and where recomputed values nobody reads and their all-reduces overlap the backward in a chunk's list schedule;
+and, not verified here, by recomputed work that runs beside other work in a chunk's list schedule: the values
+nobody reads and their all-reduces lie on no critical path; a 2-layer build's kernel sums give recompute equal
+to forward for the blocks' GEMMs, the difference being the LM head);
 selective `--remat every:1` skips the attention output projection and second MLP GEMM: ~0.5-0.7);
 `serial/busy`: one rank's kernel times per micro-batch over the composed chunks' busy time (1.00: one compute
 stream; `-` for templated rows, which are never built whole); `TC share`: the Tensor
