@@ -52,9 +52,10 @@ def test_the_tensor_parallel_rows_run_whole_from_layer_templates_and_the_fused_r
 def test_a_templated_row_has_the_recipe_of_its_own_model(table):
     """The recipe a templated row compiles names the row's preset, tensor parallelism, micro-batch and all its
     layers, rematerialized per layer as Megatron's full recomputation, with Adam."""
+    assert table.REMAT == "full:1"
     row = next(r for r in table.ROWS if r.name == "GPT-3 175B")
     opts = {k: v for k, v in table.model_options(row, row.layers).items() if k != "limits"}
-    found = table.recipe("gpt2", opts, {"optimizer": "adam"}, "every:1")
-    assert found.layers == 96 and found.remat == "every:1" and dict(found.optimizer) == {"optimizer": "adam"}
+    found = table.recipe("gpt2", opts, {"optimizer": "adam"}, table.REMAT)
+    assert found.layers == 96 and found.remat == "full:1" and dict(found.optimizer) == {"optimizer": "adam"}
     assert dict(found.model_options) == {"size": "gpt3-175b", "batch": 1, "vocab": 51_200, "seq": 2048,
                                          "tensor_parallel": 8}

@@ -71,7 +71,7 @@ def path_arg(text: str) -> str:
 
 
 def remat_arg(text: str) -> Any:
-    """--remat POLICY: none, sqrt, every:K or budget:BYTES (accelsim.remat.parse_policy), checked here so a
+    """--remat POLICY: none, sqrt, every:K, full:K or budget:BYTES (accelsim.remat.parse_policy), checked here so a
     bad value exits 2 with argparse's usage line."""
     from accelsim.remat import parse_policy
 

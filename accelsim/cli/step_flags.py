@@ -45,7 +45,7 @@ FLAGS: dict[str, Flag] = {
                             "resnet_block; default 1); D x P x T must fit the hardware's chips"),
     "zero": Flag({"type": int, "choices": ZERO_STAGES, "default": 0}, "default 0; each replica on its own chip"),
     "remat": Flag({"type": remat_arg, "metavar": "POLICY"},
-                  "training steps only; e.g. sqrt, every:2, budget:64MiB; recorded in the schedule"),
+                  "training steps only; e.g. sqrt, every:2, full:1, budget:64MiB; recorded in the schedule"),
     "exact": Flag({"nargs": "?", "const": DEFAULT_EXACT_SECONDS, "type": exact_seconds_arg, "metavar": "SECONDS"},
                   f"OR-Tools CP-SAT (pip install accelsim[exact]) seeded with the list schedule, in CP-SAT's "
                   f"deterministic seconds (a bare --exact: {DEFAULT_EXACT_SECONDS:g}; reproducible, often 2-7x "

@@ -3,7 +3,7 @@ reads are computed again there from the nearest kept values instead of staying a
 pass (Graph, policy -> Graph). The numbers are unchanged: the same ops on the same inputs give the same
 bits.
 
-`rematerialize(graph, "sqrt")` (or "none", "every:K", "budget:64MiB"; see remat/policy.py) returns the
+`rematerialize(graph, "sqrt")` (or "none", "every:K", "full:K", "budget:64MiB"; see remat/policy.py) returns the
 rewritten graph, which records the rewrite in `Graph.passes` as AppliedPass("rematerialize", only=the
 recomputed forward ids), so a schedule compiled from it names what rebuilds it (source.py
 replays it with `replay`, in order with the other passes). Layers: remat/layers.py; the memory
@@ -45,7 +45,9 @@ def check_training_graph(graph: object) -> Graph:
 
 def rematerialize(graph: Graph, policy: str | RematPolicy) -> Graph:
     """`graph` (a training step) with the forward values `policy` chooses recomputed in the backward pass:
-    "none" (the identity), "sqrt", "every:K" or "budget:BYTES" (e.g. "budget:64MiB"). The outputs,
+    "none" (the identity), "sqrt", "every:K" (selective: recompute what the backward pass reads), "full:K"
+    (re-run each checkpointed segment's whole forward, as Megatron-LM does) or "budget:BYTES" (e.g.
+    "budget:64MiB"). The outputs,
     gradients and updates are bit-identical; the result records the rewrite in its `passes`."""
     policy = parse_policy(policy)
     check_training_graph(graph)
@@ -54,11 +56,12 @@ def rematerialize(graph: Graph, policy: str | RematPolicy) -> Graph:
 
 def replay(graph: Graph, only: Iterable[int]) -> Graph:
     """`graph` rematerialized exactly as recorded (AppliedPass("rematerialize", only=ids)): the ids must be
-    forward nodes that may be recomputed."""
+    forward nodes that may be recomputed (collectives too: full:K records the all-reduces it re-runs)."""
     check_training_graph(graph)
     ids = frozenset(only)
     for i in sorted(ids):
-        if not (isinstance(i, int) and 0 <= i < len(graph.nodes)) or not recomputable(graph, graph.nodes[i]):
+        known = isinstance(i, int) and 0 <= i < len(graph.nodes)
+        if not known or not recomputable(graph, graph.nodes[i], collectives=True):
             what = (f"%{i} {graph.nodes[i].op} {graph.nodes[i].name!r} ({graph.nodes[i].phase})"
                     if isinstance(i, int) and 0 <= i < len(graph.nodes) else f"{i!r}, not a node of it,")
             raise GraphError(f"rematerialize: graph {graph.name!r} cannot recompute {what}: only computed forward "

@@ -19,7 +19,7 @@ from accelsim.graph.ir import NUMPY_BYTES, Graph, Node
 from accelsim.ops.registry import get_op
 from accelsim.remat.layers import layer_boundaries
 from accelsim.remat.memory import emission_peak_bytes
-from accelsim.remat.rewrite import emit, recomputable, recompute_set, saved_values
+from accelsim.remat.rewrite import emit, recomputable, recompute_set, saved_values, whole_segments
 
 
 def work(graph: Graph, node: Node) -> int:
@@ -58,6 +58,24 @@ def _ratio_order(graph: Graph, saved: list[int]) -> list[int]:
 def every_plan(graph: Graph, k: int) -> frozenset[int]:
     """What checkpointing every k-th layer boundary recomputes (all other saved values)."""
     return recompute_set(graph, set(layer_boundaries(graph)[k - 1::k]))
+
+
+def full_plan(graph: Graph, k: int) -> frozenset[int]:
+    """What full recomputation with a checkpoint every k-th layer boundary recomputes: every computed forward
+    value of each checkpointed segment, read by the backward pass or not (rewrite.whole_segments), so the
+    recomputed FLOPs are the segments' forward FLOPs. The segment ending at the loss is not checkpointed
+    (torch.utils.checkpoint.checkpoint_sequential runs its last segment plainly, Megatron-LM checkpoints the
+    transformer layers, not the LM head): its backward starts as its forward ends, so recomputing it would
+    save nothing. A segment's last value stays kept as the next segment's checkpoint and is not computed
+    again (the frameworks do, and discard it: one elementwise residual add per segment in a transformer).
+    Tensor-parallel all-reduces inside a segment are recomputed too: Megatron-LM's checkpointed layer
+    re-runs its row-parallel linears' all-reduces."""
+    kept = layer_boundaries(graph)[k - 1::k]
+    if not kept:
+        return frozenset()
+    keep = set(kept)
+    segments = {n.id for n in graph.nodes[:kept[-1]] if n.id not in keep and recomputable(graph, n, collectives=True)}
+    return whole_segments(graph, segments)
 
 
 def choose(graph: Graph, budget_bytes: int, label: str) -> frozenset[int]:

@@ -1,4 +1,4 @@
-"""Rematerialization policies: what a user asks for (`none`, `sqrt`, `every:K`, `budget:BYTES`), one typed
+"""Rematerialization policies: what a user asks for (`none`, `sqrt`, `every:K`, `full:K`, `budget:BYTES`), one typed
 record per kind holding how its argument is parsed and how it chooses the values to recompute
 (str -> RematPolicy; Graph, RematPolicy -> forward ids)."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ MAX_POLICY_CHARS = 64
 @dataclass(frozen=True, slots=True)
 class RematPolicy:
     """A rematerialization policy: `kind` (a key of POLICY_KINDS) and its argument: `every` (layers per
-    checkpoint) for every, `budget_bytes` for budget. Checked when made."""
+    checkpoint) for every and full, `budget_bytes` for budget. Checked when made."""
 
     kind: str = "none"
     every: int | None = None
@@ -36,14 +36,15 @@ class RematPolicy:
             if name != wants and value is not None:
                 raise GraphError(f"rematerialize: policy {self.kind!r} takes no {name} (got {value!r})")
         if wants == "every":
-            _check_int("every:K", self.every, MAX_EVERY, "a whole number of layers between checkpoints")
+            _check_int(POLICY_KINDS[self.kind].syntax, self.every, MAX_EVERY,
+                       "a whole number of layers between checkpoints")
         if wants == "budget_bytes":
             _check_int("budget:BYTES", self.budget_bytes, None, "a whole number of bytes")
 
     @property
     def label(self) -> str:
-        """How the CLI writes it: "none", "sqrt", "every:3", "budget:67108864"."""
-        arg = self.every if self.kind == "every" else self.budget_bytes
+        """How the CLI writes it: "none", "sqrt", "every:3", "full:1", "budget:67108864"."""
+        arg = self.every if self.every is not None else self.budget_bytes
         return self.kind if arg is None else f"{self.kind}:{arg}"
 
 
@@ -67,11 +68,14 @@ class PolicyKind:
     doc: str
 
 
-def _read_every(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_EVERY:
-        raise GraphError(f"rematerialize every:{text}: expected a whole number of layers between checkpoints, "
-                         f"from 1 to {MAX_EVERY}, e.g. every:2")
-    return int(text)
+def _layers_reader(kind: str) -> Callable[[str], int]:
+    """The reader of `kind:K`'s K: a whole number of layers between checkpoints, 1 to MAX_EVERY."""
+    def read(text: str) -> int:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_EVERY:
+            raise GraphError(f"rematerialize {kind}:{text}: expected a whole number of layers between checkpoints, "
+                             f"from 1 to {MAX_EVERY}, e.g. {kind}:2")
+        return int(text)
+    return read
 
 
 def _read_budget(text: str) -> int:
@@ -89,6 +93,10 @@ def _choose_every(graph: Graph, policy: RematPolicy) -> frozenset[int]:
     return budget.every_plan(graph, policy.every)
 
 
+def _choose_full(graph: Graph, policy: RematPolicy) -> frozenset[int]:
+    return budget.full_plan(graph, policy.every)
+
+
 def _choose_sqrt(graph: Graph, policy: RematPolicy) -> frozenset[int]:
     return budget.every_plan(graph, math.ceil(math.sqrt(layer_count(graph))))
 
@@ -102,8 +110,13 @@ POLICY_KINDS: dict[str, PolicyKind] = {k.name: k for k in (
                "keep every activation (the identity)"),
     PolicyKind("sqrt", "sqrt", None, None, _choose_sqrt,
                "checkpoint every ceil(sqrt(n)) of the n layers (Chen et al. 2016)"),
-    PolicyKind("every", "every:K", "every", _read_every, _choose_every,
-               "keep every K-th layer boundary, recompute the rest from the nearest one"),
+    PolicyKind("every", "every:K", "every", _layers_reader("every"), _choose_every,
+               "keep every K-th layer boundary, recompute the rest from the nearest one (selective: only the "
+               "values the backward pass reads)"),
+    PolicyKind("full", "full:K", "every", _layers_reader("full"), _choose_full,
+               "keep every K-th layer boundary and re-run each checkpointed segment's whole forward before its "
+               "backward, as torch.utils.checkpoint and Megatron-LM's --recompute-granularity full do; the last "
+               "segment (with the loss) is not checkpointed"),
     PolicyKind("budget", "budget:BYTES", "budget_bytes", _read_budget, _choose_budget,
                "recompute, by bytes saved per FLOP, until the estimated peak of computed tensors fits BYTES "
                "(64MiB, 2GB, 1e9)"),

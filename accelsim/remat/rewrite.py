@@ -6,6 +6,12 @@ nodes' ops and attributes, computed from the nearest *kept* values (checkpoints,
 the forward value's last reader is in the forward pass and the scheduler frees it there. A copy is
 emitted just before its first backward reader, in forward order, and shared by later readers.
 
+Full recomputation (`full:K`, remat/budget.full_plan) also recomputes values no backward node needs (GPT's
+attention output projection and second MLP GEMM): torch.utils.checkpoint and Megatron-LM re-run the
+segment's whole forward and throw such values away, so they cost time there. Each is emitted as soon as its
+recomputed inputs are, with no reader: a real node the scheduler runs, the simulator times and `check`
+computes (nothing prunes a rewritten graph's dead nodes: passes/rebuild.py keeps what was dead before it).
+
 Ordering barrier: the IR has data edges only, and a list scheduler starts a task as soon as its inputs
 are ready, filling idle gaps; recomputation whose inputs are checkpoints would run during the forward
 pass and keep its values alive as long as the originals did. So each recomputation *root* (a node
@@ -16,6 +22,7 @@ value computed before it), always one that depends on the forward pass. `t ** 0`
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Mapping
@@ -36,13 +43,15 @@ random op (no dropout, no sampling; every OpDef.ref is a pure numpy function), s
 that draws random numbers must be added here when it is registered."""
 
 
-def recomputable(graph: Graph, node: Node) -> bool:
+def recomputable(graph: Graph, node: Node, collectives: bool = False) -> bool:
     """Whether `node` may be recomputed: a computed forward node (never a leaf: inputs and parameters
-    are what recomputation starts from), deterministic, not a collective (communication, not
-    arithmetic), and not an output or the loss (those stay as they are, alive to the step's end)."""
+    are what recomputation starts from), deterministic, and not an output or the loss (those stay as
+    they are, alive to the step's end). A collective (communication, not arithmetic) only where
+    `collectives`: full recomputation re-runs a segment's tensor-parallel all-reduces, as Megatron-LM's
+    checkpointed layer does; selective policies keep their results instead."""
     if node.phase != "forward" or node.is_leaf or node.op in NONDETERMINISTIC_OPS:
         return False
-    if get_op(node.op).collective is not None:
+    if get_op(node.op).collective is not None and not collectives:
         return False
     return node.id not in graph.outputs.values() and node.id != graph.loss
 
@@ -87,6 +96,25 @@ def recompute_set(graph: Graph, keep: set[int] | frozenset[int]) -> frozenset[in
         if not stuck:
             return frozenset(out)
         keep |= stuck
+
+
+def whole_segments(graph: Graph, ids: set[int] | frozenset[int]) -> frozenset[int]:
+    """`ids` (computed forward values of checkpointed segments, read by the backward pass or not) less what
+    cannot be recomputed from a checkpoint: a root that cannot carry a barrier (it reads only leaves or
+    integer values: kept, as in recompute_set), and a root that neither the backward pass nor another
+    recomputed value reads (no trigger orders it into its segment's backward; the zoo has none). A
+    collective is recomputed only from recomputed inputs: as a root its barrier would have to sit on one
+    rank's input (gpt2's embedding all-reduce, which Megatron-LM does not recompute either, stays kept)."""
+    out = set(ids)
+    while True:
+        stuck = {i for i in out if not any(j in out for j in graph.nodes[i].inputs)
+                 and (get_op(graph.nodes[i].op).collective is not None
+                      or _barrier_input(graph, graph.nodes[i], out) is None)}
+        if not stuck:
+            break
+        out -= stuck
+    read = {j for n in graph.nodes if n.phase == "backward" or n.id in out for j in n.inputs}
+    return frozenset(i for i in out if i in read or any(j in out for j in graph.nodes[i].inputs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +164,31 @@ class _Emitter:
         self.barriers: dict[tuple[int, int, int], int] = {}  # (kept id, token id, rank) -> position of x * 1
         self.latest: dict[int, int] = {}  # rank -> latest copied value that can be a token (fallback)
         self.results = set(graph.outputs.values()) | {graph.loss}
+        self.unread = self._unread_readers()  # recomputed id -> recomputed values no backward node needs that read it
         # a token must depend on the forward pass: a backward node that reads only leaves (a transposed weight,
         # the gradient seed) is ready at the start of the step and would order nothing
         self.late = [False] * len(graph.nodes)
         for n in graph.nodes:
             self.late[n.id] = not n.is_leaf and (n.phase == "forward" or any(self.late[i] for i in n.inputs))
+
+    def _unread_readers(self) -> dict[int, list[int]]:
+        """Full recomputation (remat/budget.full_plan) recomputes values no backward node needs (an attention
+        output projection, an MLP's second GEMM): torch.utils.checkpoint and Megatron-LM re-run the segment's
+        whole forward and discard them. Each such value is emitted, nobody reading it, as soon as its
+        recomputed inputs are; this maps each recomputed value to those of them reading it."""
+        g, recompute = self.graph, self.recompute
+        needed: set[int] = set()
+        todo = [i for n in g.nodes if n.phase == "backward" for i in n.inputs if i in recompute]
+        while todo:
+            i = todo.pop()
+            if i not in needed:
+                needed.add(i)
+                todo += [j for j in g.nodes[i].inputs if j in recompute]
+        readers: dict[int, list[int]] = {}
+        for u in sorted(recompute - needed):
+            for j in sorted({j for j in g.nodes[u].inputs if j in recompute}):
+                readers.setdefault(j, []).append(u)
+        return readers
 
     def add(self, step: Step) -> int:
         self.out.steps.append(step)
@@ -172,6 +220,7 @@ class _Emitter:
         chain must not hit Python's recursion limit."""
         g = self.graph
         stack = [(root, False)]
+        woken: list[int] = []
         while stack:
             i, expanded = stack.pop()
             if i in self.again:
@@ -186,6 +235,21 @@ class _Emitter:
                 ins = self.delay(node, ins, trigger)
             self.again[i] = self.add(Step("recompute", i, node.op, tuple(ins), node.attrs, node.shape, node.dtype,
                                           node.rank, f"{node.name}.recompute"))
+            self.wake(i, woken)
+        while woken:  # unread values whose recomputed inputs are all there now, in forward order
+            i = heapq.heappop(woken)
+            if i not in self.again:
+                node = g.nodes[i]
+                ins = [self.again[j] if j in self.recompute else self.out.position[j] for j in node.inputs]
+                self.again[i] = self.add(Step("recompute", i, node.op, tuple(ins), node.attrs, node.shape,
+                                              node.dtype, node.rank, f"{node.name}.recompute"))
+                self.wake(i, woken)
+
+    def wake(self, done: int, woken: list[int]) -> None:
+        """Queue the unread recomputed values reading `done` whose recomputed inputs are all emitted."""
+        for u in self.unread.get(done, ()):
+            if u not in self.again and all(j in self.again for j in self.graph.nodes[u].inputs if j in self.recompute):
+                heapq.heappush(woken, u)
 
     def delay(self, node: Node, ins: list[int], trigger: Node) -> list[int]:
         """`ins` with the barrier input of root `node` read through x * (token ** 0)."""

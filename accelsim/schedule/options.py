@@ -74,7 +74,7 @@ class StepOptions(BaseModel):
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, "
                                                         "3 + parameters sharded over the replicas")
     remat: str | None = Field(default=None, description="rematerialization policy applied to the training step "
-                                                        "(none, sqrt, every:K, budget:BYTES)")
+                                                        "(none, sqrt, every:K, full:K, budget:BYTES)")
     exact: float | None = Field(default=None, gt=0, le=MAX_EXACT_SECONDS,
                                 description="seconds of CP-SAT on the step after list scheduling (None: off)")
 

@@ -31,8 +31,8 @@ What is scaled, and how exactly:
   input arrives sooner than in the whole step (fewer chunks before it), so work that waits for no input
   (filler: a weight's transpose, Adam's decay of its moments) may overlap the chunk's other work
   differently; tests/test_layer_templates.py bounds the difference against measuring the whole graph.
-Only rematerialization policies that act within one layer (none, every:1) keep the layers identical;
-others (sqrt, budget, every:K > 1) are measured on the whole graph.
+Only rematerialization policies that act within one layer (none, every:1, full:1) keep the layers identical;
+others (sqrt, budget, every:K > 1, full:K > 1) are measured on the whole graph.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ from accelsim.training import training_graph
 PROBE_LAYERS = 3
 """Repeated layers of the graph the layer costs are read from: a first, a middle and a last one."""
 FIRST, MIDDLE, LAST = "first", "middle", "last"
-LAYER_LOCAL_REMAT = ("none", "every:1")
+LAYER_LOCAL_REMAT = ("none", "every:1", "full:1")
 """Rematerialization policies whose checkpoints are the same in every repeated layer."""
 
 
