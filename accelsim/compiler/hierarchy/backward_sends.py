@@ -45,10 +45,7 @@ def backward_sends(plan: Plan, timed: Sequence[Timed], chunk_of_chip: dict[int, 
     the chunk's backward pass as its chip (its busiest rank's) spent on backward work before then: the
     composition runs a pass as one busy interval, its input gradient that far into it."""
     tasks = plan.tasks
-    readers: dict[int, list[int]] = {}
-    for task in tasks:
-        for d in task.deps:
-            readers.setdefault(d, []).append(task.id)
+    handed = input_grad_transfers(plan, chunk_of_chip, weight_grad)
     computed = [-1] * n_chunks  # when each chunk's last input gradient sent back is computed
     updates: list[dict[int, int]] = [{} for _ in range(n_chunks)]
     for task, x in zip(tasks, timed):
@@ -57,7 +54,7 @@ def backward_sends(plan: Plan, timed: Sequence[Timed], chunk_of_chip: dict[int, 
         src, dst = chunk_of_chip[task.chip], chunk_of_chip[task.out_chip]
         if dst >= src:
             continue
-        if all(tasks[r].phase == "update" or tasks[r].node in weight_grad for r in readers.get(task.id, ())):
+        if task.id not in handed:
             updates[src][dst] = updates[src].get(dst, 0) + task.out_bytes
         else:
             computed[src] = max(computed[src], max((timed[d].end for d in task.deps), default=x.start))
@@ -69,6 +66,21 @@ def backward_sends(plan: Plan, timed: Sequence[Timed], chunk_of_chip: dict[int, 
     after = [max((_covered(before.get(chip, [])) for chip, c in chunk_of_chip.items() if c == chunk), default=0)
              if computed[chunk] >= 0 else -1 for chunk in range(n_chunks)]
     return [BackwardSends(after[c], tuple(sorted(updates[c].items()))) for c in range(n_chunks)]
+
+
+def input_grad_transfers(plan: Plan, chunk_of_chip: dict[int, int], weight_grad: frozenset[int]) -> frozenset[int]:
+    """The ids of the backward transfers to an earlier chunk that carry an input gradient: some task reading it
+    there is neither an update nor computes a weight-gradient node (the others carry weight gradients to the
+    stage that updates them)."""
+    tasks = plan.tasks
+    readers: dict[int, list[int]] = {}
+    for task in tasks:
+        for d in task.deps:
+            readers.setdefault(d, []).append(task.id)
+    return frozenset(
+        task.id for task in tasks
+        if task.kind == TRANSFER and task.phase == "backward" and chunk_of_chip[task.out_chip] < chunk_of_chip[task.chip]
+        and not all(tasks[r].phase == "update" or tasks[r].node in weight_grad for r in readers.get(task.id, ())))
 
 
 def _covered(intervals: list[tuple[int, int]]) -> int:
