@@ -303,7 +303,7 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             work=work, update_cycles=busy(c, "update"),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
-    sends = backward_sends(plan, m.timed, chunk_of_chip, n_chunks, wgrad, filler)  # weight gradients sent back
+    sends = backward_sends(plan, chunk_of_chip, n_chunks, wgrad)  # weight gradients sent back
     handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
     lags = handoffs(plan, m.timed, chunk_of_chip, n_chunks, handed, filler)  # when the neighbour may start
     return [replace(f, work=replace(f.work, input_grad_after=h.backward_after, output_after=h.forward_after,
