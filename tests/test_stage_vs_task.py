@@ -1,7 +1,7 @@
 """Stage granularity against task granularity (issue 27, "Agreement"): the composed step's makespan within 3% of
 the whole-task schedule of the same step under the same pipeline schedule, one quick case per class of step
-(replicas, stages, ranks, each schedule the task level follows); what a backward pass sends back and when
-(backward_sends.py); the task level's order under a window (schedules.windowed_order, window).
+(replicas, stages, ranks, each schedule the task level follows); what a backward pass sends back
+(backward_sends.py) and when a pass lets its neighbour start (handoffs.py); the task level's order under a window (schedules.windowed_order, window).
 experiments/stage_vs_task.py has the whole table."""
 from __future__ import annotations
 
