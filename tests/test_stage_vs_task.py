@@ -1,7 +1,7 @@
 """Stage granularity against task granularity (issue 27, "Agreement"): the composed step's makespan within 3% of
 the whole-task schedule of the same step under the same pipeline schedule, one quick case per class of step
-(replicas, stages, ranks, each schedule the task level follows); what a backward pass sends back and when
-(backward_sends.py); the task level's order under a window (schedules.windowed_order, window).
+(replicas, stages, ranks, each schedule the task level follows); what a backward pass sends back
+(backward_sends.py) and when a pass lets its neighbour start (handoffs.py); the task level's order under a window (schedules.windowed_order, window).
 experiments/stage_vs_task.py has the whole table."""
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ def _graph(model: str, t: int) -> A.Graph:
     ("gpt2", 1, 2, 1, 4, "gpipe"),               # GPipe: the tied embedding's gradient goes back to stage 0
     ("gpt2", 1, 2, 1, 4, "1f1b"),                # 1F1B: the input gradient leaves before the weight gradients
     ("gpt2", 1, 2, 1, 8, "zb-h1"),               # ZB-H1: W passes deferred into the cool-down
+    ("transformer_block", 1, 4, 1, 1, "1f1b"),   # a block cut into four: each chunk starts on the first tensor
 ])
 def test_stage_granularity_agrees_with_the_task_level(hw, model, d, p, t, m, schedule):
     graph = _graph(model, t)
@@ -81,6 +82,27 @@ def test_a_weight_gradient_sent_back_holds_only_its_stages_update(hw):
     assert spans[(1, "transfer")] == (40, 40 + cost)
     assert spans[(0, "update")] == (40 + cost, 45 + cost) == (comp.makespan_cycles - 5, comp.makespan_cycles)
     assert comp.exposed_cycles["transfer"] == 40 + cost - 60
+
+
+def test_a_chunk_cut_mid_block_lets_the_next_start_on_the_first_tensor_it_sends(hw):
+    """transformer_block on four stages: chunk 0 sends the residual (the block's input) before the attention
+    it computes, and chunk 1 starts on it, within chunk 0's forward pass; the other boundaries hand on no
+    later than their passes' ends, and the last chunk sends nothing forward."""
+    chunks = step_work(_graph("transformer_block", 1), hw, StepOptions.of(pipeline_stages=4)).chunks
+    assert 0 < chunks[0].output_after < chunks[0].forward_cycles
+    assert all(0 <= c.output_after <= c.forward_cycles for c in chunks[:-1]) and chunks[-1].output_after == -1
+    assert all(0 <= c.input_grad_after <= c.backward_cycles for c in chunks[1:]) and chunks[0].input_grad_after == -1
+
+
+def test_the_next_chunk_starts_as_far_into_a_pass_as_its_handoff_says():
+    """p=2, M=1, no bytes between the stages: chunk 0's forward (10 cycles, 0-10) lets chunk 1's (10 cycles)
+    start 3 cycles in; chunk 1's backward (20, 13-33) lets chunk 0's start 5 cycles in (18-38)."""
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0, output_after=3), ChunkWork(1, 10, 20, 0, 0, 0, 0, input_grad_after=5))
+    stages = tuple(StageWork(s, (s,), 0, 0, 0, 0) for s in range(2))
+    comp = compose(StepWork(stages, chunks, microbatches=1, data_parallel=1, tensor_parallel=1), "1f1b", A.load_hw(HW))
+    spans = {(x.stage, x.kind): (x.start, x.end) for x in comp.spans if x.kind != "update"}
+    assert spans == {(0, "forward"): (0, 10), (1, "forward"): (3, 13), (1, "backward"): (13, 33),
+                     (0, "backward"): (18, 38)}
 
 
 # ---- the task level's order under a window --------------------------------------------------------------------

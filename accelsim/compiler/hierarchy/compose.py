@@ -123,6 +123,8 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
             else:
                 cycles, needs, to = chunk.weight_grad_cycles, None, None
             gives_after, sends = cycles, ()
+            if it.kind == "forward" and chunk.output_after >= 0:
+                gives_after = min(cycles, max(1, chunk.output_after))
             if it.kind == "backward":
                 if chunk.input_grad_after >= 0:
                     gives_after = min(cycles, max(1, chunk.input_grad_after))

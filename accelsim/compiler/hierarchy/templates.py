@@ -44,7 +44,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from accelsim.compiler.hierarchy.backward_sends import backward_sends
+from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_grad_transfers
+from accelsim.compiler.hierarchy.handoffs import handoffs
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.compiler.planning.expand import CostTable, Planner, chip_map
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
@@ -302,6 +303,9 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             work=work, update_cycles=busy(c, "update"),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
-    sends = backward_sends(plan, m.timed, chunk_of_chip, n_chunks, wgrad, filler)  # when the input gradient leaves, and where
-    return [replace(f, work=replace(f.work, input_grad_after=x.input_grad_after, update_sends=x.update_sends))
-            for f, x in zip(figures, sends)]
+    sends = backward_sends(plan, chunk_of_chip, n_chunks, wgrad)  # weight gradients sent back
+    handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
+    lags = handoffs(plan, m.timed, chunk_of_chip, n_chunks, handed, filler)  # when the neighbour may start
+    return [replace(f, work=replace(f.work, input_grad_after=h.backward_after, output_after=h.forward_after,
+                                    update_sends=x.update_sends))
+            for f, x, h in zip(figures, sends, lags)]

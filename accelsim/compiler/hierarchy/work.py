@@ -35,9 +35,13 @@ class ChunkWork:
     (gpt2's logit gradients are far larger than its activations); -1: the previous chunk's activation_bytes,
     the activation that crossed the same boundary forward (compose.py)."""
     input_grad_after: int = -1
-    """Cycles from the start of the backward pass until the input gradient it sends to the previous chunk is
-    computed (backward_sends.py); -1: not measured, taken as backward_cycles - weight_grad_cycles (the input
-    gradient first, the weight gradients after)."""
+    """Cycles from the start of the backward pass until the previous chunk's backward pass may start on the
+    input gradient it sends (handoffs.py: each gradient tensor leaves as it is computed); -1: not measured,
+    taken as backward_cycles - weight_grad_cycles (the input gradient first, the weight gradients after)."""
+    output_after: int = -1
+    """Cycles from the start of the forward pass until the next chunk's forward pass may start on the
+    activations it sends (handoffs.py: a chunk cut mid-block sends several tensors, each as it is computed);
+    -1: at the pass's end."""
     update_sends: tuple[tuple[int, int], ...] = ()
     """(destination chunk, bytes) per micro-batch: the part of backward_bytes that is weight gradients of
     parameters earlier chunks hold (a tied embedding), which only those chunks' stages' updates wait for. The
