@@ -17,18 +17,20 @@ the CLI, and the whole-task path beside the stage path on a step the whole-task 
 
 Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare] [--phases]
 (--phases: per stage, its busy share of the step and its idle share in warm-up, steady state and cool-down)
-Measured 2026-11-26 on the shared 2-core machine under heavy load (CPU seconds of the whole `accelsim run`;
-wall time is several times more), on the code with layer templates, agreement, GPU overheads and precision
-merged, and the bubble mends of issue 27's note (compose.py, links.py):
-  gpt3-175b (seq 2048): 7.6 s CPU, 102 MiB max RSS; makespan 29,360,380,428 cycles, step 20.82 s,
-    211.5 TFLOP/s per GPU, pipeline bubble 7.3%; 10,482 nodes list-scheduled (9 of the 96 blocks)
+Measured 2026-11-26 on the shared 2-core machine under load (CPU seconds of the whole `accelsim run`; wall
+time is several times more), on the code with the GPU GEMM model (cost/gpu_gemm.py), the bubble mends of issue
+27's note (compose.py, links.py) and the stage hand-offs (hierarchy/handoffs.py) merged:
+  gpt3-175b (seq 2048): 7.6 s CPU, 103 MiB max RSS; makespan 33,461,515,912 cycles, step 23.73 s,
+    185.6 TFLOP/s per GPU, pipeline bubble 7.1%; 10,482 nodes list-scheduled (9 of the 96 blocks)
     (before layer templates: 22 s CPU building the graph, then a refusal: ~352,000 tasks to measure)
-  megatron-1t: 15.9 s CPU, 265 MiB max RSS; makespan 97,665,226,329 cycles, step 69.27 s, 241.5 TFLOP/s
-    per GPU, pipeline bubble 11.8%; 3,630 nodes list-scheduled (3 of the 128 blocks)
-  gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel): task level 47,154,470
-    cycles (4.7 s CPU), stage level x0.931 both from the whole graph (2.5 s) and from layer templates (2.8 s)
-The TFLOP/s are above Megatron-LM's published ~140 (175B) and ~163 (1T) per GPU (the cost model's Tensor Core
-GEMMs run at 89-96% of peak: experiments/megatron_table.py). The bubbles were 12.1% and 44.5% before two
+  megatron-1t: 15.2 s CPU, 266 MiB max RSS; makespan 111,654,351,005 cycles, step 79.19 s, 211.3 TFLOP/s
+    per GPU, pipeline bubble 11.3%; 3,630 nodes list-scheduled (3 of the 128 blocks)
+  gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel), remat every:1: task
+    level 47,154,470 cycles (4.3 s CPU), stage level x0.928 both from the whole graph (2.5 s) and from layer
+    templates (3.0 s)
+The TFLOP/s are above Megatron-LM's published ~140 (175B) and ~163 (1T) per GPU: this run recomputes with
+`every:1` (only what the backward pass reads), Megatron re-runs the whole forward (`full:1`; experiments/
+megatron_table.py sets every row beside the paper). The bubbles were 12.1% and 44.5% before two
 mends: the tied embedding's gradient went from the last stage to the first once per micro-batch (1T: 2.6 GB
 per rank, 512 times, 49% of the step on the last stage's NICs, holding its input gradients back: every stage
 idled 31-35% of the step in the steady state), now once per step as Megatron-LM all-reduces it; and pipeline
