@@ -247,6 +247,11 @@ def check_tensor_parallel(graph: Graph, tensor_parallel: object) -> int:
 
 ZERO_STAGES = (0, 1, 2, 3)
 
+FUSION_TILES = (2, 4, 8, 16)
+"""The tile counts a layer-fusion pass exists for (passes/fuse_layers.py: one pass record each, fuse_layers_t<T>):
+a schedule records the pass by name, so every count it may use is a record; the compiler's `fusion: auto`
+chooses among them. Here, with the other bounds, so the step options read it without importing the passes."""
+
 
 def check_zero(graph: Graph, zero: object, data_parallel: int) -> int:
     """A ZeRO stage: 0 (none), 1 (optimizer state sharded over the replicas), 2 (+ gradients), 3 (+

@@ -23,13 +23,12 @@ import numpy as np
 from accelsim.errors import GraphError
 from accelsim.graph.ir import Graph
 from accelsim.layer_names import layer_names
+from accelsim.limits import FUSION_TILES  # noqa: F401  (re-exported: the tile counts of the fusion passes)
 from accelsim.passes.fuse_chains import Chain, Member, plan_fusion
 from accelsim.passes.layer_tiles import Band, chain_bands, tile_rows
 from accelsim.passes.rebuild import Rebuild, Rewrite
 
-FUSION_TILES = (2, 4, 8, 16)
-"""The tile counts a fusion pass exists for (one pass record each, fuse_layers_t<T>): a schedule records the
-pass by name, so every count it may use is a record; the compiler's `fusion: auto` chooses among them."""
+
 
 
 def pass_name(tiles: int) -> str:

@@ -22,8 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from accelsim.errors import ScheduleError
 from accelsim.hw.peaks import STEP_PRECISIONS, StepPrecision  # noqa: F401  (re-exported: the precision words)
-from accelsim.limits import ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
-from accelsim.passes.fuse_layers import FUSION_TILES
+from accelsim.limits import FUSION_TILES, ZERO_STAGES  # noqa: F401  (re-exported: the stages a step may use)
 from accelsim.pydantic_errors import describe_errors
 from accelsim.schedule.mapping_file import mapping_entries, read_mapping_file
 from accelsim.mapping.entry import LayerMapping
