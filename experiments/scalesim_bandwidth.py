@@ -222,18 +222,25 @@ def _run_one(case: dict) -> dict:
 
 def worker(out_path: Path, jobs: int) -> None:
     """Run SCALE-Sim on every case (under the SCALE-Sim venv) and write the reference JSON."""
-    from importlib.metadata import version
-
     todo = cases()
     slow_first = sorted(todo, key=lambda case: case["kind"] != "conv")  # the quick GEMMs fill the tail
+    write_reference(out_path, jobs, todo, FIELDS, order=slow_first, split="tuning")
+
+
+def write_reference(out_path: Path, jobs: int, todo: list[dict], fields: dict, order: list[dict] | None = None,
+                    **extra: object) -> None:
+    """Run SCALE-Sim on `todo` over `jobs` processes (in `order`, default todo's) and write the reference JSON
+    with the cases in todo's order: the one writer of this file's and its siblings' reference sets."""
+    from importlib.metadata import version
+
     start_s = time.monotonic()
     with Pool(jobs) as pool:
-        by_id = {case["id"]: case for case in pool.imap_unordered(_run_one, slow_first)}
+        by_id = {case["id"]: case for case in pool.imap_unordered(_run_one, order or todo)}
     done = [by_id[case["id"]] for case in todo]
     print(f"SCALE-Sim: {len(done)} cases in {time.monotonic() - start_s:.0f} s on {jobs} processes",
           file=sys.stderr)
     reference = dict(scalesim_version=version("scalesim"), numpy_version=version("numpy"),
-                     interface_bandwidth="USER", fields=FIELDS, note=NOTE, split="tuning", cases=done)
+                     interface_bandwidth="USER", fields=fields, note=NOTE, cases=done, **extra)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(dump_reference(reference))
 

@@ -15,12 +15,9 @@ Every case is small (at most ~80k stall-free cycles) so SCALE-Sim's per-cycle lo
 """
 from __future__ import annotations
 
-import sys
-import time
-from multiprocessing import Pool
 from pathlib import Path
 
-from scalesim_bandwidth import FIELDS, NOTE, WORD_SIZE_BYTES, _run_one, dump_reference, print_table
+from scalesim_bandwidth import FIELDS, WORD_SIZE_BYTES, print_table, write_reference
 from scalesim_compare import DATAFLOWS, cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,19 +64,7 @@ def cases() -> list[dict]:
 
 def worker(out_path: Path, jobs: int) -> None:
     """Run SCALE-Sim on every case (under the SCALE-Sim venv) and write the reference JSON."""
-    from importlib.metadata import version
-
-    todo = cases()
-    start_s = time.monotonic()
-    with Pool(jobs) as pool:
-        by_id = {case["id"]: case for case in pool.imap_unordered(_run_one, todo)}
-    done = [by_id[case["id"]] for case in todo]
-    print(f"SCALE-Sim: {len(done)} cases in {time.monotonic() - start_s:.0f} s on {jobs} processes",
-          file=sys.stderr)
-    reference = dict(scalesim_version=version("scalesim"), numpy_version=version("numpy"),
-                     interface_bandwidth="USER", fields=FIELDS | SPLIT_FIELD, note=NOTE, cases=done)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(dump_reference(reference))
+    write_reference(out_path, jobs, cases(), FIELDS | SPLIT_FIELD)
 
 
 def main() -> None:
