@@ -18,16 +18,19 @@ Without a `placement` key a chip places every tensor as it always did (parameter
 the fastest memory with room, hw/levels.memory_order), and its description dumps (and hashes) as before.
 A streamed class is read again for every task that reads it: a DMA engine of `bandwidth` copies the first
 `prefetch_depth` tiles of each such read into `buffer` ahead of the reader (a prefetch task the scheduler
-places, compiler/planning/prefetch.py); the rest streams from `memory` while the reader runs.
+places, compiler/planning/prefetch.py); the rest streams from `memory` while the reader runs. A stream with a
+`tile_shape` keeps each leaf of rank 2 or more in `memory` as whole tiles (DmaStream.stored_bytes), so it
+moves the padding of the edge tiles too.
 """
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from accelsim.hw.fields import BytesPerCycle, BytesPerSecond, CapacityBytes, LatencyCycles, Spec
+from accelsim.hw.fields import ArrayDim, BytesPerCycle, BytesPerSecond, CapacityBytes, LatencyCycles, Spec
 from accelsim.hw.ranges import Range, check_name, in_range
 
 LeafClass = Literal["parameters", "optimizer_state"]
@@ -57,6 +60,11 @@ class DmaStream(Spec):
     prefetch_depth: Depth = Field(description="tiles the engine may fetch ahead of their reader")
     tile_bytes: CapacityBytes = Field(description="bytes of one prefetched tile, e.g. '64 KiB'")
     latency_cycles: LatencyCycles = Field(0, description="cycles from a DMA request to its first byte")
+    # dumped only when given, so a stream without it hashes as before the field existed
+    tile_shape: tuple[ArrayDim, ArrayDim] | None = Field(None, exclude_if=lambda v: v is None, description=(
+        "[rows, cols]: `memory` holds each leaf of rank 2 or more as whole tiles of rows x cols elements (its "
+        "first axis by its other axes, zero-padded at the edges), and the stream moves whole tiles "
+        "(left out: a leaf's own bytes)"))
 
     @model_validator(mode="after")
     def _exactly_one_bandwidth(self) -> "DmaStream":
@@ -68,6 +76,17 @@ class DmaStream(Spec):
     def buffer_bytes(self) -> int:
         """The buffer the stream needs: prefetch_depth tiles."""
         return self.prefetch_depth * self.tile_bytes
+
+    def stored_bytes(self, shape: tuple[int, ...], elem_bytes: int) -> int:
+        """Bytes a leaf of `shape` occupies in the stream's memory: with a tile_shape, a leaf of rank 2 or more
+        as a matrix (first axis x the product of the others) padded to whole tiles; else its own bytes."""
+        numel = math.prod(shape)
+        if self.tile_shape is None or len(shape) < 2 or numel == 0:
+            return numel * elem_bytes
+        rows, cols = self.tile_shape
+        padded_rows = -(-shape[0] // rows) * rows
+        padded_cols = -(-(numel // shape[0]) // cols) * cols
+        return padded_rows * padded_cols * elem_bytes
 
     def bytes_per_cycle(self, clock_hz: float) -> float:
         if self.bandwidth_bytes_per_cycle is not None:

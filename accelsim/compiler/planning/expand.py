@@ -205,6 +205,10 @@ class Planner:
     def nbytes(self, node: Node) -> int:
         return tensor_bytes(self.graph, node, self.hw)
 
+    def leaf_nbytes(self, leaf: Node) -> int:
+        """Bytes a leaf occupies where it is placed (a streamed class may keep it as whole tiles: prefetch.py)."""
+        return self.prefetcher.stored_bytes(leaf, self.nbytes(leaf))
+
     def new(self, **fields) -> TaskSpec:
         t = TaskSpec(id=len(self.tasks), **fields)
         self.tasks.append(t)
@@ -325,7 +329,8 @@ class Planner:
         executor reads no staged copy) and the cycles the reader needs at least to stream the rest."""
         if not self.prefetcher.any:
             return [], 0
-        return self.prefetcher.stage(self.new, reads, {i: self.nbytes(self.graph.nodes[i]) for i, _ in reads}, common)
+        return self.prefetcher.stage(self.new, reads, {i: self.leaf_nbytes(self.graph.nodes[i]) for i, _ in reads},
+                                     common)
 
     def tensor_collective(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
         """A tp_allreduce node: input k is rank k's partial value; one member task per rank, on the chip
@@ -457,7 +462,7 @@ class Planner:
                     self.node_task(n, PER_STEP, r)
         if self.zero is not None:
             self.zero.gather_updates()
-        leaf_bytes = {n.id: self.nbytes(n) for n in self.graph.nodes if n.is_leaf}
+        leaf_bytes = {n.id: self.leaf_nbytes(n) for n in self.graph.nodes if n.is_leaf}
         return Plan(self.tasks, self.chips, self.stage, self.chip_of, leaf_bytes,
                     [n.name for n in self.graph.nodes], self.costs.has_energy or self.link_energy,
                     shards=self.zero.leaf_shards() if self.zero is not None else {},

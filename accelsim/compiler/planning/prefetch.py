@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from accelsim.cost.energy import memory_pj_per_byte
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import Graph, Node
 from accelsim.hw.placement import ClassPlacement, dma_resource, placement_of, places_outputs
 from accelsim.memory_split import node_categories
 from accelsim.hw.spec import Chip, HwSpec
@@ -59,6 +59,19 @@ class Prefetcher:
         if where is None or where.stream is None:
             return None
         return dma_resource(cls), where
+
+    def stored_bytes(self, leaf: Node, nbytes: int) -> int:
+        """Bytes leaf `leaf` (`nbytes` of its own) occupies where it is placed: as its class's stream stores it
+        (hw/placement.DmaStream.stored_bytes: whole tiles where the stream has a tile_shape), else `nbytes`. A
+        class streamed by chips that lay it out differently takes the largest (the plan sizes a leaf once)."""
+        cls = self.classes.get(leaf.id)
+        if cls is None or not self.any:
+            return nbytes
+        numel = math.prod(leaf.shape)
+        elem = nbytes // numel if numel else 0
+        stored = [w.stream.stored_bytes(leaf.shape, elem) for c in self.chips
+                  if (w := placement_of(c).get(cls)) is not None and w.stream is not None]
+        return max(stored, default=nbytes)
 
     def stage(self, new, reads: list[tuple[int, int]], sizes: dict[int, int], common: dict) -> tuple[list[int], int]:
         """Prefetch tasks (made with `new(**fields)`) for the streamed leaves among a reader's `reads`, with
