@@ -21,7 +21,6 @@ Run: python experiments/published_figures.py [--max-m 128] [--part groq|tpu|a100
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from dataclasses import dataclass
 
@@ -31,7 +30,7 @@ from accelsim.cost.model import graph_costs
 from accelsim.cost.systolic import gemm_cycles, preload_cycles
 from accelsim.graph.ir import Graph
 from accelsim.hw.overrides import parse_assignments
-from accelsim.hw.precision import compute_elem_bytes
+from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.ops.registry import get_op
 from accelsim.passes import inference_graph
 from tpu_lstm import LSTM_APPS, lstm_graph
@@ -170,7 +169,7 @@ def _tpu_analogue(name: str) -> tuple[float, Graph, str, int]:
     return paper, _tpu_graph(layers, weights, batch), what, batch
 
 
-def _streamed_bytes(graph: Graph, sched) -> tuple[int, int]:
+def _streamed_bytes(graph: Graph, sched, hw: A.HwSpec) -> tuple[int, int]:
     """(the weights' own bytes, the bytes the weight stream moves) over every read of a streamed weight: each
     reader streams its leaf as placed (whole tiles in the Weight Memory)."""
     stored = {x.node: x.size_bytes for x in sched.tensors if x.task == -1 and x.memory == "weight_dram"}
@@ -179,7 +178,7 @@ def _streamed_bytes(graph: Graph, sched) -> tuple[int, int]:
         for i in n.inputs:
             if i in readers:
                 readers[i] += 1
-    own = sum(readers[i] * math.prod(graph.nodes[i].shape) for i in stored)  # int8: a byte each
+    own = sum(readers[i] * tensor_bytes(graph, graph.nodes[i], hw) for i in stored)
     return own, sum(readers[i] * stored[i] for i in stored)
 
 
@@ -187,11 +186,11 @@ def _table3_tops(name: str, hw: A.HwSpec, batch: int, useful: float) -> float:
     """The TOPS the paper's own counters imply (Table 3 rows 1, 4-6): a weight tile every 64 KiB / 34 GB/s
     while the matrix unit works on weights (rows 1, 4, 5), none in the non-matrix cycles (row 6); `useful`: the
     fraction of a tile's MACs that hold weights (its padding left out)."""
-    active, stall, shift, non_matrix = TPU_TABLE3[name]
+    *_, non_matrix = TPU_TABLE3[name]
     stream = hw.chips[0].placement.parameters.stream
     tile_cycles = stream.tile_bytes / stream.bytes_per_cycle(hw.clock_hz)
     ops_per_tile = 2 * batch * stream.tile_bytes * useful
-    return ops_per_tile / tile_cycles * hw.clock_hz * (active + stall + shift) / 100 / 1e12
+    return ops_per_tile / tile_cycles * hw.clock_hz * (1 - non_matrix / 100) / 1e12
 
 
 def tpu() -> list[tuple]:
@@ -214,7 +213,7 @@ def tpu() -> list[tuple]:
         ops = tensor_ops(graph)
         tops = ops / res.makespan_s / 1e12
         work = array_work(res, graph, unit)
-        own, moved = _streamed_bytes(graph, sched)
+        own, moved = _streamed_bytes(graph, sched, hw)
         stream_tops = ops / (moved / bw) / 1e12  # the weight-stream roofline of this analogue
         counters = (f"{_table3_tops(name, hw, batch, own / moved) / paper:5.2f}" if name in TPU_TABLE3 else "-")
         print(f"{name:6s} {analogue:32s} {tops:6.2f} {paper:6.1f} {tops / paper:6.2f} {stream_tops:6.2f} "
