@@ -11,7 +11,8 @@ What the paper gives, and how each figure enters (the rest is said as an assumpt
 - Section 2: the Activation unit applies the nonlinear function to the accumulators and writes the Unified
   Buffer; "the matrix unit waits for explicit synchronization before safely reading from the Unified Buffer"
   when a layer needs the previous one's activations (Table 3 row 7's RAW stalls). In an LSTM that is every
-  time step: step t's recurrent product h_{t-1} @ U needs the h that step t-1's cell arithmetic wrote.
+  time step: step t's recurrent product h_{t-1} @ U needs the h that step t-1's cell arithmetic wrote. Its
+  input products x_t @ W do not, so the matrix unit and the weight stream have work while the cell finishes.
 
 The cell, per layer and time step (hidden units H, batch B), with one H x H weight matrix per gate and input
 (W for x_t, U for h_{t-1}), as the 600x600 matrix of Section 7 says:
