@@ -52,3 +52,17 @@ def test_lstm1s_600x600_product_streams_nine_tiles_in_the_papers_18_us():
     product_s = (product.end - min(s.start for s in prefetches)) / hw.clock_hz
     stream_s = 9 * TILE / 34e9
     assert stream_s <= product_s <= 1.01 * stream_s < 18e-6
+
+
+def test_only_the_matrix_units_operands_are_stored_as_tiles():
+    """A (16, 16) weight occupies a whole 64 KiB tile when a matmul reads it, its own 256 bytes when only the
+    activation unit does (a merged QKV's runtime concat, a scale added elementwise): the tile layout serves the
+    matrix unit."""
+    hw = A.load_hw("tpu_v1_like")
+    g = A.Graph("two_weights")
+    x = g.input("x", (16, 16))
+    w, s = g.param("w", (16, 16)), g.param("s", (16, 16))
+    g.output("y", F.relu(F.matmul(x, w) + s))
+    sched = A.compile(g, hw, effort="fast")
+    stored = {x.node: x.size_bytes for x in sched.tensors if x.task == -1 and x.memory == "weight_dram"}
+    assert stored == {w.node.id: TILE, s.node.id: 16 * 16}

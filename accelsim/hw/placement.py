@@ -19,7 +19,7 @@ the fastest memory with room, hw/levels.memory_order), and its description dumps
 A streamed class is read again for every task that reads it: a DMA engine of `bandwidth` copies the first
 `prefetch_depth` tiles of each such read into `buffer` ahead of the reader (a prefetch task the scheduler
 places, compiler/planning/prefetch.py); the rest streams from `memory` while the reader runs. A stream with a
-`tile_shape` keeps each leaf of rank 2 or more in `memory` as whole tiles (DmaStream.stored_bytes), so it
+`tile_shape` keeps each matrix-unit operand in `memory` as whole tiles (DmaStream.stored_bytes), so it
 moves the padding of the edge tiles too.
 """
 from __future__ import annotations
@@ -62,9 +62,9 @@ class DmaStream(Spec):
     latency_cycles: LatencyCycles = Field(0, description="cycles from a DMA request to its first byte")
     # dumped only when given, so a stream without it hashes as before the field existed
     tile_shape: tuple[ArrayDim, ArrayDim] | None = Field(None, exclude_if=lambda v: v is None, description=(
-        "[rows, cols]: `memory` holds each leaf of rank 2 or more as whole tiles of rows x cols elements (its "
-        "first axis by its other axes, zero-padded at the edges), and the stream moves whole tiles "
-        "(left out: a leaf's own bytes)"))
+        "[rows, cols]: `memory` holds each matrix-unit operand (a leaf of rank 2 or more that a tensor op reads) "
+        "as whole tiles of rows x cols elements (its first axis by its other axes, zero-padded at the edges), "
+        "and the stream moves whole tiles (left out: a leaf's own bytes)"))
 
     @model_validator(mode="after")
     def _exactly_one_bandwidth(self) -> "DmaStream":

@@ -10,6 +10,7 @@ from accelsim.cost.energy import memory_pj_per_byte
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.placement import ClassPlacement, dma_resource, placement_of, places_outputs
 from accelsim.memory_split import node_categories
+from accelsim.ops.registry import get_op
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.schedule.identity import PER_STEP
 
@@ -51,6 +52,9 @@ class Prefetcher:
         self.any = any(placement_of(c) for c in chips)
         # non-leaf node -> its output class, when a chip places an output class; {} otherwise (the common case)
         self.out_classes = output_classes(graph) if any(places_outputs(c) for c in chips) else {}
+        # leaves a tensor op (the matrix unit's ops) reads: the ones a tiled stream stores as whole tiles
+        self.matrix_operands = {i for n in graph.nodes if not n.is_leaf and get_op(n.op).category == "tensor"
+                                for i in n.inputs if graph.nodes[i].is_leaf}
 
     def stream(self, chip: int, leaf: int) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when `leaf` streams on `chip`, else None."""
@@ -61,11 +65,12 @@ class Prefetcher:
         return dma_resource(cls), where
 
     def stored_bytes(self, leaf: Node, nbytes: int) -> int:
-        """Bytes leaf `leaf` (`nbytes` of its own) occupies where it is placed: as its class's stream stores it
-        (hw/placement.DmaStream.stored_bytes: whole tiles where the stream has a tile_shape), else `nbytes`. A
-        class streamed by chips that lay it out differently takes the largest (the plan sizes a leaf once)."""
+        """Bytes leaf `leaf` (`nbytes` of its own) occupies where it is placed: a matrix-unit operand (a leaf a
+        tensor op reads) as its class's stream stores it (hw/placement.DmaStream.stored_bytes: whole tiles where
+        the stream has a tile_shape), any other leaf `nbytes`. A class streamed by chips that lay it out
+        differently takes the largest (the plan sizes a leaf once)."""
         cls = self.classes.get(leaf.id)
-        if cls is None or not self.any:
+        if cls is None or not self.any or leaf.id not in self.matrix_operands:
             return nbytes
         numel = math.prod(leaf.shape)
         elem = nbytes // numel if numel else 0
