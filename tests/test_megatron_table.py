@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import accelsim as A
 from accelsim.models.transformer import GPT2_SIZES, gpt2_param_count
 
 PATH = Path(__file__).resolve().parent.parent / "experiments" / "megatron_table.py"
@@ -59,3 +60,22 @@ def test_a_templated_row_has_the_recipe_of_its_own_model(table):
     assert found.layers == 96 and found.remat == "full:1" and dict(found.optimizer) == {"optimizer": "adam"}
     assert dict(found.model_options) == {"size": "gpt3-175b", "batch": 1, "vocab": 51_200, "seq": 2048,
                                          "tensor_parallel": 8}
+
+
+def test_the_serial_gradient_allreduce_is_a_ring_over_the_replicas_nics(table):
+    """The DP-tail column: one stage's gradients all-reduced over d replicas, one per node (t = 8 fills a node),
+    as a ring over their HDR NICs: 2 (d-1)/d of the bytes at the scale-out rate, plus its steps' latencies; no
+    replicas, no tail."""
+    from types import SimpleNamespace
+
+    hw = A.load_hw("a100_x64")
+    nbytes = 1 << 30
+    stage = SimpleNamespace(chips=tuple(range(8)), gradient_bytes=nbytes)
+    step = SimpleNamespace(work=SimpleNamespace(stages=(stage,)))
+    row = table.Row("x", "megatron-1.7b", 8, 1, 1, 8, 64, None, 100)
+    assert row.d == 8
+    cycles = table.serial_gradient_allreduce_cycles(step, hw, row)
+    rate = hw.interconnect.scale_out.bytes_per_cycle(hw.clock_hz)
+    assert 2 * 7 / 8 * nbytes / rate <= cycles <= 2 * 7 / 8 * nbytes / rate * 1.01
+    one = table.Row("x", "megatron-1.7b", 8, 1, 1, 8, 8, None, 100)
+    assert table.serial_gradient_allreduce_cycles(step, hw, one) == 0

@@ -80,6 +80,9 @@ class TaskKindDef:
     compute: Callable[[KernelFor, Node, Sequence[np.ndarray]], np.ndarray]
     partial: bool
     stages: bool = False
+    blocks_stream: bool = False
+    """A GPU-like chip's one compute stream waits for it (hw/gpu_overheads.py): the framework issues it between
+    two kernels and the next kernel starts after it (Megatron-LM's tensor-parallel all-reduces, SC21)."""
 
     @property
     def busy(self) -> bool:
@@ -148,9 +151,11 @@ TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
     TaskKindDef("accumulate", "accumulation", Holds.UNIT, Reads.DEPENDENCES, _itself, _add_all, partial=True),
     TaskKindDef("allreduce", "all-reduce", Holds.COLLECTIVE, Reads.DEPENDENCES, _itself, _add_all, partial=False),
     # a tensor-parallel all-reduce (ops/parallel.py): one member per rank, reading every rank's partial
-    # value (its node's inputs, its dependences in rank order) and holding their sum (its op) on its chip
+    # value (its node's inputs, its dependences in rank order) and holding their sum (its op) on its chip; on a
+    # GPU it is synchronous (Megatron-LM's f/g operators call torch.distributed.all_reduce in the autograd
+    # function: the compute stream waits for it, so no kernel of its chip runs beside it)
     TaskKindDef("tp_allreduce", "tensor-parallel all-reduce", Holds.COLLECTIVE, Reads.DEPENDENCES, _graph_inputs,
-                _apply_op, partial=False),
+                _apply_op, partial=False, blocks_stream=True),
     # ZeRO (compiler/planning/zero.py): one member per replica; member r holds rows part r of the sum of every
     # replica's gradient, or the whole value from every replica's part (all-gather)
     TaskKindDef("reduce_scatter", "reduce-scatter", Holds.COLLECTIVE, Reads.SCATTER, _itself, _add_all, partial=True),

@@ -317,6 +317,13 @@ class ListScheduler:
             return self.lines[(t.chip, STREAM, 0)]
         return self.lines[(t.chip, resource if resource != "link" else f"link>{t.out_chip}", instance)]
 
+    def blocked_stream(self, t: TaskSpec) -> list[Timeline]:
+        """The compute stream a collective member also holds: its GPU-like chip's, when its kind blocks the
+        stream (kinds.py blocks_stream: a synchronous all-reduce), else none."""
+        if TASK_KINDS[t.kind].blocks_stream and t.chip in self.streamed:
+            return [self.lines[(t.chip, STREAM, 0)]]
+        return []
+
     def fit(self, t: TaskSpec, resource: str, instance: int, ready_at: int, cycles: int,
             loads: list[tuple[PortProfile, int]]) -> int:
         """The first start >= ready_at at which the unit instance and every physical link the task holds
@@ -343,6 +350,8 @@ class ListScheduler:
         """`loads`: the task's rates over its final duration (self.loads), as the simulator replays them."""
         self.timed[t.id] = Timed(resource, instance, start, end)
         self.line(t, resource, instance).book(start, end)
+        for stream in self.blocked_stream(t):
+            stream.book(start, end)
         for profile, rate in loads:
             profile.book(start, end, rate)
         for link in self.links.get(t.id, ()):  # a collective's links are under its first member only
@@ -351,7 +360,7 @@ class ListScheduler:
     def group_start(self, group: list[TaskSpec], resource: str, ready_at: int, cycles: int) -> int:
         """The first time every participant's collective share and every link the collective crosses
         are idle for the whole collective."""
-        lines = [self.line(x, resource, 0) for x in group]
+        lines = [self.line(x, resource, 0) for x in group] + [s for x in group for s in self.blocked_stream(x)]
         lines += [self.link_lines[k] for k in self.links.get(group[0].id, ())]
         start = ready_at
         while True:
