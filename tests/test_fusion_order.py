@@ -51,3 +51,20 @@ def test_each_tile_starts_after_the_tile_two_before_it_ended():
     edges = {a for i in group.tiles[2] for t in by_node.get(i, []) for a in t.after}
     assert any(s.tasks[a].node == group.tiles[0][-1] for a in edges)
     verify_schedule(s, fused, A.load_hw("tpu_v1_like"))  # the plan expanded again has the same edges
+
+
+def test_the_per_layer_report_names_each_tile_layers_fusion_group():
+    from accelsim.per_layer import layer_report
+
+    g = _superres(size=8)
+    s = A.compile(g, "tpu_v1_like", fusion=2, effort="fast")
+    fused, _ = step_graph(g, s)
+    report = layer_report(s, "tpu_v1_like", fused)
+    groups = {r.layer: r.fusion_group for r in report.layers}
+    assert groups["conv1[tile 1/2]"] == groups["conv4[tile 2/2]"] == groups["conv4"] == "conv1 .. conv4"
+    assert groups["conv1"] == ""  # the bias reshape, outside the tiles
+    rows = {r["layer"]: r for r in report.rows()}
+    assert "fusion_group" in report.columns() and rows["conv2[tile 2/2]"]["fusion_group"] == "conv1 .. conv4"
+    assert [r.to_dict().get("fusion_group") for r in report.layers[:1]] == [None]
+    plain = layer_report(A.compile(g, "tpu_v1_like", effort="fast"), "tpu_v1_like", g)
+    assert "fusion_group" not in plain.columns() and not any(r.fusion_group for r in plain.layers)
