@@ -2,8 +2,10 @@
 fuses every chain of the inference graph into that many tiles (passes/fuse_layers.py); `auto` chooses per
 chain: it compiles the step unfused, prices each chain unfused and at each tile count from that schedule
 (compiler/fusion_choice.py), fuses each chain whose estimate is cheaper with its cheapest count, compiles that
-step once and keeps it when it is shorter, then moves fewer DRAM bytes (the unfused step on a tie), as compile
-keeps a split plan only when it is shorter. Where the unfused step does not fit memory, `auto` compiles every
+step and keeps it when it is shorter, then moves fewer DRAM bytes (the unfused step on a tie), as compile
+keeps a split plan only when it is shorter. The estimate ranks chains better than it judges them: the half of
+the chosen chains with the largest estimated savings is compiled too, and so on down to the best chain alone
+(1 + log2(chains) compiles), and the shortest step of them all is kept. Where the unfused step does not fit memory, `auto` compiles every
 tile count instead and keeps the shortest that fits. The schedule records what it used (`options.fusion`: a
 tile count when every chain was fused with it, "auto" for a per-chain choice, "off" when auto kept the
 unfused step).
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
-from accelsim.compiler.fusion_choice import ChainChoice, choose_chains, chosen_pairs, fusion_passes
+from accelsim.compiler.fusion_choice import ChainChoice, choose_chains, fusion_passes, ranked_pairs
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.hw.precision import at_precision
@@ -138,16 +140,18 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
         unfused = compile_step(graph, unfused_options)
     except MemoryFitError as e:  # fused tiles may fit where the whole layers do not
         return _fitting(graph, hw, unfused_options, compile_step, e)
-    chosen = chosen_pairs(chain_choices(graph, hw, options, unfused))
-    if not chosen:
-        return unfused
-    try:
-        candidate = _fused_chains(graph, hw, chosen, unfused_options, compile_step)
-    except AccelsimError:  # a fused step that does not fit or compile is not a candidate
-        return unfused
-    if (candidate.makespan_cycles, dram_bytes(candidate, hw)) < (unfused.makespan_cycles, dram_bytes(unfused, hw)):
-        return candidate
-    return unfused
+    ranked = ranked_pairs(chain_choices(graph, hw, options, unfused))
+    best, best_key = unfused, (unfused.makespan_cycles, dram_bytes(unfused, hw))
+    keep = len(ranked)
+    while keep:
+        try:
+            candidate = _fused_chains(graph, hw, tuple(sorted(ranked[:keep])), unfused_options, compile_step)
+        except AccelsimError:  # a fused step that does not fit or compile is not a candidate
+            candidate = None
+        if candidate is not None and (candidate.makespan_cycles, dram_bytes(candidate, hw)) < best_key:
+            best, best_key = candidate, (candidate.makespan_cycles, dram_bytes(candidate, hw))
+        keep //= 2
+    return best
 
 
 def _fused_chains(graph: Graph, hw: HwSpec, chosen: tuple[tuple[int, int], ...], options: StepOptions,

@@ -178,9 +178,12 @@ def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Sched
     return tuple(out)
 
 
-def chosen_pairs(choices: tuple[ChainChoice, ...]) -> tuple[tuple[int, int], ...]:
-    """The chains chosen for fusion as StepOptions.fusion_chains records them: (anchor, tile count), by anchor."""
-    return tuple((c.anchor, c.tiles) for c in choices if c.tiles is not None)
+def ranked_pairs(choices: tuple[ChainChoice, ...]) -> tuple[tuple[int, int], ...]:
+    """The chains chosen for fusion as (anchor, tile count) pairs (StepOptions.fusion_chains), the largest
+    estimated saving first (ties: by anchor)."""
+    chosen = [c for c in choices if c.tiles is not None]
+    chosen.sort(key=lambda c: (dict(c.fused_cycles)[c.tiles] - c.unfused_cycles, c.anchor))
+    return tuple((c.anchor, c.tiles) for c in chosen)
 
 
 def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...]) -> tuple[AppliedPass, ...]:
