@@ -106,3 +106,14 @@ def test_the_cli_text_of_the_chains_is_the_pairs():
     assert StepOptions(fusion="auto", fusion_chains="2:4, 11:2").fusion_chains == ((2, 4), (11, 2))
     with pytest.raises(ScheduleError, match="fusion_chains: expected"):
         StepOptions.of(fusion="auto", fusion_chains="2:x")
+
+
+def test_the_chains_are_ranked_by_estimated_saving_and_unfused_ones_left_out():
+    from accelsim.compiler.fusion_choice import ChainChoice, ranked_pairs
+
+    def choice(anchor, unfused, fused, tiles):
+        return ChainChoice(anchor, anchor + 5, f"l{anchor}", unfused, fused, tiles)
+
+    choices = (choice(2, 100, ((2, 90), (4, 95)), 2), choice(9, 100, ((2, 40),), 2),
+               choice(20, 50, ((4, 60),), None), choice(30, 80, ((8, 10), (16, 70)), 8))
+    assert ranked_pairs(choices) == ((30, 8), (9, 2), (2, 2))
