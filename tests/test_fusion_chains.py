@@ -44,6 +44,8 @@ def test_each_chain_is_fused_with_its_own_tile_count_and_the_choice_replays():
     report = A.check(s, graph=fused, backend="numpy")
     assert all(e.mismatch is None and e.max_rel_err <= e.tolerance for e in report.entries)
     assert A.simulate(s, graph=fused).makespan_cycles == s.makespan_cycles
+    again = type(s).model_validate_json(s.model_dump_json())  # a schedule file keeps the choice
+    assert again.options.fusion_chains == ((a, 4), (b, 2)) and step_graph(g, again)[0].dump() == fused.dump()
 
 
 def test_one_chain_fused_leaves_the_other_as_it_was():
