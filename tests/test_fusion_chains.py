@@ -119,3 +119,10 @@ def test_the_chains_are_ranked_by_estimated_saving_and_unfused_ones_left_out():
     choices = (choice(2, 100, ((2, 90), (4, 95)), 2), choice(9, 100, ((2, 40),), 2),
                choice(20, 50, ((4, 60),), None), choice(30, 80, ((8, 10), (16, 70)), 8))
     assert ranked_pairs(choices) == ((30, 8), (9, 2), (2, 2))
+
+
+def test_auto_leaves_a_graph_fused_already_as_it_is():
+    g = A.optimize(_two_chains(), ["fuse_layers_t2"])
+    s = A.compile(g, "tpu_v1_like", fusion="auto", effort="fast")
+    assert s.options.fusion == "off"
+    assert s.model_dump_json() == A.compile(g, "tpu_v1_like", effort="fast").model_dump_json()

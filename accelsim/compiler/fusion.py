@@ -5,10 +5,10 @@ chain: it compiles the step unfused, prices each chain unfused and at each tile 
 step and keeps it when it is shorter, then moves fewer DRAM bytes (the unfused step on a tie), as compile
 keeps a split plan only when it is shorter. The estimate ranks chains better than it judges them: the half of
 the chosen chains with the largest estimated savings is compiled too, and so on down to the best chain alone
-(1 + log2(chains) compiles), and the shortest step of them all is kept. Where the unfused step does not fit memory, `auto` compiles every
-tile count instead and keeps the shortest that fits. The schedule records what it used (`options.fusion`: a
-tile count when every chain was fused with it, "auto" for a per-chain choice, "off" when auto kept the
-unfused step).
+(1 + log2(chains) compiles), and the shortest step of them all is kept. Where the unfused step does not fit
+memory, `auto` compiles every tile count instead and keeps the shortest that fits; a graph fused already is
+left as it is. The schedule records what it used (`options.fusion`: a tile count when every chain was fused
+with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept the unfused step).
 
 A fused step is the schedule of the rewritten graph: its source records the fusion passes like any pass
 optimize applied (one per run of chains sharing a tile count, each naming its chains' first layers), so
@@ -20,6 +20,7 @@ from typing import Callable
 
 from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
 from accelsim.compiler.fusion_choice import ChainChoice, choose_chains, fusion_passes, ranked_pairs
+from accelsim.fusion_groups import fusion_groups
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.hw.precision import at_precision
@@ -136,6 +137,8 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
         return compile_step(graph, unfused_options)
     if options.fusion_chains:  # the chains given: fused as they are, nothing chosen
         return _fused_chains(graph, hw, options.fusion_chains, unfused_options, compile_step)
+    if fusion_groups(graph):  # fused already (A.optimize with a fuse_layers pass): its tiles are the choice
+        return compile_step(graph, unfused_options)
     try:
         unfused = compile_step(graph, unfused_options)
     except MemoryFitError as e:  # fused tiles may fit where the whole layers do not

@@ -10,9 +10,9 @@ the tiles). Unfused, the chain's layers and spills follow one another: the estim
 tiles in flight overlap on different units: the busiest unit's cycles, plus the DRAM bytes fusion adds (the
 weights re-read, the slices of an off-chip input, the concat's round trip of an off-chip output) at DRAM's
 bandwidth. A tile's intermediates are taken to stay on chip when TILES_IN_FLIGHT of the largest fit the
-on-chip memory holding the unfused step's activations; otherwise every one of them is charged the DRAM round trip. A ranking, not a makespan:
-compiler/fusion.py compiles the combined choice once and keeps it only when the step is shorter than the
-unfused one.
+on-chip memory holding the unfused step's activations; otherwise every one of them is charged the DRAM round
+trip. A ranking, not a makespan: compiler/fusion.py compiles the chosen chains (and the halves ranked best by
+estimated saving) and keeps a fused step only when it is shorter than the unfused one.
 """
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def _dram_bandwidth(hw: HwSpec) -> float:
 
 def _activation_bytes(schedule: Schedule, hw: HwSpec) -> int:
     """Capacity of the on-chip memory where `schedule` placed the most bytes of node outputs (activations; a
-    weight FIFO holds only the weights staged into it), where the tiles' intermediates would live; 0 when it placed none on chip."""
+    weight FIFO holds only the weights staged into it), where the tiles' intermediates would live; 0 when it
+    placed none on chip (then every fused chain is charged its spills)."""
     chips = chip_list(hw)
     held: dict[tuple[int, str], int] = {}
     for x in schedule.tensors:
