@@ -68,3 +68,23 @@ def test_the_per_layer_report_names_each_tile_layers_fusion_group():
     assert [r.to_dict().get("fusion_group") for r in report.layers[:1]] == [None]
     plain = layer_report(A.compile(g, "tpu_v1_like", effort="fast"), "tpu_v1_like", g)
     assert "fusion_group" not in plain.columns() and not any(r.fusion_group for r in plain.layers)
+
+
+def test_a_unit_with_four_instances_keeps_four_tiles_in_flight():
+    from accelsim import ops as F
+    from accelsim.compiler.planning.tile_order import tiles_in_flight
+
+    assert [tiles_in_flight(n) for n in (1, 2, 4)] == [2, 2, 4]
+    g = A.Graph("chain", dtype="float32")
+    x = g.input("x", (1, 8, 16, 16))
+    h = F.relu(F.conv2d(x, g.param("w1", (8, 8, 3, 3)), padding=1))
+    g.output("y", F.relu(F.conv2d(h, g.param("w2", (8, 8, 3, 3)), padding=1)))
+    from pathlib import Path
+
+    hw = A.load_hw(Path(__file__).parents[1] / "experiments/hw/stream_tpu_like_quad_core.yaml")  # 4 cores, no gang
+    s = A.compile(g, hw, fusion=8, effort="fast")
+    (group,) = fusion_groups(step_graph(g, s)[0])
+    exit_of = {t.id: k for k, tile in enumerate(group.tiles) for t in s.tasks if t.node == tile[-1]}
+    waits = {k: {exit_of[a] for i in tile for t in s.tasks if t.node == i for a in t.after if a in exit_of}
+             for k, tile in enumerate(group.tiles)}
+    assert waits == {k: ({k - 4} if k >= 4 else set()) for k in range(8)}

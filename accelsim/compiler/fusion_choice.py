@@ -7,7 +7,8 @@ intermediates it placed in DRAM (fusion saves writing and reading them back) and
 there (every tile reads them again), and an expansion of the graph fused at each tile count prices every tile
 task on its cheapest unit (the halo rows recomputed, the slices, padding blocks and concat that cut and join
 the tiles). Unfused, the chain's layers and spills follow one another: the estimate is their sum. Fused, the
-tiles in flight overlap on different units: the busiest unit's cycles, plus the DRAM bytes fusion adds (the
+tiles in flight overlap on different units and on a unit's instances: the busiest unit's cycles (divided by
+the instances the tiles in flight keep busy), plus the DRAM bytes fusion adds (the
 weights re-read, the slices of an off-chip input, the concat's round trip of an off-chip output) at DRAM's
 bandwidth. A tile's intermediates are taken to stay on chip when TILES_IN_FLIGHT of the largest fit the
 on-chip memory holding the unfused step's activations; otherwise every one of them is charged the DRAM round
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.compiler.planning.expand import expand
-from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT
+from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT, tiles_in_flight
 from accelsim.fusion_groups import fusion_groups
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
@@ -94,31 +95,34 @@ def _off_chip_bytes(schedule: Schedule, hw: HwSpec) -> dict[int, int]:
     return out
 
 
-def _task_cycles(candidates: list[tuple[tuple[str, int, int], ...]], nodes: list[int]) -> dict[int, dict[str, int]]:
-    """Node id -> the cycles of its tasks per resource, each task on its cheapest candidate."""
-    out: dict[int, dict[str, int]] = {}
+def _task_cycles(candidates: list[tuple[tuple[str, int, int], ...]], nodes: list[int],
+                 tiles: int = 1) -> dict[int, dict[str, float]]:
+    """Node id -> the cycles of its tasks per resource, each task on its cheapest candidate, divided by the
+    instances that `tiles` tiles keep busy at once (at most tile_order.tiles_in_flight of them)."""
+    out: dict[int, dict[str, float]] = {}
     for node, options in zip(nodes, candidates):
-        resource, _, cycles = min(options, key=lambda o: (o[2], o[0]))
+        resource, instances, cycles = min(options, key=lambda o: (o[2], o[0]))
         per = out.setdefault(node, {})
-        per[resource] = per.get(resource, 0) + cycles
+        share = min(instances, tiles, tiles_in_flight(instances))
+        per[resource] = per.get(resource, 0) + cycles / share
     return out
 
 
-def _schedule_cycles(schedule: Schedule) -> dict[int, dict[str, int]]:
+def _schedule_cycles(schedule: Schedule) -> dict[int, dict[str, float]]:
     tasks = [t for t in schedule.tasks if t.kind == "node"]
     table = [tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates]) for t in tasks]
     return _task_cycles(table, [t.node for t in tasks])
 
 
-def _plan_cycles(graph: Graph, hw: HwSpec, options: StepOptions) -> dict[int, dict[str, int]]:
+def _plan_cycles(graph: Graph, hw: HwSpec, options: StepOptions, tiles: int) -> dict[int, dict[str, float]]:
     tasks = [t for t in expand(graph, hw, options).tasks if t.kind == "node"]
-    return _task_cycles([t.options for t in tasks], [t.node for t in tasks])
+    return _task_cycles([t.options for t in tasks], [t.node for t in tasks], tiles)
 
 
-def _busiest(cycles: dict[int, dict[str, int]], nodes: tuple[int, ...]) -> float:
-    """The cycles of the busiest resource over `nodes`' tasks: tiles in flight overlap on different units, so
-    the busiest one sets the pace."""
-    per: dict[str, int] = {}
+def _busiest(cycles: dict[int, dict[str, float]], nodes: tuple[int, ...]) -> float:
+    """The cycles of the busiest resource over `nodes`' tasks: tiles in flight overlap on different units (and
+    instances), so the busiest one sets the pace."""
+    per: dict[str, float] = {}
     for i in nodes:
         for resource, c in cycles.get(i, {}).items():
             per[resource] = per.get(resource, 0) + c
@@ -147,7 +151,7 @@ def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Sched
         fused = fuse_layers(graph, tiles).graph
         groups = fusion_groups(fused)
         assert len(groups) == len(fusible), (tiles, len(groups), len(fusible))
-        tile_cycles = _plan_cycles(fused, hw, options)
+        tile_cycles = _plan_cycles(fused, hw, options, tiles)
         for chain, group in zip(fusible, groups):
             inner = [i for tile in group.tiles for i in tile[:-1]]
             largest = max((tensor_bytes(fused, fused.nodes[i], hw) for i in inner), default=0)
