@@ -23,7 +23,7 @@ def tile_layer(layer: str, tile: int, tiles: int) -> str:
 
 def untiled(layer: str) -> tuple[str, int, int]:
     """`layer` without its tile tag, and the tag's (tile, tiles); (layer, 0, 0) when it has none."""
-    m = _TILE.match(layer)
+    m = _TILE.match(layer) if layer.endswith("]") else None
     return (m["layer"], int(m["t"]), int(m["of"])) if m else (layer, 0, 0)
 
 
