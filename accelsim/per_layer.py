@@ -24,6 +24,7 @@ from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw.load import HwLike
 from accelsim.hw.spec import HwSpec
+from accelsim.fusion_groups import group_of_nodes
 from accelsim.layer_names import layer_names
 from accelsim.layer_work import TaskWork, task_work, timeline_of
 from accelsim.mapping.cost import unit_dataflows
@@ -115,6 +116,7 @@ class LayerRow:
     bytes_written: Pairs
     energy_pj: tuple[tuple[str, float], ...]
     nodes: tuple[NodeDetail, ...]
+    fusion_group: str = ""  # the fused chain it is a tile layer or the concat of ("first .. last"); "": none
 
     @property
     def total_energy_pj(self) -> float:
@@ -134,6 +136,8 @@ class LayerRow:
                "nodes": [n.to_dict() for n in self.nodes]}
         if self.mapping is not None:
             out["mapping"] = self.mapping
+        if self.fusion_group:
+            out["fusion_group"] = self.fusion_group
         return out
 
 
@@ -168,8 +172,9 @@ class LayerReport:
         parts = {c for r in self.layers for c, _ in r.energy_pj}
         energy = sorted(parts, key=lambda c: (ENERGY_KINDS.index(c.split(":", 1)[0]), c))
         mapped = ["mapping"] if any(r.mapping is not None for r in self.layers) else []
+        fused = ["fusion_group"] if any(r.fusion_group for r in self.layers) else []
         return (["layer", "ops", "units", *Work().figures(), "energy_pj"] + [f"bytes_read:{m}" for m in memories]
-                + [f"bytes_written:{m}" for m in memories] + [f"energy_pj:{c}" for c in energy] + mapped)
+                + [f"bytes_written:{m}" for m in memories] + [f"energy_pj:{c}" for c in energy] + mapped + fused)
 
     def rows(self) -> list[dict]:
         """One flat dict per layer with every column of `columns()` (0 where a layer has none)."""
@@ -182,6 +187,7 @@ class LayerReport:
             row |= {f"bytes_written:{m}": b for m, b in r.bytes_written}
             row |= {f"energy_pj:{c}": pj for c, pj in r.energy_pj}
             row["mapping"] = r.mapping or ""
+            row["fusion_group"] = r.fusion_group
             out.append({c: row.get(c, 0) for c in columns})
         return out
 
@@ -228,6 +234,7 @@ def build_layer_report(schedule: Schedule, hw: HwSpec, graph: Graph, result: Res
                             + (f" of {result.graph_name!r} with {len(result.spans)} spans"
                                if isinstance(result, Result) else ""))
     names = layer_names(graph)
+    groups = group_of_nodes(graph)
     works = task_work(schedule, hw, graph, timeline_of(schedule, None if result is None else result.spans))
     facts = timeline_facts(schedule, hw)
     loads = facts.loads
@@ -254,7 +261,7 @@ def build_layer_report(schedule: Schedule, hw: HwSpec, graph: Graph, result: Res
         read, written, energy = _layer_energy(schedule, hw, ids, facts)
         rows.append(LayerRow(layer, tuple(sorted({d.op for d in details})),
                              tuple(sorted({u for d in details for u in d.units})), total, read, written, energy,
-                             tuple(details)))
+                             tuple(details), next((groups[n] for n in sorted(nodes) if n in groups), "")))
     whole = timeline_energy(schedule, hw, makespan_cycles=None if result is None else result.makespan_cycles,
                             facts=facts)
     return LayerReport(schedule.graph_name, schedule.hw_name, "compiled" if result is None else result.mode,

@@ -6,20 +6,26 @@ the halo rows recomputed, and what `fusion=auto` keeps; then `check` on the fuse
 Depth-first tiling as in Alwani et al., "Fused-layer CNN accelerators" (MICRO 2016) and Stream (Symons et al.).
 Run: nice python experiments/fusion.py [--quick]
 
-Measured on the h3-fusion branch (2 shared cores), tpu_v1_like with chips.0.memories.unified_buffer.capacity_bytes
-= 1 MiB (makespan cycles / DRAM bytes; FLOPs grow by the recomputed halo):
-  superres 128x128:      off 342,095 / 9.64 MB; T=2 391,055 / 12.31 MB; T=4 329,723 / 7.22 MB;
-                         T=8 311,634 / 7.52 MB (+17.8% FLOPs); auto keeps T=8: -8.9% makespan, -22% DRAM bytes;
-                         check of the fused step passes (relative error 6.9e-7, tolerance 1e-4).
-  resnet50 stem 224x224: off 64,024 / 1.82 MB; T=2 72,552 / 1.84 MB; T=4 70,201 / 1.89 MB;
-                         T=8 50,448 / 0.28 MB (+6.2% FLOPs); auto keeps T=8: -21% makespan, -85% DRAM bytes.
-  resnet50 stem+layer1:  off 447,726 / 15.5 MB; T=2 650,676 / 23.7 MB; T=4 894,195 / 38.4 MB;
-                         T=8 1,077,507 / 43.8 MB; auto keeps the unfused step. Each bottleneck block is its own
-                         chain (its input is read twice: conv1 and the residual), its 64-channel intermediates are a
-                         quarter of its 256-channel input and output, and every tile's slices and the concat are
-                         copies (data-movement tasks) that the list scheduler may start for all tiles at once.
+Measured on the h5-fusion branch (2 shared cores), tpu_v1_like with chips.0.memories.unified_buffer.capacity_bytes
+= 1 MiB (makespan cycles / DRAM bytes; FLOPs grow by the recomputed halo). Fused tiles run depth-first (tile t waits
+for tile t-2: compiler/planning/tile_order.py); auto chooses per chain (compiler/fusion_choice.py) and prints each
+chain's estimates:
+  superres 128x128:      off 342,095 / 9.64 MB; T=2 391,055 / 12.31 MB; T=4 232,466 / 0.39 MB;
+                         T=8 257,782 / 0.62 MB; auto keeps T=4 (+7.6% FLOPs): -32% makespan, -96% DRAM bytes;
+                         check of the fused step passes (relative error 7.7e-7, tolerance 1e-4).
+  resnet50 stem 224x224: off 64,024 / 1.82 MB; T=2 72,552 / 1.84 MB; T=4 45,138 / 0.24 MB; T=8 51,330 / 0.28 MB;
+                         auto keeps T=4: -29.5% makespan, -87% DRAM bytes.
+  resnet50 stem+layer1:  off 447,726 / 15.5 MB; T=2 650,676 / 23.7 MB; T=4 677,617 / 23.9 MB; T=8 983,611 / 38.1 MB;
+                         auto estimates stem T=4 and layer1.0 T=2 worth fusing (layer1.1, 1.2 not), compiles both
+                         (444,527) and the stem alone (430,604 / 13.9 MB) and keeps the stem alone: -3.8% makespan,
+                         -10% DRAM bytes. A fused bottleneck block loses: its input is read by conv1 and the
+                         residual, and every tile's slices and the concat are copies on the activation unit that
+                         also runs batch norm, relu and add (layer1.0 at T=2: 28K + 26K of its 115K unit cycles).
+  resnet50 224x224:      off 1,135,798 / 45.6 MB; T=4 for every chain 3,205,989 / 144 MB; auto estimates 5 of 17
+                         chains worth fusing, compiles 5, 2 and 1 of them and keeps the stem alone at T=4:
+                         1,118,494 / 44.1 MB (-1.5% makespan, -3.5% DRAM bytes), 27 s CPU.
 On the full 24 MiB buffer every activation stays on chip and fusion only adds the weights re-read per tile and
-the halo: auto keeps the unfused step (tests/test_compile_fusion.py). Whole run: about 55 s CPU.
+the halo: auto keeps the unfused step (tests/test_compile_fusion.py). Whole run: about 81 s CPU.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ import sys
 import time
 
 import accelsim as A
-from accelsim.compiler.fusion import dram_bytes, step_graph
+from accelsim.compiler.fusion import chain_choices, dram_bytes, step_graph
 from accelsim.limits import graph_flops
 from accelsim.passes import freeze_batchnorm, inference_graph, prune_to_outputs
 
@@ -49,12 +55,24 @@ def _row(label: str, graph: A.Graph, hw, fusion) -> A.Schedule | None:
 
 
 def _compare(title: str, graph: A.Graph, hw, counts) -> A.Schedule | None:
+    """Rows for fusion off, each tile count of `counts` for every chain, and auto; then auto's per-chain
+    estimates (from the unfused schedule) and the chains it kept."""
     print(title)
-    kept = None
+    kept, unfused = None, None
     for fusion in ["off", *counts, "auto"]:
         s = _row(str(fusion), graph, hw, fusion)
+        if fusion == "off":
+            unfused = s
         if fusion == "auto":
             kept = s
+    if unfused is not None:
+        start = time.process_time()
+        for choice in chain_choices(graph, hw, unfused.options, unfused):
+            print(f"    {choice.describe()}")
+        print(f"    (estimates: {time.process_time() - start:.1f} s CPU)")
+    if kept is not None:
+        chains = kept.options.fusion_chains or ()
+        print(f"    auto kept: fusion={kept.options.fusion}" + (f", chains {list(chains)}" if chains else ""))
     return kept
 
 
@@ -83,6 +101,9 @@ def main(quick: bool) -> None:
                            ("layer1.", "stem + layer1")):
             _compare(f"resnet50 {what}, 224x224 inference (frozen batch norm) on tpu_v1_like, 1 MiB unified "
                      "buffer", _resnet50_head(224, upto), hw, (2, 4, 8))
+        whole = freeze_batchnorm(inference_graph(A.models.build("resnet50", size=224)))
+        _compare("resnet50, 224x224 inference (frozen batch norm) on tpu_v1_like, 1 MiB unified buffer", whole, hw,
+                 (4,))
 
 
 if __name__ == "__main__":

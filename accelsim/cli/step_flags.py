@@ -67,10 +67,13 @@ FLAGS: dict[str, Flag] = {
                     "`dataflow: ws` keeps that dataflow and searches the rest; units need `mapping: search`"),
     "fusion": Flag({"default": "off", "metavar": "off|auto|T"},
                    "default off; the fused layers' nodes are named 'layer[tile t/T]' in the per-layer table"),
+    "fusion_chains": Flag({"default": None, "metavar": "ID:T,..."},
+                          "with --fusion auto: fuse exactly these chains (the id of a chain's first layer, its tile "
+                          "count), as a schedule of auto records them; default: auto chooses"),
 }
 PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split",
             "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries",
-            "precision", "fusion")
+            "precision", "fusion", "fusion_chains")
 """The flags of every command that compiles a step; `remat` and `exact` go with the commands that build and
 solve the whole step (run, compile, check)."""
 

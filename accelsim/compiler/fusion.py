@@ -1,25 +1,36 @@
 """The `fusion` step option (Graph, HwSpec, StepOptions -> the step compiled fused or not): a tile count
-fuses every chain of the inference graph into that many tiles (passes/fuse_layers.py), and `auto` compiles
-the step unfused and at each tile count and keeps the shortest, then the one moving the fewest DRAM bytes
-(the unfused step on a tie), as compile keeps a split plan only when it is shorter. The schedule records
-the count it used (`options.fusion`; "off" when auto kept the unfused step).
+fuses every chain of the inference graph into that many tiles (passes/fuse_layers.py); `auto` chooses per
+chain: it compiles the step unfused, prices each chain unfused and at each tile count from that schedule
+(compiler/fusion_choice.py), fuses each chain whose estimate is cheaper with its cheapest count, compiles that
+step and keeps it when it is shorter, then moves fewer DRAM bytes (the unfused step on a tie), as compile
+keeps a split plan only when it is shorter. The estimate ranks chains better than it judges them: the half of
+the chosen chains with the largest estimated savings is compiled too, and so on down to the best chain alone
+(1 + log2(chains) compiles), and the shortest step of them all is kept. Where the unfused step does not fit
+memory, `auto` compiles every tile count instead and keeps the shortest that fits; a graph fused already is
+left as it is. The schedule records what it used (`options.fusion`: a tile count when every chain was fused
+with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept the unfused step).
 
-A fused step is the schedule of the rewritten graph: its source records the fusion pass like any pass
-optimize applied, so `check` and `simulate` rebuild the fused graph from a zoo model's schedule.
+A fused step is the schedule of the rewritten graph: its source records the fusion passes like any pass
+optimize applied (one per run of chains sharing a tile count, each naming its chains' first layers), so
+`check` and `simulate` rebuild the fused graph from a zoo model's schedule.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from accelsim.errors import AccelsimError, MemoryFitError, ScheduleError
+from accelsim.compiler.fusion_choice import ChainChoice, choose_chains, fusion_passes, ranked_pairs
+from accelsim.fusion_groups import fusion_groups
 from accelsim.graph.ir import Graph
+from accelsim.graph.provenance import AppliedPass
+from accelsim.hw.precision import at_precision
 from accelsim.hw.spec import HwSpec
 from accelsim.passes.fuse_chains import plan_fusion
 from accelsim.passes.fuse_layers import FUSION_TILES, pass_name
 from accelsim.passes.kind import training_node
 from accelsim.passes.manager import optimize_with_log
 from accelsim.schedule.levels import chip_list, memory_of
-from accelsim.schedule.plan import Schedule
+from accelsim.schedule.plan import Schedule, graph_hash
 from accelsim.schedule.options import StepOptions
 from accelsim.schedule.traffic import placed_io, task_loads
 
@@ -44,62 +55,141 @@ def fused(graph: Graph, hw: HwSpec | None, tiles: int) -> tuple[Graph | None, st
     """`graph` with every chain fused into `tiles` tiles by the verified pass (the numeric check on when
     `hw` is given: compiling; off when replaying a schedule's choice), or None and why not; and the pass's
     rewrite lines (the fusion groups)."""
-    later = training_node(graph)
-    if later is not None:
-        return None, (f"layer fusion applies to inference graphs, and {graph.name!r} has {later.phase} node "
-                      f"%{later.id} {later.name!r}: the backward pass reads the intermediates fusion keeps on "
-                      "chip"), ()
+    why = _refused(graph)
+    if why:
+        return None, why, ()
     plan = plan_fusion(graph, tiles)
     if not plan.chains:
         why = "; ".join(plan.refused[:3]) + (f"; and {len(plan.refused) - 3} more" if len(plan.refused) > 3 else "")
         return None, f"no chain of {graph.name!r} fuses into {tiles} tiles ({why or 'it has no conv or pool chain'})", ()
+    return fused_by(graph, hw, (AppliedPass(pass_name(tiles)),))
+
+
+def _refused(graph: Graph) -> str:
+    """Why `graph` cannot be fused ("" if it can: an inference graph)."""
+    later = training_node(graph)
+    if later is None:
+        return ""
+    return (f"layer fusion applies to inference graphs, and {graph.name!r} has {later.phase} node %{later.id} "
+            f"{later.name!r}: the backward pass reads the intermediates fusion keeps on chip")
+
+
+def fused_by(graph: Graph, hw: HwSpec | None, passes: tuple[AppliedPass, ...]) -> tuple[Graph | None, str,
+                                                                                          tuple[str, ...]]:
+    """`graph` rewritten by the fusion `passes` in order (numerically checked when `hw` is given), or None and
+    why not; and the passes' rewrite lines (the fusion groups)."""
     try:
-        out, log = optimize_with_log(graph, [pass_name(tiles)], hw=hw, verify=hw is not None)
+        out, log = optimize_with_log(graph, list(passes), hw=hw, verify=hw is not None)
     except AccelsimError as e:
         return None, str(e), ()
-    record = log.records[0]
-    if record.status != "applied":
-        return None, f"{record.label} {record.status}: {record.reason or 'nothing matched'}", ()
-    return out, "", record.rewrites
+    for record in log.records:
+        if record.status != "applied":
+            return None, f"{record.label} {record.status}: {record.reason or 'nothing matched'}", ()
+    return out, "", tuple(line for record in log.records for line in record.rewrites)
 
 
 def step_graph(graph: Graph, schedule: Schedule) -> tuple[Graph, tuple[str, ...]]:
     """The graph `schedule` was compiled from, given the graph handed to compile: fused as the schedule's
-    resolved `fusion` says (the same deterministic pass), and the fusion groups (one line per chain)."""
+    resolved `fusion` says (the same deterministic passes: for a per-chain choice, those its source records
+    after the graph's own), and the fusion groups (one line per chain)."""
     tiles = schedule.options.fusion
     if tiles == "off":
         return graph, ()
-    out, why, groups = fused(graph, None, tiles)
+    if tiles == "auto":
+        out, why, groups = _per_chain(graph, schedule)
+    else:
+        out, why, groups = fused(graph, None, tiles)
     if out is None:
         raise ScheduleError(f"the schedule of {schedule.graph_name!r} was compiled with fusion={tiles}, which does "
                             f"not apply to graph {graph.name!r}: {why}")
     return out, groups
 
 
+def _per_chain(graph: Graph, schedule: Schedule) -> tuple[Graph | None, str, tuple[str, ...]]:
+    """`graph` fused per chain as `schedule`'s options.fusion_chains record, checked against its graph hash."""
+    chains = schedule.options.fusion_chains
+    if not chains:
+        return None, "it records no chains fused (options.fusion_chains)", ()
+    try:
+        passes = fusion_passes(graph, chains)
+    except ScheduleError as e:
+        return None, str(e), ()
+    out, why, groups = fused_by(graph, None, passes)
+    if out is not None and graph_hash(out) != schedule.graph_hash:
+        return None, f"fusing its chains {list(chains)} gives another graph than the one compiled", ()
+    return out, why, groups
+
+
 def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step: CompileStep) -> Schedule:
     """The step under `options.fusion` (module docstring); `compile_step` compiles one candidate with fusion
     off. A tile count that fuses nothing, or a training graph, is refused naming why; `auto` also keeps a
     fused step where the unfused one does not fit memory."""
-    unfused_options = options.model_copy(update={"fusion": "off"})
+    unfused_options = options.model_copy(update={"fusion": "off", "fusion_chains": None})
     compile_step = _task_level(compile_step)
     if options.fusion != "auto":
         graph_fused, why, _ = fused(graph, hw, options.fusion)
         if graph_fused is None:
             raise ScheduleError(f"fusion={options.fusion}: {why}; compile with fusion='off'")
         return _recorded(compile_step(graph_fused, unfused_options), options.fusion)
-    if training_node(graph) is not None:
+    if _refused(graph):
+        if options.fusion_chains:
+            raise ScheduleError(f"fusion_chains: {_refused(graph)}")
+        return compile_step(graph, unfused_options)
+    if options.fusion_chains:  # the chains given: fused as they are, nothing chosen
+        return _fused_chains(graph, hw, options.fusion_chains, unfused_options, compile_step)
+    if fusion_groups(graph):  # fused already (A.optimize with a fuse_layers pass): its tiles are the choice
         return compile_step(graph, unfused_options)
     try:
-        best: Schedule | None = compile_step(graph, unfused_options)
-        best_key = (best.makespan_cycles, dram_bytes(best, hw))
+        unfused = compile_step(graph, unfused_options)
     except MemoryFitError as e:  # fused tiles may fit where the whole layers do not
-        best, best_key, unfused_error = None, None, e
+        return _fitting(graph, hw, unfused_options, compile_step, e)
+    ranked = ranked_pairs(chain_choices(graph, hw, options, unfused))
+    best, best_key = unfused, (unfused.makespan_cycles, dram_bytes(unfused, hw))
+    keep = len(ranked)
+    while keep:
+        try:
+            candidate = _fused_chains(graph, hw, tuple(sorted(ranked[:keep])), unfused_options, compile_step)
+        except AccelsimError:  # a fused step that does not fit or compile is not a candidate
+            candidate = None
+        if candidate is not None and (candidate.makespan_cycles, dram_bytes(candidate, hw)) < best_key:
+            best, best_key = candidate, (candidate.makespan_cycles, dram_bytes(candidate, hw))
+        keep //= 2
+    return best
+
+
+def _fused_chains(graph: Graph, hw: HwSpec, chosen: tuple[tuple[int, int], ...], options: StepOptions,
+                  compile_step: CompileStep) -> Schedule:
+    """The step with the chains of `chosen` ((anchor, tile count) pairs) fused, recording the choice: the tile
+    count when it is one pass over every chain, else auto with the pairs."""
+    passes = fusion_passes(graph, chosen)
+    graph_fused, why, _ = fused_by(graph, hw, passes)
+    if graph_fused is None:
+        raise ScheduleError(f"fusion_chains {list(chosen)}: {why}")
+    schedule = compile_step(graph_fused, options)
+    if len(passes) == 1 and passes[0].only is None:
+        return _recorded(schedule, chosen[0][1])
+    return schedule.model_copy(update={"options": schedule.options.model_copy(
+        update={"fusion": "auto", "fusion_chains": tuple(chosen)})})
+
+
+def chain_choices(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Schedule) -> tuple[ChainChoice, ...]:
+    """What `auto` estimates and chooses for each chain of `graph`, given its unfused schedule (the step's
+    precision applied to `hw` as compile applies it)."""
+    return choose_chains(graph, at_precision(hw, options.precision),
+                         options.model_copy(update={"fusion": "off", "fusion_chains": None}), unfused)
+
+
+def _fitting(graph: Graph, hw: HwSpec, options: StepOptions, compile_step: CompileStep,
+             unfused_error: MemoryFitError) -> Schedule:
+    """The shortest step fused at one tile count for every chain that fits memory (then the fewest DRAM bytes),
+    or `unfused_error` when none does."""
+    best, best_key = None, None
     for tiles in FUSION_TILES:
         graph_fused, _, _ = fused(graph, hw, tiles)
         if graph_fused is None:
             continue
         try:
-            candidate = compile_step(graph_fused, unfused_options)
+            candidate = compile_step(graph_fused, options)
         except AccelsimError:  # a fused step that does not fit or compile is not a candidate
             continue
         key = (candidate.makespan_cycles, dram_bytes(candidate, hw))
@@ -125,6 +215,5 @@ def _task_level(compile_step: CompileStep) -> CompileStep:
 
 def _recorded(schedule: Schedule, tiles: int) -> Schedule:
     """`schedule` (compiled with fusion off) recording the tile count its graph was fused with, as compile
-    records options it resolved (`auto` becomes the count kept, or "off": then the schedule is the unfused
-    one, byte for byte)."""
+    records options it resolved."""
     return schedule.model_copy(update={"options": schedule.options.model_copy(update={"fusion": tiles})})

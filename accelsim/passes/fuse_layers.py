@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from accelsim.errors import GraphError
+from accelsim.fusion_groups import tile_layer
 from accelsim.graph.ir import Graph
 from accelsim.layer_names import layer_names
 from accelsim.limits import FUSION_TILES  # noqa: F401  (re-exported: the tile counts of the fusion passes)
@@ -100,10 +101,9 @@ def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...]) -> tupl
     outs, rows_computed = [], 0
     for t, (start, stop) in enumerate(tile_rows(chain.last.shape[2], tiles)):
         bands = chain_bands(windows, in_rows, start, stop)
-        tag = f"[tile {t + 1}/{tiles}]"
-        x = _rows(rb, source_x, bands[0].start, bands[0].stop, f"{names[members[0].node.id]}{tag}")
+        x = _rows(rb, source_x, bands[0].start, bands[0].stop, tile_layer(names[members[0].node.id], t + 1, tiles))
         for m, band in zip(members, bands):
-            x = _tile_member(rb, m, x, band, f"{names[m.node.id]}{tag}", f".t{t + 1}")
+            x = _tile_member(rb, m, x, band, tile_layer(names[m.node.id], t + 1, tiles), f".t{t + 1}")
             rows_computed += rb.node(x).shape[2]
         outs.append(x)
     with rb.out.layer(names[chain.last.id]):

@@ -107,13 +107,19 @@ class StepOptions(BaseModel):
 
     fusion: Literal["off", "auto", 2, 4, 8, 16] = Field(
         default="off", description="layer fusion of an inference step: chains of conv, pool and elementwise layers "
-                                   "computed depth-first in tiles along H: off, a tile count (2, 4, 8, 16), or auto: "
-                                   "compile the step unfused and at each tile count and keep the shortest (then "
-                                   "the fewest DRAM bytes), the unfused one on a tie")
+                                   "computed depth-first in tiles along H: off, a tile count (2, 4, 8, 16) for every "
+                                   "chain, or auto: each chain fused with the tile count its cost estimate prefers "
+                                   "or left unfused, the step kept when shorter than the unfused one (then fewer "
+                                   "DRAM bytes)")
+    fusion_chains: tuple[tuple[int, int], ...] | None = Field(
+        default=None, description="with fusion auto, the chains fused: (id of the chain's first layer in the graph "
+                                  "compiled, tile count) pairs, ascending by id; a schedule records auto's per-chain "
+                                  "choice here, and given, compile fuses exactly these chains (None: auto chooses)")
 
     ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
                                               "virtual_stages", "granularity", "effort", "stage_layers",
-                                              "stage_boundaries", "precision", "mapping", "fusion")
+                                              "stage_boundaries", "precision", "mapping", "fusion",
+                                              "fusion_chains")
     """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
 
     @field_validator("split", mode="before")
@@ -131,6 +137,27 @@ class StepOptions(BaseModel):
                 isinstance(value, int) and not isinstance(value, bool) and value in FUSION_TILES):
             return value
         raise ValueError(f"expected 'off', 'auto' or a tile count ({', '.join(map(str, FUSION_TILES))})")
+
+    @field_validator("fusion_chains", mode="before")
+    @classmethod
+    def _fusion_pairs(cls, value: Any, info: ValidationInfo) -> Any:
+        """None, or (first layer id, tile count) pairs with ascending distinct ids, for fusion auto only; the
+        CLI's text "ID:T,ID:T" is those pairs."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            words = [w.strip().split(":") for w in value.split(",")]
+            value = [tuple(int(x) if x.strip().isdecimal() else x for x in w) for w in words]
+        pairs = [tuple(p) if isinstance(p, (list, tuple)) else p for p in value] if isinstance(value, (list, tuple)) \
+            else None
+        if not pairs or not all(isinstance(p, tuple) and len(p) == 2 and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in p) and p[0] >= 0 and p[1] in FUSION_TILES
+                for p in pairs) or [p[0] for p in pairs] != sorted({p[0] for p in pairs}):
+            raise ValueError(f"expected (node id >= 0, tile count in {', '.join(map(str, FUSION_TILES))}) pairs with "
+                             f"ascending distinct ids, got {value!r:.80}")
+        if info.data.get("fusion") != "auto":
+            raise ValueError(f"the chains fused apply with fusion 'auto', not {info.data.get('fusion')!r}")
+        return tuple(pairs)
 
     @field_validator("stage_layers", "stage_boundaries", mode="before")
     @classmethod

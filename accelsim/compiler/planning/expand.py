@@ -29,6 +29,7 @@ from accelsim.compiler.planning.prefetch import Prefetcher
 from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
 from accelsim.compiler.planning.stages import partition
+from accelsim.compiler.planning.tile_order import order_fused_tiles
 from accelsim.compiler.planning.tasks import Option, Plan, TaskSpec
 from accelsim.compiler.planning.zero import ZeroSteps
 
@@ -476,4 +477,6 @@ def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = 
            costs: CostTable | None = None) -> Plan:
     """`window`: the most micro-batches of a replica in flight at once (None: all of them). `costs`: the
     prices of an earlier expansion of the same graph on the same hardware, reused."""
-    return Planner(graph, hw, options, costs).plan(window)
+    plan = Planner(graph, hw, options, costs).plan(window)
+    order_fused_tiles(graph, plan.tasks)  # fused tiles run depth-first (tile_order.py)
+    return plan

@@ -1,0 +1,217 @@
+"""Layer fusion chosen per chain (Graph, HwSpec, the unfused schedule -> a tile count or none for each chain,
+and the fusion passes that apply the choice).
+
+Compiling the step once per chain and tile count is too slow for a network with dozens of chains, so each
+chain is priced alone, from numbers the compiler has anyway: the unfused schedule says which of the chain's
+intermediates it placed in DRAM (fusion saves writing and reading them back) and which of its weights live
+there (every tile reads them again), and an expansion of the graph fused at each tile count prices every tile
+task on its cheapest unit (the halo rows recomputed, the slices, padding blocks and concat that cut and join
+the tiles). Unfused, the chain's layers and spills follow one another: the estimate is their sum. Fused, the
+tiles in flight overlap on different units and on a unit's instances: the busiest unit's cycles (divided by
+the instances the tiles in flight keep busy), plus the DRAM bytes fusion adds (the
+weights re-read, the slices of an off-chip input, the concat's round trip of an off-chip output) at DRAM's
+bandwidth. A tile's intermediates are taken to stay on chip when TILES_IN_FLIGHT of the largest fit the
+on-chip memory holding the unfused step's activations; otherwise every one of them is charged the DRAM round
+trip. A ranking, not a makespan: compiler/fusion.py compiles the chosen chains (and the halves ranked best by
+estimated saving) and keeps a fused step only when it is shorter than the unfused one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelsim.compiler.planning.expand import expand
+from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT, tiles_in_flight
+from accelsim.fusion_groups import fusion_groups
+from accelsim.errors import ScheduleError
+from accelsim.graph.ir import Graph
+from accelsim.graph.provenance import AppliedPass
+from accelsim.hw.precision import tensor_bytes
+from accelsim.hw.spec import HwSpec
+from accelsim.layer_names import layer_names
+from accelsim.limits import FUSION_TILES
+from accelsim.passes.fuse_chains import Chain, plan_fusion
+from accelsim.passes.fuse_layers import fuse_layers, pass_name
+from accelsim.schedule.levels import chip_list, memory_of
+from accelsim.schedule.options import StepOptions
+from accelsim.schedule.plan import Schedule
+
+OFF_CHIP = ("dram", "hbm")
+"""Memory kinds whose bytes a fused chain saves (or re-reads)."""
+
+
+@dataclass(frozen=True)
+class ChainChoice:
+    """One chain of the unfused graph: its first and last layer's ids, its layers ("first .. last"), the
+    estimated serial cycles unfused and per tile count that fuses it, and the tile count chosen (None:
+    left unfused, no count being cheaper)."""
+
+    anchor: int
+    last: int
+    label: str
+    unfused_cycles: int
+    fused_cycles: tuple[tuple[int, int], ...]
+    tiles: int | None
+
+    def describe(self) -> str:
+        """One line: the layers, the choice and the estimates it was made from."""
+        est = ", ".join(f"T={t} {c:,}" for t, c in self.fused_cycles)
+        kept = f"{self.tiles} tiles" if self.tiles else "unfused"
+        return f"layers {self.label}: {kept} (estimated cycles: unfused {self.unfused_cycles:,}; {est})"
+
+
+def _dram_bandwidth(hw: HwSpec) -> float:
+    """Bytes per cycle of the first off-chip memory of the first chip (0: none, nothing is charged)."""
+    for m in chip_list(hw)[0].memories:
+        if m.kind in OFF_CHIP:
+            return m.bytes_per_cycle(hw.clock_hz)
+    return 0.0
+
+
+def _activation_bytes(schedule: Schedule, hw: HwSpec) -> int:
+    """Capacity of the on-chip memory where `schedule` placed the most bytes of node outputs (activations; a
+    weight FIFO holds only the weights staged into it), where the tiles' intermediates would live; 0 when it
+    placed none on chip (then every fused chain is charged its spills)."""
+    chips = chip_list(hw)
+    held: dict[tuple[int, str], int] = {}
+    for x in schedule.tensors:
+        level = memory_of(chips[x.chip], x.memory)
+        if x.task >= 0 and schedule.tasks[x.task].kind == "node" and level is not None and level.kind not in OFF_CHIP:
+            held[(x.chip, x.memory)] = held.get((x.chip, x.memory), 0) + x.size_bytes
+    if not held:
+        return 0
+    chip, memory = max(held, key=lambda k: (held[k], k))
+    level = memory_of(chips[chip], memory)
+    return level.capacity_bytes if level is not None else 0
+
+
+def _off_chip_bytes(schedule: Schedule, hw: HwSpec) -> dict[int, int]:
+    """Node id -> bytes of its tensors (outputs and leaves) that `schedule` placed off chip."""
+    chips = chip_list(hw)
+    out: dict[int, int] = {}
+    for x in schedule.tensors:
+        level = memory_of(chips[x.chip], x.memory)
+        if level is not None and level.kind in OFF_CHIP:
+            out[x.node] = out.get(x.node, 0) + x.size_bytes
+    return out
+
+
+def _task_cycles(candidates: list[tuple[tuple[str, int, int], ...]], nodes: list[int],
+                 tiles: int = 1) -> dict[int, dict[str, float]]:
+    """Node id -> the cycles of its tasks per resource, each task on its cheapest candidate, divided by the
+    instances that `tiles` tiles keep busy at once (at most tile_order.tiles_in_flight of them)."""
+    out: dict[int, dict[str, float]] = {}
+    for node, options in zip(nodes, candidates):
+        resource, instances, cycles = min(options, key=lambda o: (o[2], o[0]))
+        per = out.setdefault(node, {})
+        share = min(instances, tiles, tiles_in_flight(instances))
+        per[resource] = per.get(resource, 0) + cycles / share
+    return out
+
+
+def _schedule_cycles(schedule: Schedule) -> dict[int, dict[str, float]]:
+    tasks = [t for t in schedule.tasks if t.kind == "node"]
+    table = [tuple((c.resource, c.instances, c.cycles) for c in schedule.candidates[t.candidates]) for t in tasks]
+    return _task_cycles(table, [t.node for t in tasks])
+
+
+def _plan_cycles(graph: Graph, hw: HwSpec, options: StepOptions, tiles: int) -> dict[int, dict[str, float]]:
+    tasks = [t for t in expand(graph, hw, options).tasks if t.kind == "node"]
+    return _task_cycles([t.options for t in tasks], [t.node for t in tasks], tiles)
+
+
+def _busiest(cycles: dict[int, dict[str, float]], nodes: tuple[int, ...]) -> float:
+    """The cycles of the busiest resource over `nodes`' tasks: tiles in flight overlap on different units (and
+    instances), so the busiest one sets the pace."""
+    per: dict[str, float] = {}
+    for i in nodes:
+        for resource, c in cycles.get(i, {}).items():
+            per[resource] = per.get(resource, 0) + c
+    return max(per.values(), default=0)
+
+
+def _params(graph: Graph, chain: Chain) -> set[int]:
+    return {i for m in chain.members for i in m.node.inputs if graph.nodes[i].op == "param"}
+
+
+def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Schedule) -> tuple[ChainChoice, ...]:
+    """Each fusible chain of `graph` (in anchor order) with its estimated cycles and the tile count of the
+    lowest estimate below the unfused one (module docstring). `hw` at the step's precision; `unfused`: the
+    step compiled without fusion, whose placements say what spills."""
+    bandwidth, on_chip = _dram_bandwidth(hw), _activation_bytes(unfused, hw)
+    off_chip = _off_chip_bytes(unfused, hw)
+    cycles = _schedule_cycles(unfused)
+    round_trip = (lambda nbytes: 2 * nbytes / bandwidth) if bandwidth else (lambda nbytes: 0.0)
+    once = (lambda nbytes: nbytes / bandwidth) if bandwidth else (lambda nbytes: 0.0)
+    chains = {c.anchor: c for c in plan_fusion(graph, min(FUSION_TILES)).chains}
+    fused_at: dict[int, dict[int, int]] = {a: {} for a in chains}
+    for tiles in FUSION_TILES:
+        fusible = sorted(plan_fusion(graph, tiles).chains, key=lambda c: c.last.id)
+        if not fusible:
+            continue
+        fused = fuse_layers(graph, tiles).graph
+        groups = fusion_groups(fused)
+        assert len(groups) == len(fusible), (tiles, len(groups), len(fusible))
+        tile_cycles = _plan_cycles(fused, hw, options, tiles)
+        for chain, group in zip(fusible, groups):
+            inner = [i for tile in group.tiles for i in tile[:-1]]
+            largest = max((tensor_bytes(fused, fused.nodes[i], hw) for i in inner), default=0)
+            spills = TILES_IN_FLIGHT * largest > on_chip
+            inter = sum(tensor_bytes(fused, fused.nodes[i], hw) for i in inner)
+            weights = sum(off_chip.get(p, 0) for p in _params(graph, chain))
+            # the tiles' slices read the chain's input again where it is off chip (a residual's rows too), and
+            # where its output is, the concat reads every tile's output back and writes the whole again
+            slices = sum(tensor_bytes(fused, fused.nodes[i], hw) for tile in group.tiles for i in tile
+                         if fused.nodes[i].op == "slice")
+            source = chain.members[0].node.inputs[0]
+            out_bytes = tensor_bytes(graph, chain.last, hw)
+            joins = 2 * out_bytes if off_chip.get(chain.last.id) or 2 * out_bytes > on_chip else 0
+            dram = ((tiles - 1) * weights + (slices if off_chip.get(source) else 0) + joins
+                    + (2 * inter if spills else 0))
+            # DRAM's port is not overlapped: a tile waits for its slices, the concat for every tile
+            fused_at[chain.anchor][tiles] = round(_busiest(tile_cycles, group.nodes()) + once(dram))
+    names = layer_names(graph)
+    out = []
+    for anchor, chain in chains.items():
+        inter = sum(off_chip.get(m.node.id, 0) for m in chain.members[:-1])
+        # layer after layer: no two of the chain's tasks overlap, nor do its spills
+        unfused_cycles = round(sum(sum(cycles.get(m.node.id, {}).values()) for m in chain.members) + round_trip(inter))
+        estimates = tuple(sorted(fused_at[anchor].items()))
+        best = min(estimates, key=lambda e: (e[1], e[0]), default=None)
+        tiles = best[0] if best is not None and best[1] < unfused_cycles else None
+        out.append(ChainChoice(anchor, chain.last.id, f"{names[anchor]} .. {names[chain.last.id]}", unfused_cycles,
+                               estimates, tiles))
+    return tuple(out)
+
+
+def ranked_pairs(choices: tuple[ChainChoice, ...]) -> tuple[tuple[int, int], ...]:
+    """The chains chosen for fusion as (anchor, tile count) pairs (StepOptions.fusion_chains), the largest
+    estimated saving first (ties: by anchor)."""
+    chosen = [c for c in choices if c.tiles is not None]
+    chosen.sort(key=lambda c: (dict(c.fused_cycles)[c.tiles] - c.unfused_cycles, c.anchor))
+    return tuple((c.anchor, c.tiles) for c in chosen)
+
+
+def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...]) -> tuple[AppliedPass, ...]:
+    """The fusion passes that fuse each chain of `chosen` ((anchor, tile count) pairs) with its tile count: one
+    pass per run of chains sharing a count, last chain first, so that each pass's anchors (`only`) are ids of
+    nodes before every chain rewritten so far, which keep their ids. One pass over every chain when they all
+    share a count and every chain that count fuses is chosen. A pair naming no chain of `graph` fusible at its
+    count is refused naming the chains there are."""
+    for anchor, tiles in chosen:
+        anchors = [c.anchor for c in plan_fusion(graph, tiles).chains]
+        if anchor not in anchors:
+            raise ScheduleError(f"fusion_chains: node {anchor} of {graph.name!r} is not the first layer of a chain "
+                                f"fusible into {tiles} tiles (those are nodes {anchors or 'none'})")
+    order = sorted(chosen, reverse=True)
+    counts = {t for _, t in order}
+    if len(counts) == 1:
+        (tiles,) = counts
+        if {a for a, _ in order} == {c.anchor for c in plan_fusion(graph, tiles).chains}:
+            return (AppliedPass(pass_name(tiles)),)
+    runs: list[tuple[int, list[int]]] = []
+    for anchor, tiles in order:
+        if runs and runs[-1][0] == tiles:
+            runs[-1][1].append(anchor)
+        else:
+            runs.append((tiles, [anchor]))
+    return tuple(AppliedPass(pass_name(t), tuple(sorted(anchors))) for t, anchors in runs)

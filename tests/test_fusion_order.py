@@ -1,0 +1,90 @@
+"""Fused tiles run depth-first (compiler/planning/tile_order.py): the fusion groups are read back from the fused
+graph (fusion_groups.py), and on the schedule tile t of a group starts only after tile t - TILES_IN_FLIGHT ended."""
+import accelsim as A
+from accelsim.compiler.fusion import step_graph
+from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT
+from accelsim.compiler.verify import verify_schedule
+from accelsim.fusion_groups import fusion_groups, group_of_nodes, tile_layer, untiled
+from accelsim.passes import inference_graph
+from accelsim.passes.fuse_layers import fuse_layers
+
+
+def _superres(size: int = 16) -> A.Graph:
+    return inference_graph(A.models.build("superres", size=size, width=4))
+
+
+def test_the_fusion_groups_are_read_back_from_the_fused_graph():
+    g = _superres()
+    assert fusion_groups(g) == ()
+    fused = fuse_layers(g, 4).graph
+    (group,) = fusion_groups(fused)
+    assert group.label == "conv1 .. conv4" and len(group.tiles) == 4
+    assert fused.nodes[group.concat].op == "concat"
+    assert fused.nodes[group.concat].inputs == tuple(tile[-1] for tile in group.tiles)
+    for t, tile in enumerate(group.tiles, 1):
+        assert {untiled(fused.nodes[i].layer)[1:] for i in tile} == {(t, 4)}
+        assert [fused.nodes[i].op for i in tile].count("conv2d") == 4
+    assert set(group_of_nodes(fused)) == set(group.nodes())
+
+
+def test_a_tile_label_round_trips_and_a_plain_layer_has_no_tile():
+    assert untiled(tile_layer("layer1.0.conv2", 3, 8)) == ("layer1.0.conv2", 3, 8)
+    assert untiled("conv1") == ("conv1", 0, 0)
+    assert untiled("conv1[tile 0/2]") == ("conv1[tile 0/2]", 0, 0)
+
+
+def test_each_tile_starts_after_the_tile_two_before_it_ended():
+    g = _superres()
+    s = A.compile(g, "tpu_v1_like", fusion=4, effort="fast")
+    fused, _ = step_graph(g, s)
+    (group,) = fusion_groups(fused)
+    by_node: dict[int, list] = {}
+    for t in s.tasks:
+        by_node.setdefault(t.node, []).append(t)
+    ordered = 0
+    for k in range(TILES_IN_FLIGHT, len(group.tiles)):
+        done = max(t.end for t in by_node[group.tiles[k - TILES_IN_FLIGHT][-1]])
+        started = min(t.start for i in group.tiles[k] for t in by_node.get(i, []))
+        assert started >= done
+        ordered += 1
+    assert ordered == 2
+    edges = {a for i in group.tiles[2] for t in by_node.get(i, []) for a in t.after}
+    assert any(s.tasks[a].node == group.tiles[0][-1] for a in edges)
+    verify_schedule(s, fused, A.load_hw("tpu_v1_like"))  # the plan expanded again has the same edges
+
+
+def test_the_per_layer_report_names_each_tile_layers_fusion_group():
+    from accelsim.per_layer import layer_report
+
+    g = _superres(size=8)
+    s = A.compile(g, "tpu_v1_like", fusion=2, effort="fast")
+    fused, _ = step_graph(g, s)
+    report = layer_report(s, "tpu_v1_like", fused)
+    groups = {r.layer: r.fusion_group for r in report.layers}
+    assert groups["conv1[tile 1/2]"] == groups["conv4[tile 2/2]"] == groups["conv4"] == "conv1 .. conv4"
+    assert groups["conv1"] == ""  # the bias reshape, outside the tiles
+    rows = {r["layer"]: r for r in report.rows()}
+    assert "fusion_group" in report.columns() and rows["conv2[tile 2/2]"]["fusion_group"] == "conv1 .. conv4"
+    assert [r.to_dict().get("fusion_group") for r in report.layers[:1]] == [None]
+    plain = layer_report(A.compile(g, "tpu_v1_like", effort="fast"), "tpu_v1_like", g)
+    assert "fusion_group" not in plain.columns() and not any(r.fusion_group for r in plain.layers)
+
+
+def test_a_unit_with_four_instances_keeps_four_tiles_in_flight():
+    from accelsim import ops as F
+    from accelsim.compiler.planning.tile_order import tiles_in_flight
+
+    assert [tiles_in_flight(n) for n in (1, 2, 4)] == [2, 2, 4]
+    g = A.Graph("chain", dtype="float32")
+    x = g.input("x", (1, 8, 16, 16))
+    h = F.relu(F.conv2d(x, g.param("w1", (8, 8, 3, 3)), padding=1))
+    g.output("y", F.relu(F.conv2d(h, g.param("w2", (8, 8, 3, 3)), padding=1)))
+    from pathlib import Path
+
+    hw = A.load_hw(Path(__file__).parents[1] / "experiments/hw/stream_tpu_like_quad_core.yaml")  # 4 cores, no gang
+    s = A.compile(g, hw, fusion=8, effort="fast")
+    (group,) = fusion_groups(step_graph(g, s)[0])
+    exit_of = {t.id: k for k, tile in enumerate(group.tiles) for t in s.tasks if t.node == tile[-1]}
+    waits = {k: {exit_of[a] for i in tile for t in s.tasks if t.node == i for a in t.after if a in exit_of}
+             for k, tile in enumerate(group.tiles)}
+    assert waits == {k: ({k - 4} if k >= 4 else set()) for k in range(8)}
