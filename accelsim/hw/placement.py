@@ -13,6 +13,12 @@ A resident output class is written by its producer to `memory` (at that memory's
 levels.write_cycles) and read by its consumers from there (levels.read_cycles); it waits for room there rather
 than spill elsewhere. A step result is a step result first, whatever its node's class. These three classes are
 resident only: a `stream` for them is refused (a prefetch stages a leaf that exists before the step).
+An output class may give its own storage width, `bytes_per_element` (1 to 16, the range of
+HwSpec.bytes_per_element: int8 to a 128-bit format), e.g. Stream's accelerators move a layer's output at its
+32-bit accumulator width on an int8 machine. It sizes the class's tensors (memory plan, capacity), their
+writes and reads in their memory, transfers, and the energy of those bytes; the arithmetic (a node's FLOPs,
+its operand traffic through its unit's port, and the numbers `check` computes) stays at the step's width.
+Leaves keep the machine's width (they are sized once for every chip): a width on a leaf class is refused.
 
 Without a `placement` key a chip places every tensor as it always did (parameters and optimizer state in
 the fastest memory with room, hw/levels.memory_order), and its description dumps (and hashes) as before.
@@ -27,7 +33,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from accelsim.hw.fields import BytesPerCycle, BytesPerSecond, CapacityBytes, LatencyCycles, Spec
+from accelsim.hw.fields import BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes, LatencyCycles, Spec
 from accelsim.hw.ranges import Range, check_name, in_range
 
 LeafClass = Literal["parameters", "optimizer_state"]
@@ -76,10 +82,15 @@ class DmaStream(Spec):
 
 
 class ClassPlacement(Spec):
-    """Where one class of tensors lives: resident in `memory`, or streamed from it when `stream` is given."""
+    """Where one class of tensors lives: resident in `memory`, or streamed from it when `stream` is given; an
+    output class may be stored at its own width (`bytes_per_element`, module docstring)."""
 
     memory: _Name = Field(description="the memory of the chip the tensors live in")
     stream: DmaStream | None = Field(None, description="stream them from `memory` through a DMA engine")
+    # dumps only when given, so a placement without it hashes as before it existed
+    bytes_per_element: BytesPerElement | None = Field(None, exclude_if=lambda b: b is None, description=(
+        "bytes each element of the class is stored and moved in, e.g. 4 for 32-bit activations on an int8 "
+        "machine (output classes only; left out: the step's bytes, HwSpec.bytes_per_element)"))
 
 
 class Placement(Spec):
@@ -117,6 +128,11 @@ def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement |
         if where.memory not in memories:
             problems.append(f"{cls}.memory: no memory {where.memory!r} on this chip (memories: "
                             f"{', '.join(sorted(memories)) or 'none'})")
+        if where.bytes_per_element is not None and cls not in OUTPUT_CLASSES:
+            problems.append(f"{cls}.bytes_per_element: {where.bytes_per_element} given for a class of leaves, "
+                            f"which are sized once for every chip at the machine's bytes_per_element (or the step "
+                            f"precision's); expected it on {', '.join(OUTPUT_CLASSES)} only, or the machine's "
+                            f"bytes_per_element")
         s = where.stream
         if s is None:
             continue
@@ -175,15 +191,34 @@ def streams_of(chip: Any) -> dict[str, tuple[str, ClassPlacement]]:
     return {dma_resource(c): (c, w) for c, w in placement_of(chip).items() if w.stream is not None}
 
 
-def output_home(chip: Any, node_class: str | None, result: bool) -> str | None:
-    """The memory a placement puts a task's output in: a step result's (`result`) where step_results live,
-    else where its node's class (gradients, activations; None: neither) lives; None where the placement says
-    nothing (levels.first_memory decides, as without a placement)."""
+def output_placement(chip: Any, node_class: str | None, result: bool) -> ClassPlacement | None:
+    """The class placement that decides a task's output: step_results' for a step result (`result`) where
+    given, else its node's class's (gradients, activations; None: neither); None where the placement says
+    nothing."""
     placed = placement_of(chip)
     where = placed.get("step_results") if result else None
     if where is None and node_class in OUTPUT_CLASSES:
         where = placed.get(node_class)
+    return where
+
+
+def output_home(chip: Any, node_class: str | None, result: bool) -> str | None:
+    """The memory a placement puts a task's output in (output_placement's memory); None where the placement
+    says nothing (levels.first_memory decides, as without a placement)."""
+    where = output_placement(chip, node_class, result)
     return None if where is None else where.memory
+
+
+def output_elem_bytes(chip: Any, node_class: str | None, result: bool) -> int | None:
+    """Bytes per element a placement stores a task's output in (output_placement's bytes_per_element); None:
+    the step's bytes (hw/precision.tensor_elem_bytes)."""
+    where = output_placement(chip, node_class, result)
+    return None if where is None else where.bytes_per_element
+
+
+def storage_widths(chips: Any) -> set[int]:
+    """Every bytes_per_element the placements of `chips` give a class ({}: none)."""
+    return {w.bytes_per_element for c in chips for w in placement_of(c).values() if w.bytes_per_element is not None}
 
 
 def places_outputs(chip: Any) -> bool:

@@ -9,6 +9,7 @@ from accelsim.cost.energy import link_pj_per_byte
 from accelsim.cost.model import capable_units
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
+from accelsim.hw.placement import output_elem_bytes
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.limits import check_tensor_parallel
@@ -20,7 +21,7 @@ from accelsim.ops import add
 from accelsim.ops.registry import get_op
 from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import collective_cost
-from accelsim.schedule.levels import chip_list
+from accelsim.schedule.levels import chip_list, is_result
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
 from accelsim.mapping.entry import LayerMapping
 from accelsim.schedule.mappings import NodeMapping, node_mapping
@@ -205,6 +206,14 @@ class Planner:
     def nbytes(self, node: Node) -> int:
         return tensor_bytes(self.graph, node, self.hw)
 
+    def stored_bytes(self, n: Node, chip: int, keep: bool, nbytes: int | None = None) -> int:
+        """Bytes of a task output holding node `n`'s value on `chip` (`nbytes`: of a part of it at the step's
+        width; None: the whole tensor) at the width its placement class stores it in (hw/placement.py)."""
+        nbytes = self.nbytes(n) if nbytes is None else nbytes
+        if not self.prefetcher.out_classes:
+            return nbytes
+        return self.prefetcher.stored_bytes(chip, n, is_result(keep, n.phase), nbytes)
+
     def new(self, **fields) -> TaskSpec:
         t = TaskSpec(id=len(self.tasks), **fields)
         self.tasks.append(t)
@@ -307,14 +316,15 @@ class Planner:
             for p in parts:  # every part reads the whole leaf: each streams it
                 staged, stream = self.prefetch(reads, common)
                 tasks.append(self.new(**common, deps=list(deps), after=staged, reads=list(reads),
-                                      options=p.costs.options, out_bytes=p.out_bytes, port_bytes=p.costs.port_bytes,
+                                      options=p.costs.options, port_bytes=p.costs.port_bytes,
+                                      out_bytes=self.stored_bytes(n, chip, common["keep"], p.out_bytes),
                                       energy_pj=p.costs.energy_pj or 0.0, flops=p.costs.flops, part=p.part,
                                       stream_cycles=stream))
         else:
             costs = self.costs.node(n.id, chip)
             staged, stream = self.prefetch(reads, common)
             tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=costs.options,
-                              out_bytes=self.nbytes(n), port_bytes=costs.port_bytes,
+                              out_bytes=self.stored_bytes(n, chip, common["keep"]), port_bytes=costs.port_bytes,
                               energy_pj=costs.energy_pj or 0.0, flops=costs.flops, stream_cycles=stream)]
         self.producer[(n.id, mb, replica, rank)] = [t.id for t in tasks]
         return tasks
@@ -342,9 +352,10 @@ class Planner:
         if len(set(chips)) < len(chips):
             raise ScheduleError(f"{n.op} node %{n.id} ({n.name!r}): tensor-parallel ranks share a chip "
                                 f"({chips}); give each rank its own chip")
-        members = self.collective("allreduce", n.id, sources, self.nbytes(n), n.phase, microbatch=mb,
-                                  replicas=[replica] * len(sources), task_kind="tp_allreduce", op=n.op,
-                                  keep=n.id in self.results and n.phase != "backward")
+        keep = n.id in self.results and n.phase != "backward"
+        members = self.collective("allreduce", n.id, sources, self.stored_bytes(n, chips[0], keep), n.phase,
+                                  microbatch=mb, replicas=[replica] * len(sources), task_kind="tp_allreduce",
+                                  op=n.op, keep=keep)
         for rank, member in zip(ranks, members):
             self.producer[(n.id, mb, replica, rank)] = [member]
         return [self.tasks[m] for m in members]
@@ -381,7 +392,7 @@ class Planner:
             acc = self.new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb,
                            replica=replica, stage=self.stage[g], chip=chip, out_chip=chip,
                            deps=[last, self.only(g, mb, replica, rank)], options=costs.options,
-                           out_bytes=self.nbytes(gn), port_bytes=3 * self.nbytes(gn),
+                           out_bytes=self.stored_bytes(gn, chip, False), port_bytes=3 * self.nbytes(gn),
                            energy_pj=costs.energy_pj or 0.0, flops=costs.flops)
             last = acc.id
         return last
@@ -389,7 +400,8 @@ class Planner:
     def allreduce(self, g: int, finals: list[int], rank: int) -> None:
         """Sum gradient `g` of tensor-parallel `rank` across replicas (`finals`: each replica's last sum,
         in replica order): one collective (see collective), member r for replica r."""
-        members = self.collective("allreduce", g, finals, self.nbytes(self.graph.nodes[g]), "backward",
+        nbytes = self.stored_bytes(self.graph.nodes[g], self.tasks[finals[0]].out_chip, False)
+        members = self.collective("allreduce", g, finals, nbytes, "backward",
                                   deps=sorted(finals), replicas=list(range(len(finals))))
         for r, member in enumerate(members):
             self.producer[(g, PER_STEP, r, rank)] = [member]
@@ -438,6 +450,13 @@ class Planner:
         d, m = self.options.data_parallel, self.options.microbatches
         window = max(1, window or m)
         self.zero = ZeroSteps.of(self)
+        if self.zero is not None and self.zero.sharding.gradients:
+            widths = {c.name: w for c in self.chips if (w := output_elem_bytes(c, "gradients", False)) is not None}
+            if widths:
+                raise ScheduleError(f"ZeRO stage {self.options.zero} reduce-scatters gradients in shards at the "
+                                    f"step's width, but chip(s) {', '.join(sorted(widths))} store gradients at "
+                                    f"placement gradients.bytes_per_element {sorted(set(widths.values()))}; "
+                                    f"expected zero 0, or no bytes_per_element on the gradients' placement")
         if self.zero is None or not self.zero.micro_batches(window):
             for r in range(d):
                 self.micro_batches(r, window)

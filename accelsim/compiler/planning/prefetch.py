@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 
 from accelsim.cost.energy import memory_pj_per_byte
-from accelsim.graph.ir import Graph
-from accelsim.hw.placement import ClassPlacement, dma_resource, placement_of, places_outputs
+from accelsim.graph.ir import Graph, Node
+from accelsim.hw.placement import ClassPlacement, dma_resource, output_elem_bytes, placement_of, places_outputs
+from accelsim.hw.precision import tensor_elem_bytes
 from accelsim.memory_split import node_categories
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.schedule.identity import PER_STEP
@@ -46,7 +47,7 @@ class Prefetcher:
     """Makes the prefetch tasks of one plan: which leaves stream on which chip, and at what cost."""
 
     def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
-        self.hw, self.chips = hw, chips
+        self.graph, self.hw, self.chips = graph, hw, chips
         self.classes = leaf_classes(graph)
         self.any = any(placement_of(c) for c in chips)
         # non-leaf node -> its output class, when a chip places an output class; {} otherwise (the common case)
@@ -59,6 +60,14 @@ class Prefetcher:
         if where is None or where.stream is None:
             return None
         return dma_resource(cls), where
+
+    def stored_bytes(self, chip: int, node: Node, result: bool, nbytes: int) -> int:
+        """`nbytes` of `node`'s value at the step's width (tensor_elem_bytes), stored on `chip` at the width
+        of its output class's placement where one is given (hw/placement.py; `result`: a step result)."""
+        width = output_elem_bytes(self.chips[chip], self.out_classes.get(node.id), result)
+        if width is None:
+            return nbytes
+        return nbytes // tensor_elem_bytes(self.graph, node, self.hw) * width
 
     def stage(self, new, reads: list[tuple[int, int]], sizes: dict[int, int], common: dict) -> tuple[list[int], int]:
         """Prefetch tasks (made with `new(**fields)`) for the streamed leaves among a reader's `reads`, with
