@@ -104,8 +104,6 @@ def test_a_placement_without_a_width_dumps_and_hashes_as_before():
     ({"activations": {"memory": DRAM, "bytes_per_element": 32}}, "from 1 to 16 bytes (got 32)"),
     ({"activations": {"memory": DRAM, "bytes_per_element": 2.5}}, "activations.bytes_per_element"),
     ({"gradients": {"memory": DRAM, "bytes_per_element": "four"}}, "gradients.bytes_per_element"),
-    ({"parameters": {"memory": DRAM, "bytes_per_element": 4}}, "parameters.bytes_per_element: 4 given for a "
-                                                               "class of leaves"),
 ])
 def test_a_bad_width_is_refused_in_one_paragraph_naming_chip_class_and_value(extra, expected):
     with pytest.raises(A.AccelsimError) as e:
@@ -115,11 +113,45 @@ def test_a_bad_width_is_refused_in_one_paragraph_naming_chip_class_and_value(ext
     assert "Traceback" not in message
 
 
+def test_parameters_at_their_width_are_placed_and_streamed_at_it():
+    """tpu_v1_like streams its weights from DDR3: at 4 bytes a weight, the leaves, the prefetched tiles and
+    the DDR3 bytes grow; the arithmetic does not."""
+    g = graph()
+    runs = {}
+    for width in (None, 4):
+        d = yaml.safe_load(bundled_path("tpu_v1_like").read_text())
+        if width is not None:
+            d["chips"][0]["placement"]["parameters"]["bytes_per_element"] = width
+        hw = A.load_hw(d)
+        s = A.compile(g, hw, effort="fast")
+        runs[width] = (s, A.simulate(s, hw, graph=g))
+    (s1, r1), (s4, r4) = runs[None], runs[4]
+    params = {p.id for p in g.params}
+    leaves = lambda s: {x.node: x.size_bytes for x in s.tensors if x.task < 0 and x.node in params}  # noqa: E731
+    assert leaves(s4) == {i: aligned(4 * math.prod(g.nodes[i].shape)) for i in params}
+    assert leaves(s1) == {i: aligned(math.prod(g.nodes[i].shape)) for i in params}
+    moved = lambda s: sum(t.bytes_moved for t in s.tasks if t.kind == "prefetch")  # noqa: E731
+    assert moved(s4) > moved(s1)
+    assert [t.flops for t in s4.tasks if t.kind == "node"] == [t.flops for t in s1.tasks if t.kind == "node"]
+    assert dram_bytes(r4) > dram_bytes(r1) and r4.makespan_cycles > r1.makespan_cycles
+
+
+def test_a_leaf_width_under_a_step_precision_is_refused():
+    d = yaml.safe_load(bundled_path("a100_like").read_text())
+    chip = d["chips"][0]
+    backing = [m["name"] for m in chip["memories"]][-1]
+    chip["placement"] = {"parameters": {"memory": backing, "bytes_per_element": 4}}
+    g = A.training_graph(A.models.build("mlp", batch=8, sizes=(16, 16, 8)), optimizer="sgd", lr=0.01)
+    with pytest.raises(A.AccelsimError, match=r"parameters.bytes_per_element 4 on chip\(s\) .* under step "
+                                              r"precision bf16"):
+        A.compile(g, A.load_hw(d), precision="bf16", effort="fast")
+
+
 def test_zero_with_a_gradient_width_is_refused():
     d = yaml.safe_load(bundled_path("tpu_v1_like").read_text())
     d["chips"][0]["count"] = 2
     d["interconnect"] = {"topology": "ring", "bandwidth_bytes_per_cycle": 8, "link_latency_cycles": 10}
     d["chips"][0]["placement"]["gradients"] = {"memory": DRAM, "bytes_per_element": 4}
     g = A.training_graph(A.models.build("mlp", batch=8, sizes=(16, 16, 8)), optimizer="sgd", lr=0.01)
-    with pytest.raises(A.AccelsimError, match=r"ZeRO stage 1 .*gradients.bytes_per_element \[4\]"):
+    with pytest.raises(A.AccelsimError, match=r"ZeRO stage 1 .*bytes_per_element \(gradients 4 on tpu"):
         A.compile(g, A.load_hw(d), data_parallel=2, zero=1, effort="fast")

@@ -13,12 +13,14 @@ A resident output class is written by its producer to `memory` (at that memory's
 levels.write_cycles) and read by its consumers from there (levels.read_cycles); it waits for room there rather
 than spill elsewhere. A step result is a step result first, whatever its node's class. These three classes are
 resident only: a `stream` for them is refused (a prefetch stages a leaf that exists before the step).
-An output class may give its own storage width, `bytes_per_element` (1 to 16, the range of
-HwSpec.bytes_per_element: int8 to a 128-bit format), e.g. Stream's accelerators move a layer's output at its
-32-bit accumulator width on an int8 machine. It sizes the class's tensors (memory plan, capacity), their
-writes and reads in their memory, transfers, and the energy of those bytes; the arithmetic (a node's FLOPs,
-its operand traffic through its unit's port, and the numbers `check` computes) stays at the step's width.
-Leaves keep the machine's width (they are sized once for every chip): a width on a leaf class is refused.
+A class may give its own storage width, `bytes_per_element` (1 to 16, the range of HwSpec.bytes_per_element:
+int8 to a 128-bit format), e.g. Stream moves every tensor at its ONNX element type's width (32 bits for float32)
+on an int8 machine. It sizes the class's tensors (memory plan, capacity), their writes and reads in their
+memory, prefetches and transfers, and the energy of those bytes; the arithmetic (a node's FLOPs, its operand
+traffic through its unit's port, and the numbers `check` computes) stays at the step's width. A leaf is sized
+once for every chip, so the compiler refuses a leaf class's width that the chips do not all give alike, one
+under a step precision (which sets the leaves' master and working copies) and one under ZeRO (whose shards
+are cut at the step's width); likewise a gradients width under ZeRO.
 
 Without a `placement` key a chip places every tensor as it always did (parameters and optimizer state in
 the fastest memory with room, hw/levels.memory_order), and its description dumps (and hashes) as before.
@@ -90,7 +92,7 @@ class ClassPlacement(Spec):
     # dumps only when given, so a placement without it hashes as before it existed
     bytes_per_element: BytesPerElement | None = Field(None, exclude_if=lambda b: b is None, description=(
         "bytes each element of the class is stored and moved in, e.g. 4 for 32-bit activations on an int8 "
-        "machine (output classes only; left out: the step's bytes, HwSpec.bytes_per_element)"))
+        "machine (left out: the step's bytes, HwSpec.bytes_per_element)"))
 
 
 class Placement(Spec):
@@ -128,11 +130,6 @@ def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement |
         if where.memory not in memories:
             problems.append(f"{cls}.memory: no memory {where.memory!r} on this chip (memories: "
                             f"{', '.join(sorted(memories)) or 'none'})")
-        if where.bytes_per_element is not None and cls not in OUTPUT_CLASSES:
-            problems.append(f"{cls}.bytes_per_element: {where.bytes_per_element} given for a class of leaves, "
-                            f"which are sized once for every chip at the machine's bytes_per_element (or the step "
-                            f"precision's); expected it on {', '.join(OUTPUT_CLASSES)} only, or the machine's "
-                            f"bytes_per_element")
         s = where.stream
         if s is None:
             continue

@@ -9,7 +9,7 @@ from accelsim.cost.energy import link_pj_per_byte
 from accelsim.cost.model import capable_units
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
-from accelsim.hw.placement import output_elem_bytes
+from accelsim.hw.placement import placement_of
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.limits import check_tensor_parallel
@@ -204,7 +204,11 @@ class Planner:
         self.prefetcher = Prefetcher(graph, hw, self.chips)  # streamed placement classes (hw/placement.py)
 
     def nbytes(self, node: Node) -> int:
-        return tensor_bytes(self.graph, node, self.hw)
+        """Bytes of a node's whole tensor: at the step's width, a leaf at its placement class's (prefetch.py)."""
+        nbytes = tensor_bytes(self.graph, node, self.hw)
+        if node.is_leaf and self.prefetcher.leaf_widths:
+            return self.prefetcher.leaf_bytes(node, nbytes)
+        return nbytes
 
     def stored_bytes(self, n: Node, chip: int, keep: bool, nbytes: int | None = None) -> int:
         """Bytes of a task output holding node `n`'s value on `chip` (`nbytes`: of a part of it at the step's
@@ -213,6 +217,17 @@ class Planner:
         if not self.prefetcher.out_classes:
             return nbytes
         return self.prefetcher.stored_bytes(chip, n, is_result(keep, n.phase), nbytes)
+
+    def widths_without_zero(self) -> None:
+        """ZeRO cuts its shards of gradients, parameters and optimizer state at the step's width: a placement's
+        storage width for those classes is refused under it."""
+        widths = {(c.name, cls): w for c in self.chips for cls in ("gradients", "parameters", "optimizer_state")
+                  if (w := getattr(placement_of(c).get(cls), "bytes_per_element", None)) is not None}
+        if widths:
+            said = ", ".join(f"{cls} {w} on {chip}" for (chip, cls), w in sorted(widths.items()))
+            raise ScheduleError(f"ZeRO stage {self.options.zero} shards gradients, parameters and optimizer state "
+                                f"at the step's width, but the placement stores them at bytes_per_element ({said});"
+                                f" expected zero 0, or no bytes_per_element on those classes")
 
     def new(self, **fields) -> TaskSpec:
         t = TaskSpec(id=len(self.tasks), **fields)
@@ -450,13 +465,8 @@ class Planner:
         d, m = self.options.data_parallel, self.options.microbatches
         window = max(1, window or m)
         self.zero = ZeroSteps.of(self)
-        if self.zero is not None and self.zero.sharding.gradients:
-            widths = {c.name: w for c in self.chips if (w := output_elem_bytes(c, "gradients", False)) is not None}
-            if widths:
-                raise ScheduleError(f"ZeRO stage {self.options.zero} reduce-scatters gradients in shards at the "
-                                    f"step's width, but chip(s) {', '.join(sorted(widths))} store gradients at "
-                                    f"placement gradients.bytes_per_element {sorted(set(widths.values()))}; "
-                                    f"expected zero 0, or no bytes_per_element on the gradients' placement")
+        if self.zero is not None:
+            self.widths_without_zero()
         if self.zero is None or not self.zero.micro_batches(window):
             for r in range(d):
                 self.micro_batches(r, window)

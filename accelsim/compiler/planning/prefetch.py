@@ -8,7 +8,9 @@ import math
 
 from accelsim.cost.energy import memory_pj_per_byte
 from accelsim.graph.ir import Graph, Node
-from accelsim.hw.placement import ClassPlacement, dma_resource, output_elem_bytes, placement_of, places_outputs
+from accelsim.errors import HwConfigError
+from accelsim.hw.placement import (LEAF_CLASSES, ClassPlacement, dma_resource, output_elem_bytes, placement_of,
+                                   places_outputs)
 from accelsim.hw.precision import tensor_elem_bytes
 from accelsim.memory_split import node_categories
 from accelsim.hw.spec import Chip, HwSpec
@@ -43,6 +45,28 @@ def output_classes(graph: Graph) -> dict[int, str]:
             if c in ("gradients", "activations") and not graph.nodes[i].is_leaf}
 
 
+def leaf_widths(hw: HwSpec, chips: list[Chip]) -> dict[str, int]:
+    """Leaf class -> the bytes_per_element its placement gives (hw/placement.py). A leaf is sized once for every
+    chip, so a width must be given alike by every chip, and not under a step precision (which sizes the leaves'
+    master and working copies itself); refused otherwise, naming the chips."""
+    out: dict[str, int] = {}
+    for cls in LEAF_CLASSES:
+        given = {c.name: getattr(placement_of(c).get(cls), "bytes_per_element", None) for c in chips}
+        widths = set(given.values())
+        if widths == {None}:
+            continue
+        if len(widths) > 1:
+            said = ", ".join(f"{name}: {w if w is not None else 'none'}" for name, w in sorted(given.items()))
+            raise HwConfigError(f"placement {cls}.bytes_per_element differs between chips ({said}); a leaf is "
+                                f"sized once for every chip: expected every chip to give the same width, or none")
+        if hw.step_precision is not None:
+            raise HwConfigError(f"placement {cls}.bytes_per_element {widths.pop()} on chip(s) "
+                                f"{', '.join(sorted(given))} under step precision {hw.step_precision}, which sizes "
+                                f"parameters and optimizer state itself; expected no precision, or no width")
+        out[cls] = widths.pop()
+    return out
+
+
 class Prefetcher:
     """Makes the prefetch tasks of one plan: which leaves stream on which chip, and at what cost."""
 
@@ -52,6 +76,14 @@ class Prefetcher:
         self.any = any(placement_of(c) for c in chips)
         # non-leaf node -> its output class, when a chip places an output class; {} otherwise (the common case)
         self.out_classes = output_classes(graph) if any(places_outputs(c) for c in chips) else {}
+        self.leaf_widths = leaf_widths(hw, chips)
+
+    def leaf_bytes(self, leaf: Node, nbytes: int) -> int:
+        """`nbytes` of a leaf at the step's width, at its class's width where the placement gives one."""
+        width = self.leaf_widths.get(self.classes.get(leaf.id))
+        if width is None:
+            return nbytes
+        return nbytes // tensor_elem_bytes(self.graph, leaf, self.hw) * width
 
     def stream(self, chip: int, leaf: int) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when `leaf` streams on `chip`, else None."""
