@@ -21,6 +21,7 @@ from accelsim.ops import add
 from accelsim.ops.registry import get_op
 from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import collective_cost
+from accelsim.schedule.kinds import TASK_KINDS
 from accelsim.schedule.levels import chip_list, is_result
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
 from accelsim.mapping.entry import LayerMapping
@@ -325,32 +326,42 @@ class Planner:
         common = dict(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
                       stage=self.stage[n.id], chip=chip, out_chip=chip,
                       keep=n.id in self.results and n.phase != "backward")
-        parts = self.costs.split(n.id, chip) if self.splits(n) else ()
+        # a streamed output (hw/placement.py) is written back whole by its class's DMA engine: never split
+        streamed = self.prefetcher.out_stream(chip, n.id, is_result(common["keep"], n.phase)) if (
+            self.prefetcher.out_classes) else None
+        parts = self.costs.split(n.id, chip) if self.splits(n) and streamed is None else ()
         if parts:
             tasks = []
             for p in parts:  # every part reads the whole leaf: each streams it
-                staged, stream = self.prefetch(reads, common)
+                staged, stream, values = self.prefetch(reads, common, deps)
                 tasks.append(self.new(**common, deps=list(deps), after=staged, reads=list(reads),
-                                      options=p.costs.options, port_bytes=p.costs.port_bytes,
+                                      options=streaming(p.costs.options, values), port_bytes=p.costs.port_bytes,
                                       out_bytes=self.stored_bytes(n, chip, common["keep"], p.out_bytes),
                                       energy_pj=p.costs.energy_pj or 0.0, flops=p.costs.flops, part=p.part,
                                       stream_cycles=stream))
         else:
             costs = self.costs.node(n.id, chip)
-            staged, stream = self.prefetch(reads, common)
-            tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=costs.options,
+            staged, stream, values = self.prefetch(reads, common, deps)
+            tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=streaming(costs.options, values),
                               out_bytes=self.stored_bytes(n, chip, common["keep"]), port_bytes=costs.port_bytes,
                               energy_pj=costs.energy_pj or 0.0, flops=costs.flops, stream_cycles=stream)]
+        if streamed is not None:
+            tasks = [self.prefetcher.write_back(self.new, t, streamed) for t in tasks]
         self.producer[(n.id, mb, replica, rank)] = [t.id for t in tasks]
         return tasks
 
-    def prefetch(self, reads: list[tuple[int, int]], common: dict) -> tuple[list[int], int]:
-        """Prefetch tasks of the streamed leaves a node task reads (prefetch.Prefetcher.stage): their ids (the
-        reader's ordering edges: it waits for them, and its value is computed from the leaf itself, so the
-        executor reads no staged copy) and the cycles the reader needs at least to stream the rest."""
+    def prefetch(self, reads: list[tuple[int, int]], common: dict, deps: list[int] = ()
+                 ) -> tuple[list[int], int, int]:
+        """Prefetch tasks of the streamed leaves a node task reads and of the streamed outputs among its
+        dependences `deps` (write-backs: prefetch.Prefetcher.stage): their ids (the reader's ordering edges: it
+        waits for them, and its value is computed from the leaf or the write-back's copy itself, so the executor
+        reads no staged copy) and the cycles the reader needs at least to stream the rest: of the leaves, and of
+        the outputs."""
         if not self.prefetcher.any:
-            return [], 0
-        return self.prefetcher.stage(self.new, reads, {i: self.nbytes(self.graph.nodes[i]) for i, _ in reads}, common)
+            return [], 0, 0
+        values = tuple(self.tasks[d] for d in deps if TASK_KINDS[self.tasks[d].kind].writes_back)
+        return self.prefetcher.stage(self.new, reads, {i: self.nbytes(self.graph.nodes[i]) for i, _ in reads}, common,
+                                     values)
 
     def tensor_collective(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
         """A tp_allreduce node: input k is rank k's partial value; one member task per rank, on the chip
@@ -494,6 +505,13 @@ class Planner:
                     rank_twins=self.costs.rank_twins if self.ranks > 1 else (),
                     leaf_class=self.prefetcher.classes if self.prefetcher.any else {},
                     out_class=self.prefetcher.out_classes)
+
+
+def streaming(options: tuple, cycles: int) -> tuple:
+    """A reader's candidates lasting at least `cycles`, the streaming of the rest of the outputs it reads
+    through their DMA engines (hw/placement.py): it holds its unit until they have arrived, so a late prefetch
+    stalls it, and the schedule's candidates say so (the validator and the simulators replay them)."""
+    return options if not cycles else tuple((r, n, max(c, cycles)) for r, n, c in options)
 
 
 def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = None,
