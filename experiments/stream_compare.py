@@ -9,62 +9,70 @@ a fixed tile count (against layer-fused). accelsim's latency is the simulated ma
 timeline's dynamic energy (arithmetic, SRAM, DRAM), without the DRAM background power accelsim derives from
 the DRAM's capacity (hw/tech.py), which Stream does not model. Within tolerance: |accelsim / Stream - 1| <= 25%.
 Run: python experiments/stream_compare.py [--tiles T]   (prints the table, the energy splits, the layer-by-layer
-cycles per op type and the CPU seconds; about 26 s of CPU, most of it fusion auto's five compiles).
+cycles per op type and the CPU seconds; about 50 s of CPU, most of it fusion auto's compiles).
 
-Measured (stream-dse 2.1.1; accelsim as committed with this file), layer by layer (fusion off): accelsim
-2,597,061 cycles, 0.205 of Stream's 12,697,310; energy 1.754e9 pJ, 0.125 of Stream's 1.405e10. Not within
-25%. Why, term by term (Stream's per-group figures are in the saved JSON):
-- Activations off chip between layers. Stream's layer-by-layer solve is one fusion group per layer, and a
-  group starts and ends in the off-chip core: every layer reads its input from the DRAM and writes its
-  output back (the JSON's Transfer(...) nodes, source or target core 6). accelsim keeps activations in the
-  8 MiB of SRAM. Stream's run is bound by that traffic: its transfer energy is 1.222e10 pJ, i.e. 97.8 MB at
-  125 pJ/B, and 97.8 MB / 8 B per cycle is 12.2M cycles, 0.96 of its latency. Its ReLUs, Adds and pools
-  (MaxPool 0.048, Relu 0.016, Add 0.010 of Stream's cycles in accelsim) take as long as their DMA.
-- Activations at 32 bits. Stream moves a layer's output at its accumulator precision: the first ReLU's
-  group moves 802,816 elements in and out for 803,264 cycles and 8.16e8 pJ, 8 B per element (4 in, 4 out)
-  at 8 B/cycle and 125 pJ/B. accelsim's bytes_per_element is one figure for every tensor (1 B, int8).
-- Activations placed in the DRAM (the chip's `placement: activations: {memory: dram}`, hw/placement.py, built
-  alongside this comparison): fusion off gives 4,467,592 cycles (0.352 of Stream's) and 0.28 of its energy;
-  the rest of the gap is the 32-bit width below.
-- Both together, as a what-if (not the shipped file): accelsim with the SRAM shrunk to 64 KiB, so that
-  activations live in the DRAM, gives 4,329,439 cycles (0.34) and 3.79e9 pJ; with 4 B per element as well
-  (which also makes the weights 4 B, 35 MB more than Stream's int8 weights) 14,656,690 cycles (1.15) and
-  1.505e10 pJ (1.07). accelsim's hardware language has neither a placement for activations nor a storage
-  width per class of tensor, so the faithful file cannot say what Stream's run does; these two terms are
-  the gap. The convolutions alone: 0.288 of Stream's cycles, for the same reason (Stream's are transfer-bound
-  63-79% of their time: its bottleneck figures).
-- Energy split, accelsim | Stream: compute 2.46e8 | 7.3e7 (accelsim charges the PE's weight register per
-  MAC in the unit's energy per op, ZigZag in its memory energy); on-chip memory 4.75e7 | 1.76e9 (ZigZag
-  charges the 2 MB SRAM's accesses per fold, accelsim has no level between an array and its memory but
-  operand buffers, as experiments/hw/zigzag_tpu_like.yaml explains); off chip 1.46e9 | 1.22e10 (above).
+Measured (stream-dse 2.1.1; accelsim as committed with this file; 52 s of CPU on a shared machine):
+
+  accelsim fusion      Stream    cycles       Stream cycles  ratio  energy pJ  Stream pJ  ratio  within 25%
+  off                  layer     14,663,510   12,697,310     1.155  1.484e10   1.405e10   1.056  yes
+  auto (-> off)        fused     14,663,510    7,739,942     1.895  1.484e10   9.749e9    1.522  no
+  8 tiles              fused     34,756,213    7,739,942     4.491  3.515e10   9.749e9    3.606  no
+  auto (-> off), sram  fused      6,588,128    7,739,942     0.851  6.135e9    9.749e9    0.629  cycles only
+  8 tiles, sram        fused     15,513,914    7,739,942     2.004  1.583e10   9.749e9    1.624  no
+
+The chip file says where Stream's bytes live and how wide they are (its placement, hw/placement.py):
+- Activations in the DRAM. Stream's layer-by-layer solve is one fusion group per layer, and a group starts and
+  ends in the off-chip core: every layer reads its input from the DRAM and writes its output back (the JSON's
+  Transfer(...) nodes, source or target core 6). Its run is bound by that traffic: 97.8 MB at 125 pJ/B
+  (1.222e10 pJ), and 97.8 MB / 8 B per cycle is 12.2M cycles, 0.96 of its latency.
+- At 32 bits, weights too. Stream gives a tensor its ONNX element type (parser/onnx/utils.py: FLOAT -> f32)
+  and moves bits = bitwidth x elements, though its array computes in int8: the first ReLU's group moves 8 B
+  per element (4 in, 4 out), layer4.0's conv2 group 4.05 B per weight. So the file's placement stores
+  parameters and activations at bytes_per_element 4 while the arithmetic stays int8 (bytes_per_element 1).
+  Without the width, fusion off was 0.352 of Stream's cycles; without the DRAM placement, 0.205.
+Fusion off is within 25%. What is left, term by term:
+- Bias adds (+2.49M cycles, +2.48e9 pJ). accelsim's ONNX import makes a Conv with a bias a conv2d node and an
+  add node; the add's input and output are activations, so each of the 20 convolutions' outputs crosses the
+  DRAM twice more (9.93 MB written and read back, at one cycle per element). Stream's Conv adds its bias in
+  the array. Without them accelsim would be 0.96 of Stream's cycles and 0.88 of its energy.
+- The classifier's weights: Stream's Gemm group moves 2.07 B per weight (1.07 MB), accelsim 4 (Gemm cycles
+  1.95x Stream's). The input image: a graph input is no placed class, so accelsim reads it at 1 B
+  (0.15 MB against Stream's 0.6 MB).
+- Energy split, accelsim | Stream: compute 2.46e8 | 7.3e7 (accelsim charges the PE's weight register per MAC
+  in the unit's energy per op, ZigZag in its memory energy); on-chip memory 4.7e7 | 1.76e9 (ZigZag charges
+  the 2 MB SRAM's accesses per fold, accelsim has no level between an array and its memory but operand
+  buffers, as experiments/hw/zigzag_tpu_like.yaml explains); off chip 1.45e10 | 1.22e10 (the terms above).
 - Core allocation: Stream splits each convolution over all four cores (inter-core tiling of K), accelsim runs
-  it on one core (the cores are not a gang: a split layer costs the tiles' own transfers, which accelsim's
-  gang leaves out). Stream's convolutions are transfer-bound, so its split buys little; accelsim's one-core
-  convolutions are not the binding term either.
-Layer-fused: Stream 7,739,942 cycles and 9.749e9 pJ (14 groups: the stem, one per residual block in
-layer1-2, smaller groups in layer3-4). accelsim fusion auto keeps the unfused step (2,597,061 cycles: 0.336;
-1.754e9 pJ: 0.180); 8 tiles (Stream's layer1 blocks tile 56 rows by 7) fuse 7 chains, 4,033,005 cycles (0.521)
-and 4.26e9 pJ (0.437). Not within 25%. Why:
-- Group boundaries in the DRAM at 32 bits, as above, now only between Stream's 14 groups: its transfer energy
-  falls from 1.222e10 to 7.18e9 pJ (57.4 MB); every group is still 58-99% transfer-bound.
-- Weights re-fetched per tile, in both tools, but not alike. Stream's layer4 groups are 94-99%
-  transfer-bound: layer4.1's conv1 group moves 11.3 MB for 2.36 MB of weights (its intra-core tiling
-  re-reads them per tile), 1,216,021 cycles. accelsim's fused graph reads every tile's weights from the DRAM
-  (a tile is a node reading its parameter): 30.8 MB off chip at 8 tiles against 11.7 MB unfused, which is
-  why auto keeps the unfused step. At 8 tiles accelsim fuses 7 chains (the stem, and each residual block of
-  layer1-3 from its first conv to its last ReLU; not layer4's), all by the one tile count.
-- Core allocation: Stream splits each fused layer over the four cores (inter-core tiling, e.g. D2 by 4 in
-  layer1) and gives ReLU, Add and pooling their own cores; accelsim's list scheduler spreads the fused tiles
-  over the four array instances (tests/test_stream_compare.py checks it on a small chain).
+  it on one core (the cores are not a gang). Both are DRAM-bound, so neither split matters much: per op type
+  (the last table) ReLU, Add and the pools are within 5% of Stream's cycles.
+Layer-fused (Stream: 7,739,942 cycles, 9.749e9 pJ, 14 groups: the stem, one per residual block in layer1-2,
+smaller groups in layer3-4). Not within 25%. Why:
+- Where a fused group's activations live. Inside a group Stream keeps them in the cores' SRAM and only the
+  group's inputs and outputs cross the DRAM (its transfer energy falls from 1.222e10 to 7.18e9 pJ, 57.4 MB).
+  accelsim's placement is per class, not per group: the file sends every activation, a fused tile's too,
+  through the DRAM (rows without "sram"), which is why auto keeps the unfused step and 8 tiles is 4.5x: every
+  tile writes and reads its intermediates there. With activations kept in SRAM (on_chip_activations; rows
+  "sram") the group boundaries are left out instead: 0.85 of Stream's cycles with auto (which keeps the
+  unfused step, now all on chip) and 0.63 of its energy (5.84e9 pJ off chip: the weights alone, 46.7 MB).
+  The two bracket Stream's answer; a placement that says "between fusion groups" is not built.
+- Weights re-fetched per tile, in both tools, but not alike. Stream's layer4 groups are 94-99% transfer-bound
+  (layer by layer, layer4.1's conv1 group moves 9.76 MB: 2.36M weights at 4 B and 0.2 MB of activations). accelsim's fused graph
+  reads every tile's weights from the DRAM (a tile is a node reading its parameter): at 8 tiles that is 8x
+  the weights of each fused layer at 4 B, which is why 8 tiles is 2.0x with activations on chip.
+- Core allocation: Stream splits each fused layer over the four cores and gives ReLU, Add and pooling their
+  own cores; accelsim's list scheduler spreads the fused tiles over the four array instances where the DRAM
+  port leaves room (tests/test_stream_compare.py checks it on a small chain with activations on chip).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -76,10 +84,23 @@ from accelsim.hw.spec import HwSpec
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "tests" / "data" / "stream_tpu_like_quad_core.json"
-ONNX_FILE = REPO / "tests" / "data" / "stream_resnet18.onnx"  # zigzag-dse's resnet18.onnx: shapes, no weights
 HW_FILE = REPO / "experiments" / "hw" / "stream_tpu_like_quad_core.yaml"
 TOLERANCE = 0.25
 STREAM_MODE = {"off": "layer"}  # accelsim's fusion -> the Stream mode it is compared with (any tile count: fused)
+
+
+def _experiment(name: str) -> ModuleType:
+    """experiments/<name>.py, loaded by its path as the experiments' tests load experiment files (experiments/
+    is no package, and this file runs both as a script and loaded by path)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+resnet18_graph = _experiment("resnet18_onnx").resnet18_graph  # shared with the other comparison
 
 
 class StreamReferenceError(AccelsimError):
@@ -161,22 +182,6 @@ def _cores(allocation: object) -> list[int]:
     return sorted(set(out))
 
 
-def resnet18_graph(path: Path = ONNX_FILE) -> Graph:
-    """The resnet18.onnx Stream's run read, as an inference Graph. The file names its weights in an external
-    file that is not shipped (Stream and ZigZag need only shapes); they are zeros here, which changes no cost."""
-    import onnx
-    from onnx import numpy_helper
-
-    from accelsim.frontends.onnx_import import from_onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-    for i, init in enumerate(model.graph.initializer):
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            zeros = numpy_helper.from_array(np.zeros(tuple(init.dims), np.float32), init.name)
-            model.graph.initializer[i].CopyFrom(zeros)
-    return from_onnx(model, name="resnet18", loss="none")
-
-
 def accelsim_figures(graph: Graph, hw: HwSpec, fusion: str | int) -> tuple[Figures, str | int]:
     """accelsim's compiled and simulated step under `fusion`, and the tile count it resolved to."""
     schedule = A.compile(graph, hw, fusion=fusion, effort="fast")
@@ -196,17 +201,27 @@ def accelsim_figures(graph: Graph, hw: HwSpec, fusion: str | int) -> tuple[Figur
     return Figures(float(result.makespan_cycles), compute, on_chip, off_chip, links), schedule.options.fusion
 
 
+def on_chip_activations(hw: HwSpec) -> HwSpec:
+    """The chip with its activations resident in the cores' SRAM (at the file's 32 bits), as inside one of
+    Stream's fused groups; the file sends every activation through the DRAM, as between Stream's groups."""
+    data = hw.model_dump()
+    data["chips"][0]["placement"]["activations"]["memory"] = "sram"
+    return A.load_hw(data)
+
+
 def compare(tiles: int) -> list[tuple[str, str, Figures, Figures]]:
-    """(accelsim's fusion, Stream's mode, accelsim's figures, Stream's) for fusion off, auto and `tiles`."""
+    """(accelsim's fusion, Stream's mode, accelsim's figures, Stream's) for fusion off, auto and `tiles` on the
+    file's chip, and the fused two again with activations kept on chip (on_chip_activations, marked "sram")."""
     reference = load_reference()
     graph, hw = resnet18_graph(), A.load_hw(HW_FILE)
     rows = []
-    for fusion in ("off", "auto", tiles):
+    for fusion, chip in (("off", hw), ("auto", hw), (tiles, hw), ("auto", None), (tiles, None)):
         mode = STREAM_MODE.get(str(fusion), "fused")
         if mode not in reference["modes"]:
             continue
-        mine, resolved = accelsim_figures(graph, hw, fusion)
-        rows.append((f"{fusion} (-> {resolved})", mode, mine, stream_figures(reference["modes"][mode])))
+        mine, resolved = accelsim_figures(graph, chip or on_chip_activations(hw), fusion)
+        label = f"{fusion} (-> {resolved}){'' if chip else ' sram'}"
+        rows.append((label, mode, mine, stream_figures(reference["modes"][mode])))
     return rows
 
 
@@ -255,16 +270,16 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     start = time.process_time()
     rows = compare(args.tiles)
-    print(f"{'accelsim fusion':<18}{'Stream':<8}{'cycles':>14}{'Stream cycles':>15}{'ratio':>7}"
+    print(f"{'accelsim fusion':<23}{'Stream':<8}{'cycles':>14}{'Stream cycles':>15}{'ratio':>7}"
           f"{'energy pJ':>12}{'Stream pJ':>12}{'ratio':>7}  within 25%")
     for fusion, mode, mine, theirs in rows:
         ok = within(mine.cycles / theirs.cycles) and within(mine.energy_pj / theirs.energy_pj)
-        print(f"{fusion:<18}{mode:<8}{mine.cycles:>14,.0f}{theirs.cycles:>15,.0f}"
+        print(f"{fusion:<23}{mode:<8}{mine.cycles:>14,.0f}{theirs.cycles:>15,.0f}"
               f"{_ratio(mine.cycles, theirs.cycles):>7}{mine.energy_pj:>12.4g}{theirs.energy_pj:>12.4g}"
               f"{_ratio(mine.energy_pj, theirs.energy_pj):>7}  {ok}")
     print("\nenergy split (pJ): compute / on-chip memory / off-chip / links, accelsim | Stream")
     for fusion, mode, mine, theirs in rows:
-        print(f"{fusion:<18}{_split(mine)}  |  {_split(theirs)}")
+        print(f"{fusion:<23}{_split(mine)}  |  {_split(theirs)}")
     print("\nlayer by layer, cycles per ONNX op type: accelsim (tasks) | Stream (groups) | ratio")
     for k, (mine, theirs) in cycles_by_kind(resnet18_graph(), A.load_hw(HW_FILE), load_reference()).items():
         print(f"{k:<20}{mine:>12,.0f}{theirs:>12,.0f}{_ratio(mine, theirs):>8}")

@@ -71,12 +71,13 @@ Why the layers differ:
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from types import ModuleType
 
 import accelsim as A
 from accelsim.errors import AccelsimError
@@ -90,11 +91,24 @@ from accelsim.mapping.mapper import MapperOptions
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "tests" / "data" / "zigzag_tpu_like_resnet18.json"
-ONNX_FILE = REPO / "tests" / "data" / "zigzag_resnet18.onnx"  # ZigZag's resnet18.onnx: shapes, no weights
 HW_FILE = REPO / "experiments" / "hw" / "zigzag_tpu_like.yaml"
 TOLERANCE = 0.20
 DRAM_PORT_BYTES_PER_CYCLE = 8  # ZigZag's tpu_like dram: one rw_port_1, bandwidth_max 64 bits, every operand
 DRAM_PJ_PER_ACCESS = {"read": 700.0, "write": 750.0}  # its r_cost and w_cost per 64-bit access
+
+
+def _experiment(name: str) -> ModuleType:
+    """experiments/<name>.py, loaded by its path as the experiments' tests load experiment files (experiments/
+    is no package, and this file runs both as a script and loaded by path)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+resnet18_graph = _experiment("resnet18_onnx").resnet18_graph  # shared with the other comparison
 
 
 class ZigZagReferenceError(AccelsimError):
@@ -138,22 +152,6 @@ def load_reference(path: Path = REFERENCE) -> dict:
         raise ZigZagReferenceError(f"{path}: no saved ZigZag answer; make it with experiments/zigzag_reference.py "
                                    f"(needs zigzag-dse, see its docstring)")
     return json.loads(path.read_text())
-
-
-def resnet18_graph(path: Path = ONNX_FILE) -> Graph:
-    """ZigZag's resnet18.onnx as an inference Graph. The file names its weights in an external file that
-    ZigZag does not ship (it needs only shapes); they are zeros here, which changes no cost."""
-    import onnx
-    from onnx import numpy_helper
-
-    from accelsim.frontends.onnx_import import from_onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-    for i, init in enumerate(model.graph.initializer):
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            zeros = numpy_helper.from_array(np.zeros(tuple(init.dims), np.float32), init.name)
-            model.graph.initializer[i].CopyFrom(zeros)
-    return from_onnx(model, name="resnet18", loss="none")
 
 
 def array_layers(graph: Graph) -> list[Node]:

@@ -139,7 +139,7 @@ STREAM = {"buffer": "weight_fifo", "bandwidth_bytes_per_s": "34 GB/s", "prefetch
 
 @pytest.mark.parametrize("extra, expected", [
     ({"activations": {"memory": "hbm"}}, "activations.memory: no memory 'hbm'"),
-    ({"gradients": {"memory": DRAM, "stream": STREAM}}, "gradients.stream: gradients cannot be streamed"),
+    ({"step_results": {"memory": DRAM, "stream": STREAM}}, "step_results.stream: step_results cannot be streamed"),
     ({"step_results": {"memory": "weight_fifo"}}, "step_results.memory: 'weight_fifo' is the prefetch buffer"),
     ({"activations": {"memory": 7}}, "activations.memory"),
     ({"activations": {"memory": DRAM, "bandwidth": 1}}, "activations.bandwidth"),

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import accelsim as A
 from accelsim import ops as F
@@ -64,8 +65,17 @@ def test_the_chip_has_four_cores_that_are_not_a_gang():
     assert (core.count, core.gang, core.array.rows, core.array.cols) == (4, False, 32, 32)
 
 
+def _fused_group_chip() -> A.HwSpec:
+    """The chip as inside one of Stream's fused groups: activations stay in the cores' SRAM (only a group's inputs
+    and outputs cross the DRAM); the file's placement sends every activation through the DRAM, as Stream's
+    layer-by-layer solve does, which makes each tile DRAM-bound, so no spreading could shorten the step."""
+    d = yaml.safe_load(HW_FILE.read_text())
+    d["chips"][0]["placement"]["activations"]["memory"] = "sram"
+    return A.load_hw(d)
+
+
 def test_fusion_off_runs_each_layer_on_one_core_and_fused_tiles_spread_over_the_cores():
-    g, hw = _conv_chain(), A.load_hw(HW_FILE)
+    g, hw = _conv_chain(), _fused_group_chip()
     plain = A.compile(g, hw, effort="fast")
     cores = lambda s: {t.instance for t in s.tasks if t.resource == "core"}  # noqa: E731
     assert len(cores(plain)) == 1  # a chain: each layer waits for the last, on one core at a time
@@ -74,3 +84,21 @@ def test_fusion_off_runs_each_layer_on_one_core_and_fused_tiles_spread_over_the_
     assert A.simulate(fused, graph=step_graph(g, fused)[0]).makespan_cycles == fused.makespan_cycles
     auto = A.compile(g, hw, fusion="auto", effort="fast")
     assert auto.makespan_cycles <= min(plain.makespan_cycles, fused.makespan_cycles)
+
+
+def test_the_chip_moves_activations_and_weights_through_the_dram_at_32_bits():
+    """Stream's tensors keep their ONNX type's width (float32: 4 bytes) on the int8 array; the placement says so."""
+    g, hw = _conv_chain(), A.load_hw(HW_FILE)
+    s = A.compile(g, hw, effort="fast")
+    outputs = {x.task: x for x in s.tensors if x.task >= 0}
+    convs = [t for t in s.tasks if t.kind == "node" and t.op == "conv2d"]
+    assert convs and all(t.out_bytes == 4 * 8 * 16 * 16 and outputs[t.id].memory == "dram" for t in convs)
+    weights = [x for x in s.tensors if x.task < 0 and g.nodes[x.node].op == "param"]
+    assert weights and all(x.memory == "dram" and x.size_bytes == 4 * 8 * 8 * 3 * 3 for x in weights)
+    assert hw.elem_bytes("float32") == 1  # the arithmetic stays int8
+
+
+def test_both_comparisons_read_one_resnet18():
+    compare = _compare_module()
+    assert compare.resnet18_graph.__module__ == "resnet18_onnx"
+    assert (REPO / "tests" / "data" / "zigzag_resnet18.onnx").is_file()

@@ -12,6 +12,7 @@ from accelsim.errors import ScheduleError
 from accelsim.execute.arena import Arenas, Slot
 from accelsim.execute.rounding import ROUNDED_PRECISIONS, round_to
 from accelsim.graph.ir import NUMPY_BYTES, Graph, Node
+from accelsim.hw.placement import storage_widths
 from accelsim.hw.precision import at_precision, tensor_elem_bytes
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import get_kernel
@@ -48,7 +49,10 @@ class Executor:
         self.schedule, self.graph, self.backend = schedule, graph, backend
         self.tasks = schedule.tasks
         hw = at_precision(hw, schedule.options.precision)  # tensors were placed at the step's bytes
-        scale = max(-(-NUMPY_BYTES[n.dtype] // tensor_elem_bytes(graph, n, hw)) for n in graph.nodes)
+        # a placement's narrower storage width (hw/placement.py) places outputs in fewer bytes than numpy's
+        narrowest = min(storage_widths(hw.chips), default=None)
+        scale = max(-(-NUMPY_BYTES[n.dtype] // min(tensor_elem_bytes(graph, n, hw), narrowest or 16))
+                    for n in graph.nodes)
         # a bf16/fp16/fp8 step's forward and backward work reads and stores values of its format (its weights
         # through the working copy); update work runs in fp32 on the master weights and optimizer state
         precision = schedule.options.precision

@@ -1,5 +1,5 @@
 """Placement: where each class of tensor lives on a chip (the `placement` key of a chip in a hardware file),
-resident in a memory or (a class of leaves) streamed from one through a DMA engine into an on-chip buffer.
+resident in a memory or streamed from one through a DMA engine into an on-chip buffer.
 
 The classes (memory_split.node_categories names the same tensors in a chip's peak):
 - parameters: trainable and frozen parameter leaves; optimizer_state: the optimizer's state leaves. Either may
@@ -11,8 +11,23 @@ The classes (memory_split.node_categories names the same tensors in a chip's pea
   the gradients of activations included; inputs and constants (leaves) are placed as without a placement.
 A resident output class is written by its producer to `memory` (at that memory's bandwidth and energy,
 levels.write_cycles) and read by its consumers from there (levels.read_cycles); it waits for room there rather
-than spill elsewhere. A step result is a step result first, whatever its node's class. These three classes are
-resident only: a `stream` for them is refused (a prefetch stages a leaf that exists before the step).
+than spill elsewhere. A step result is a step result first, whatever its node's class, and is never streamed (no
+later task reads it): a `stream` for step_results is refused.
+Streamed gradients and activations (a `stream` on the class): the producer writes its unit's own memory; the
+class's DMA engine copies the value into `memory` (a write-back task, at the engine's bandwidth, its bytes
+charged where read and written: compiler/planning/prefetch.py), and the producer's copy is freed; each reader
+depends on the write-back, has the head staged in `buffer` like a leaf's (prefetch tasks depending on the
+write-back) and holds its unit until the rest has streamed through the engine, so a late head stalls it. Such a
+node is never split into parts; a gradient's micro-batch sums (accumulations) read the written-back copies and
+keep their own where their unit writes.
+A class may give its own storage width, `bytes_per_element` (1 to 16, the range of HwSpec.bytes_per_element:
+int8 to a 128-bit format), e.g. Stream moves every tensor at its ONNX element type's width (32 bits for float32)
+on an int8 machine. It sizes the class's tensors (memory plan, capacity), their writes and reads in their
+memory, prefetches and transfers, and the energy of those bytes; the arithmetic (a node's FLOPs, its operand
+traffic through its unit's port, and the numbers `check` computes) stays at the step's width. A leaf is sized
+once for every chip, so the compiler refuses a leaf class's width that the chips do not all give alike, one
+under a step precision (which sets the leaves' master and working copies) and one under ZeRO (whose shards
+are cut at the step's width); likewise a gradients width under ZeRO.
 
 Without a `placement` key a chip places every tensor as it always did (parameters and optimizer state in
 the fastest memory with room, hw/levels.memory_order), and its description dumps (and hashes) as before.
@@ -30,16 +45,19 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from accelsim.hw.fields import ArrayDim, BytesPerCycle, BytesPerSecond, CapacityBytes, LatencyCycles, Spec
+from accelsim.hw.fields import (ArrayDim, BytesPerCycle, BytesPerElement, BytesPerSecond, CapacityBytes,
+                                LatencyCycles, Spec)
 from accelsim.hw.ranges import Range, check_name, in_range
 
 LeafClass = Literal["parameters", "optimizer_state"]
 """The classes of leaf a placement names: trainable (and frozen) parameters, and the optimizer's state."""
 LEAF_CLASSES: tuple[LeafClass, ...] = ("parameters", "optimizer_state")
 OutputClass = Literal["gradients", "activations", "step_results"]
-"""The classes of task output a placement names (module docstring); resident only."""
+"""The classes of task output a placement names (module docstring)."""
 OUTPUT_CLASSES: tuple[OutputClass, ...] = ("gradients", "activations", "step_results")
 CLASSES: tuple[str, ...] = LEAF_CLASSES + OUTPUT_CLASSES
+STREAMED_CLASSES: tuple[str, ...] = LEAF_CLASSES + ("gradients", "activations")
+"""The classes a placement may stream through a DMA engine (step results are read by no later task)."""
 ON_CHIP = ("sram", "cache")
 """Memory kinds that can hold a stream's prefetch buffer."""
 PREFETCH_DEPTH = Range(1, 1024, "tiles", integer=True, why=(
@@ -95,10 +113,15 @@ class DmaStream(Spec):
 
 
 class ClassPlacement(Spec):
-    """Where one class of tensors lives: resident in `memory`, or streamed from it when `stream` is given."""
+    """Where one class of tensors lives: resident in `memory`, or streamed from it when `stream` is given; an
+    output class may be stored at its own width (`bytes_per_element`, module docstring)."""
 
     memory: _Name = Field(description="the memory of the chip the tensors live in")
     stream: DmaStream | None = Field(None, description="stream them from `memory` through a DMA engine")
+    # dumps only when given, so a placement without it hashes as before it existed
+    bytes_per_element: BytesPerElement | None = Field(None, exclude_if=lambda b: b is None, description=(
+        "bytes each element of the class is stored and moved in, e.g. 4 for 32-bit activations on an int8 "
+        "machine (left out: the step's bytes, HwSpec.bytes_per_element)"))
 
 
 class Placement(Spec):
@@ -108,9 +131,9 @@ class Placement(Spec):
     optimizer_state: ClassPlacement | None = Field(None, description="momentum and Adam moments")
     # the output classes dump only when given, so a placement of leaves alone hashes as before they existed
     gradients: ClassPlacement | None = Field(None, exclude_if=lambda p: p is None, description=(
-        "parameters' gradients (per micro-batch, accumulated, all-reduced), resident"))
+        "parameters' gradients (per micro-batch, accumulated, all-reduced), resident or streamed"))
     activations: ClassPlacement | None = Field(None, exclude_if=lambda p: p is None, description=(
-        "forward and backward values (activations and their gradients), resident"))
+        "forward and backward values (activations and their gradients), resident or streamed"))
     step_results: ClassPlacement | None = Field(None, exclude_if=lambda p: p is None, description=(
         "outputs kept to the step's end (the loss, model outputs), resident"))
 
@@ -119,9 +142,9 @@ class Placement(Spec):
         return {c: getattr(self, c) for c in CLASSES if getattr(self, c) is not None}
 
 
-def dma_resource(leaf_class: str) -> str:
-    """The scheduler's resource name of the DMA engine streaming `leaf_class` (one per chip and class)."""
-    return f"dma.{leaf_class}"
+def dma_resource(cls: str) -> str:
+    """The scheduler's resource name of the DMA engine streaming class `cls` (one per chip and class)."""
+    return f"dma.{cls}"
 
 
 def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement | None:
@@ -139,10 +162,9 @@ def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement |
         s = where.stream
         if s is None:
             continue
-        if cls in OUTPUT_CLASSES:
-            problems.append(f"{cls}.stream: {cls} cannot be streamed (a DMA engine prefetches leaves that exist "
-                            f"before the step: parameters, optimizer_state); expected {cls} resident in "
-                            f"{where.memory!r}: leave out `stream`")
+        if cls not in STREAMED_CLASSES:
+            problems.append(f"{cls}.stream: {cls} cannot be streamed (they are kept to the step's end, read by "
+                            f"no later task); expected {cls} resident in {where.memory!r}: leave out `stream`")
             continue
         if dma_resource(cls) in units:
             problems.append(f"{cls}.stream: a unit is named {dma_resource(cls)!r}, the name of this "
@@ -178,7 +200,7 @@ def _fits_chip(placement: Placement | None, info: ValidationInfo) -> Placement |
 ChipPlacement = Annotated[Placement | None, AfterValidator(_fits_chip), Field(
     None, exclude_if=lambda p: p is None, description=(
         "where parameters, optimizer state, gradients, activations and step results live: resident in a memory, "
-        "or (parameters, optimizer state) streamed through a DMA engine (left out: the fastest memory with room, "
+        "or (all but step results) streamed through a DMA engine (left out: the fastest memory with room, "
         "step results in the backing memory, as before)"))]
 """The type of Chip.placement; left out, the chip's dump (and its hardware hash) is the one from before."""
 
@@ -194,15 +216,44 @@ def streams_of(chip: Any) -> dict[str, tuple[str, ClassPlacement]]:
     return {dma_resource(c): (c, w) for c, w in placement_of(chip).items() if w.stream is not None}
 
 
-def output_home(chip: Any, node_class: str | None, result: bool) -> str | None:
-    """The memory a placement puts a task's output in: a step result's (`result`) where step_results live,
-    else where its node's class (gradients, activations; None: neither) lives; None where the placement says
-    nothing (levels.first_memory decides, as without a placement)."""
+def output_placement(chip: Any, node_class: str | None, result: bool) -> ClassPlacement | None:
+    """The class placement that decides a task's output: step_results' for a step result (`result`) where
+    given, else its node's class's (gradients, activations; None: neither); None where the placement says
+    nothing."""
     placed = placement_of(chip)
     where = placed.get("step_results") if result else None
     if where is None and node_class in OUTPUT_CLASSES:
         where = placed.get(node_class)
-    return None if where is None else where.memory
+    return where
+
+
+def output_home(chip: Any, node_class: str | None, result: bool, written_back: bool = False) -> str | None:
+    """The memory a placement puts a task's output in (output_placement's memory); None where the placement
+    says nothing (levels.first_memory decides, as without a placement). Of a streamed class (streamed_output),
+    only the DMA engine's write-back (`written_back`) goes there: its producer writes its unit's memory."""
+    where = output_placement(chip, node_class, result)
+    if where is None or (where.stream is not None and not result and not written_back):
+        return None
+    return where.memory
+
+
+def streamed_output(chip: Any, node_class: str | None, result: bool) -> ClassPlacement | None:
+    """The placement of a task output that streams through its class's DMA engine (gradients or activations
+    placed with a `stream`, a step result never: it stays where it is written), else None."""
+    where = None if result else output_placement(chip, node_class, result)
+    return where if where is not None and where.stream is not None else None
+
+
+def output_elem_bytes(chip: Any, node_class: str | None, result: bool) -> int | None:
+    """Bytes per element a placement stores a task's output in (output_placement's bytes_per_element); None:
+    the step's bytes (hw/precision.tensor_elem_bytes)."""
+    where = output_placement(chip, node_class, result)
+    return None if where is None else where.bytes_per_element
+
+
+def storage_widths(chips: Any) -> set[int]:
+    """Every bytes_per_element the placements of `chips` give a class ({}: none)."""
+    return {w.bytes_per_element for c in chips for w in placement_of(c).values() if w.bytes_per_element is not None}
 
 
 def places_outputs(chip: Any) -> bool:

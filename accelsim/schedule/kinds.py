@@ -16,7 +16,7 @@ from accelsim.graph.ir import Graph, Node
 Kernel = Callable[..., np.ndarray]
 KernelFor = Callable[[str], Kernel]
 TaskKind = Literal["node", "accumulate", "allreduce", "transfer", "tp_allreduce", "reduce_scatter", "all_gather",
-                   "prefetch"]
+                   "prefetch", "writeback"]
 """The kinds a schedule's task may have: the keys of TASK_KINDS (in the order pydantic names them in errors)."""
 
 
@@ -69,7 +69,10 @@ class TaskKindDef:
       bytes of the leaf; its reader waits for it (an ordering edge, `after`), reads the staged bytes in the
       buffer and the rest of the leaf where the leaf lives (staged_bytes, leaf_read_bytes); its output is
       one slot of the buffer (a FIFO entry), held until its reader starts (the head is consumed first). It computes no value: the executor
-      computes the reader from the leaf itself.
+      computes the reader from the leaf itself. A prefetch of a streamed output (a gradient or an activation)
+      depends on its write-back and stages the head of that output likewise.
+    writes_back: its output is its dependence's value copied into the memory its placement class lives in, by
+      the class's DMA engine (a streamed gradient or activation, hw/placement.py); its readers read it there.
     """
 
     name: TaskKind
@@ -83,6 +86,7 @@ class TaskKindDef:
     blocks_stream: bool = False
     """A GPU-like chip's one compute stream waits for it (hw/gpu_overheads.py): the framework issues it between
     two kernels and the next kernel starts after it (Megatron-LM's tensor-parallel all-reduces, SC21)."""
+    writes_back: bool = False
 
     @property
     def busy(self) -> bool:
@@ -165,6 +169,9 @@ TASK_KINDS: dict[str, TaskKindDef] = {k.name: k for k in (
     # a streamed leaf's head staged in its DMA buffer for one reader (compiler/planning/prefetch.py)
     TaskKindDef("prefetch", "prefetch (DMA)", Holds.DMA, Reads.DEPENDENCES, _nothing, _no_value, partial=False,
                 stages=True),
+    # a streamed output written by its class's DMA engine from its producer's memory to the class's memory
+    TaskKindDef("writeback", "write-back (DMA)", Holds.DMA, Reads.DEPENDENCES, _itself, _copy, partial=True,
+                writes_back=True),
 )}
 assert set(TASK_KINDS) == set(get_args(TaskKind)), "TaskKind must name exactly the kinds of TASK_KINDS"
 

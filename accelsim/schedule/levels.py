@@ -79,9 +79,13 @@ def first_memory(chip: Chip, resource: str, result: bool) -> str:
 
 
 def write_cycles(chip: Chip, resource: str, memory: str, nbytes: int, clock_hz: float) -> int:
-    """Extra cycles of writing an output of `nbytes` to `memory`: none in its unit's own memory, else
-    its transfer time there."""
+    """Extra cycles of writing an output of `nbytes` to `memory`: none in its unit's own memory (nor by a DMA
+    engine in the memory its class streams from: the engine's bandwidth is its task's time), else its
+    transfer time there."""
     if memory == preferred_memory(chip, resource):
+        return 0
+    stream = streams_of(chip).get(resource)
+    if stream is not None and stream[1].memory == memory:
         return 0
     return spill_cycles(memory_of(chip, memory), nbytes, clock_hz)
 

@@ -28,8 +28,8 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
     any_staging = any(TASK_KINDS[t.kind].stages for t in tasks)
     for t in tasks:
         chip = chips[t.chip] if t.chip < len(chips) else None
-        # a streamed leaf: a prefetch reads its head, its reader (after it) the head in the buffer and the
-        # rest where the leaf lives (kinds.leaf_read_bytes)
+        # a streamed leaf or output: a prefetch reads its head, its reader (after it) the head in the buffer
+        # and the rest where the leaf or the write-back's output lives (kinds.leaf_read_bytes)
         staging = [a for a in set(t.after) if a < len(tasks) and TASK_KINDS[tasks[a].kind].stages] if any_staging else []
         keys = [("out", d) for d in set(t.deps) | set(staging)]
         keys += [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
@@ -39,7 +39,8 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
             staged = staged_bytes((tasks[a].kind, tasks[a].node, tasks[a].bytes_moved) for a in staging)
             me = (t.kind, t.node, t.bytes_moved)
             placed = [(k, (m, leaf_read_bytes(me, k[1], b, staged) if k[0] == "leaf"
-                           else tasks[k[1]].bytes_moved if k[1] in staging else b)) for k, (m, b) in placed]
+                           else tasks[k[1]].bytes_moved if k[1] in staging
+                           else leaf_read_bytes(me, tasks[k[1]].node, b, staged))) for k, (m, b) in placed]
         inputs.append([p for _, p in placed if p[1]])
         x = where.get(("out", t.id))
         known = x is not None and t.out_chip < len(chips) and memory_of(chips[t.out_chip], x[0]) is not None

@@ -143,9 +143,9 @@ def _kind_rules(t: Task, who: str) -> list[str]:
                 f"in a group (runs on {t.resource!r}, group {t.group})"]
     if holds is Holds.UNIT and (t.resource in (LINK, *COLLECTIVES) or t.chip != t.out_chip):
         return [f"{who} runs on a unit: its resource cannot be {t.resource!r} and its output stays on its chip"]
-    if holds is Holds.DMA and (t.resource in (LINK, *COLLECTIVES) or t.chip != t.out_chip or t.deps):
-        return [f"{who} runs on a DMA engine of its chip: its resource cannot be {t.resource!r}, its output stays "
-                f"on its chip and it depends on no task (it reads a leaf)"]
+    if holds is Holds.DMA and (t.resource in (LINK, *COLLECTIVES) or t.chip != t.out_chip):
+        return [f"{who} runs on a DMA engine of its chip: its resource cannot be {t.resource!r} and its output "
+                f"stays on its chip"]
     return []
 
 

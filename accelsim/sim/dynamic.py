@@ -184,13 +184,15 @@ class WorkQueueRuntime:
         """(memory, bytes) of where each of the task's dependences' outputs (and its prefetches' staged heads)
         and leaves was put; of a streamed leaf, what it reads where the leaf lives (kinds.leaf_read_bytes)."""
         staging = self.staging[t.id]
-        inputs = [(self.placed[d][1], aligned(self.tasks[d].out_bytes)) for d in set(t.deps) if d in self.placed]
-        inputs += [(self.placed[a][1], self.tasks[a].bytes_moved) for a in staging if a in self.placed]
         staged = staged_bytes((self.tasks[a].kind, self.tasks[a].node, self.tasks[a].bytes_moved) for a in staging)
+        me = (t.kind, t.node, t.bytes_moved)  # of a streamed output, the staged head is read in the buffer
+        inputs = [(self.placed[d][1], leaf_read_bytes(me, self.tasks[d].node, aligned(self.tasks[d].out_bytes), staged))
+                  for d in set(t.deps) if d in self.placed]
+        inputs += [(self.placed[a][1], self.tasks[a].bytes_moved) for a in staging if a in self.placed]
         leaves = [(self.leaf_home[k].value[1], leaf_read_bytes((t.kind, t.node, t.bytes_moved), k[0],
                                                                self.leaf_bytes[k], staged))
                   for k in self.leaves_of[t.id]]
-        return inputs + [x for x in leaves if x[1]]
+        return [x for x in inputs + leaves if x[1]]
 
     def worker(self, server: Server, instance: int):
         """One unit instance or link: takes the first queued task it can run, forever. A unit task lasts

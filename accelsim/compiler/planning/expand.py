@@ -9,6 +9,7 @@ from accelsim.cost.energy import link_pj_per_byte
 from accelsim.cost.model import capable_units
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph, Node
+from accelsim.hw.placement import placement_of
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.limits import check_tensor_parallel
@@ -20,7 +21,8 @@ from accelsim.ops import add
 from accelsim.ops.registry import get_op
 from accelsim.ops.registry import numel
 from accelsim.schedule.collectives import collective_cost
-from accelsim.schedule.levels import chip_list
+from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.levels import chip_list, is_result
 from accelsim.schedule.plan import COLLECTIVE, LINK, PER_STEP
 from accelsim.mapping.entry import LayerMapping
 from accelsim.schedule.mappings import NodeMapping, node_mapping
@@ -204,11 +206,34 @@ class Planner:
         self.prefetcher = Prefetcher(graph, hw, self.chips)  # streamed placement classes (hw/placement.py)
 
     def nbytes(self, node: Node) -> int:
-        return tensor_bytes(self.graph, node, self.hw)
+        """Bytes of a node's whole tensor: at the step's width, a leaf at its placement class's (prefetch.py)."""
+        nbytes = tensor_bytes(self.graph, node, self.hw)
+        if node.is_leaf and self.prefetcher.leaf_widths:
+            return self.prefetcher.leaf_bytes(node, nbytes)
+        return nbytes
+
+    def stored_bytes(self, n: Node, chip: int, keep: bool, nbytes: int | None = None) -> int:
+        """Bytes of a task output holding node `n`'s value on `chip` (`nbytes`: of a part of it at the step's
+        width; None: the whole tensor) at the width its placement class stores it in (hw/placement.py)."""
+        nbytes = self.nbytes(n) if nbytes is None else nbytes
+        if not self.prefetcher.out_classes:
+            return nbytes
+        return self.prefetcher.stored_bytes(chip, n, is_result(keep, n.phase), nbytes)
+
+    def widths_without_zero(self) -> None:
+        """ZeRO cuts its shards of gradients, parameters and optimizer state at the step's width: a placement's
+        storage width for those classes is refused under it."""
+        widths = {(c.name, cls): w for c in self.chips for cls in ("gradients", "parameters", "optimizer_state")
+                  if (w := getattr(placement_of(c).get(cls), "bytes_per_element", None)) is not None}
+        if widths:
+            said = ", ".join(f"{cls} {w} on {chip}" for (chip, cls), w in sorted(widths.items()))
+            raise ScheduleError(f"ZeRO stage {self.options.zero} shards gradients, parameters and optimizer state "
+                                f"at the step's width, but the placement stores them at bytes_per_element ({said});"
+                                f" expected zero 0, or no bytes_per_element on those classes")
 
     def leaf_nbytes(self, leaf: Node) -> int:
         """Bytes a leaf occupies where it is placed (a streamed class may keep it as whole tiles: prefetch.py)."""
-        return self.prefetcher.stored_bytes(leaf, self.nbytes(leaf))
+        return self.prefetcher.tiled_leaf_bytes(leaf, self.nbytes(leaf))
 
     def new(self, **fields) -> TaskSpec:
         t = TaskSpec(id=len(self.tasks), **fields)
@@ -306,32 +331,42 @@ class Planner:
         common = dict(kind="node", node=n.id, op=n.op, phase=n.phase, microbatch=mb, replica=replica,
                       stage=self.stage[n.id], chip=chip, out_chip=chip,
                       keep=n.id in self.results and n.phase != "backward")
-        parts = self.costs.split(n.id, chip) if self.splits(n) else ()
+        # a streamed output (hw/placement.py) is written back whole by its class's DMA engine: never split
+        streamed = self.prefetcher.out_stream(chip, n.id, is_result(common["keep"], n.phase)) if (
+            self.prefetcher.out_classes) else None
+        parts = self.costs.split(n.id, chip) if self.splits(n) and streamed is None else ()
         if parts:
             tasks = []
             for p in parts:  # every part reads the whole leaf: each streams it
-                staged, stream = self.prefetch(reads, common)
+                staged, stream, values = self.prefetch(reads, common, deps)
                 tasks.append(self.new(**common, deps=list(deps), after=staged, reads=list(reads),
-                                      options=p.costs.options, out_bytes=p.out_bytes, port_bytes=p.costs.port_bytes,
+                                      options=streaming(p.costs.options, values), port_bytes=p.costs.port_bytes,
+                                      out_bytes=self.stored_bytes(n, chip, common["keep"], p.out_bytes),
                                       energy_pj=p.costs.energy_pj or 0.0, flops=p.costs.flops, part=p.part,
                                       stream_cycles=stream))
         else:
             costs = self.costs.node(n.id, chip)
-            staged, stream = self.prefetch(reads, common)
-            tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=costs.options,
-                              out_bytes=self.nbytes(n), port_bytes=costs.port_bytes,
+            staged, stream, values = self.prefetch(reads, common, deps)
+            tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=streaming(costs.options, values),
+                              out_bytes=self.stored_bytes(n, chip, common["keep"]), port_bytes=costs.port_bytes,
                               energy_pj=costs.energy_pj or 0.0, flops=costs.flops, stream_cycles=stream)]
+        if streamed is not None:
+            tasks = [self.prefetcher.write_back(self.new, t, streamed) for t in tasks]
         self.producer[(n.id, mb, replica, rank)] = [t.id for t in tasks]
         return tasks
 
-    def prefetch(self, reads: list[tuple[int, int]], common: dict) -> tuple[list[int], int]:
-        """Prefetch tasks of the streamed leaves a node task reads (prefetch.Prefetcher.stage): their ids (the
-        reader's ordering edges: it waits for them, and its value is computed from the leaf itself, so the
-        executor reads no staged copy) and the cycles the reader needs at least to stream the rest."""
+    def prefetch(self, reads: list[tuple[int, int]], common: dict, deps: list[int] = ()
+                 ) -> tuple[list[int], int, int]:
+        """Prefetch tasks of the streamed leaves a node task reads and of the streamed outputs among its
+        dependences `deps` (write-backs: prefetch.Prefetcher.stage): their ids (the reader's ordering edges: it
+        waits for them, and its value is computed from the leaf or the write-back's copy itself, so the executor
+        reads no staged copy) and the cycles the reader needs at least to stream the rest: of the leaves, and of
+        the outputs."""
         if not self.prefetcher.any:
-            return [], 0
+            return [], 0, 0
+        values = tuple(self.tasks[d] for d in deps if TASK_KINDS[self.tasks[d].kind].writes_back)
         return self.prefetcher.stage(self.new, reads, {i: self.leaf_nbytes(self.graph.nodes[i]) for i, _ in reads},
-                                     common)
+                                     common, values)
 
     def tensor_collective(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
         """A tp_allreduce node: input k is rank k's partial value; one member task per rank, on the chip
@@ -348,9 +383,10 @@ class Planner:
         if len(set(chips)) < len(chips):
             raise ScheduleError(f"{n.op} node %{n.id} ({n.name!r}): tensor-parallel ranks share a chip "
                                 f"({chips}); give each rank its own chip")
-        members = self.collective("allreduce", n.id, sources, self.nbytes(n), n.phase, microbatch=mb,
-                                  replicas=[replica] * len(sources), task_kind="tp_allreduce", op=n.op,
-                                  keep=n.id in self.results and n.phase != "backward")
+        keep = n.id in self.results and n.phase != "backward"
+        members = self.collective("allreduce", n.id, sources, self.stored_bytes(n, chips[0], keep), n.phase,
+                                  microbatch=mb, replicas=[replica] * len(sources), task_kind="tp_allreduce",
+                                  op=n.op, keep=keep)
         for rank, member in zip(ranks, members):
             self.producer[(n.id, mb, replica, rank)] = [member]
         return [self.tasks[m] for m in members]
@@ -387,7 +423,7 @@ class Planner:
             acc = self.new(kind="accumulate", node=g, op="accumulate", phase="backward", microbatch=mb,
                            replica=replica, stage=self.stage[g], chip=chip, out_chip=chip,
                            deps=[last, self.only(g, mb, replica, rank)], options=costs.options,
-                           out_bytes=self.nbytes(gn), port_bytes=3 * self.nbytes(gn),
+                           out_bytes=self.stored_bytes(gn, chip, False), port_bytes=3 * self.nbytes(gn),
                            energy_pj=costs.energy_pj or 0.0, flops=costs.flops)
             last = acc.id
         return last
@@ -395,7 +431,8 @@ class Planner:
     def allreduce(self, g: int, finals: list[int], rank: int) -> None:
         """Sum gradient `g` of tensor-parallel `rank` across replicas (`finals`: each replica's last sum,
         in replica order): one collective (see collective), member r for replica r."""
-        members = self.collective("allreduce", g, finals, self.nbytes(self.graph.nodes[g]), "backward",
+        nbytes = self.stored_bytes(self.graph.nodes[g], self.tasks[finals[0]].out_chip, False)
+        members = self.collective("allreduce", g, finals, nbytes, "backward",
                                   deps=sorted(finals), replicas=list(range(len(finals))))
         for r, member in enumerate(members):
             self.producer[(g, PER_STEP, r, rank)] = [member]
@@ -444,6 +481,8 @@ class Planner:
         d, m = self.options.data_parallel, self.options.microbatches
         window = max(1, window or m)
         self.zero = ZeroSteps.of(self)
+        if self.zero is not None:
+            self.widths_without_zero()
         if self.zero is None or not self.zero.micro_batches(window):
             for r in range(d):
                 self.micro_batches(r, window)
@@ -471,6 +510,13 @@ class Planner:
                     rank_twins=self.costs.rank_twins if self.ranks > 1 else (),
                     leaf_class=self.prefetcher.classes if self.prefetcher.any else {},
                     out_class=self.prefetcher.out_classes)
+
+
+def streaming(options: tuple, cycles: int) -> tuple:
+    """A reader's candidates lasting at least `cycles`, the streaming of the rest of the outputs it reads
+    through their DMA engines (hw/placement.py): it holds its unit until they have arrived, so a late prefetch
+    stalls it, and the schedule's candidates say so (the validator and the simulators replay them)."""
+    return options if not cycles else tuple((r, n, max(c, cycles)) for r, n, c in options)
 
 
 def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = None,

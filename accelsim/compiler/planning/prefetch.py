@@ -1,14 +1,20 @@
-"""Streamed placement classes as prefetch tasks (hw/placement.py -> TaskSpecs): for every node task that reads
+"""Streamed placement classes as DMA tasks (hw/placement.py -> TaskSpecs): for every node task that reads
 a leaf of a streamed class, a prefetch on the chip's DMA engine for that class stages the leaf's head (at most
 prefetch_depth tiles) in the stream's buffer before the reader starts; the reader depends on it and streams
-the rest from the class's memory while it runs, at the DMA engine's bandwidth at most."""
+the rest from the class's memory while it runs, at the DMA engine's bandwidth at most. A streamed output
+(gradients, activations) is first written back by its class's engine from its producer's memory into the
+class's memory (a write-back task), and its readers' prefetches stage it from there likewise. Also the
+storage width of each class (its `bytes_per_element`)."""
 from __future__ import annotations
 
 import math
 
 from accelsim.cost.energy import memory_pj_per_byte
 from accelsim.graph.ir import Graph, Node
-from accelsim.hw.placement import ClassPlacement, dma_resource, placement_of, places_outputs
+from accelsim.errors import HwConfigError
+from accelsim.hw.placement import (LEAF_CLASSES, ClassPlacement, dma_resource, output_elem_bytes, placement_of,
+                                   places_outputs, streamed_output)
+from accelsim.hw.precision import tensor_elem_bytes
 from accelsim.memory_split import node_categories
 from accelsim.ops.registry import get_op
 from accelsim.hw.spec import Chip, HwSpec
@@ -43,11 +49,33 @@ def output_classes(graph: Graph) -> dict[int, str]:
             if c in ("gradients", "activations") and not graph.nodes[i].is_leaf}
 
 
+def leaf_widths(hw: HwSpec, chips: list[Chip]) -> dict[str, int]:
+    """Leaf class -> the bytes_per_element its placement gives (hw/placement.py). A leaf is sized once for every
+    chip, so a width must be given alike by every chip, and not under a step precision (which sizes the leaves'
+    master and working copies itself); refused otherwise, naming the chips."""
+    out: dict[str, int] = {}
+    for cls in LEAF_CLASSES:
+        given = {c.name: getattr(placement_of(c).get(cls), "bytes_per_element", None) for c in chips}
+        widths = set(given.values())
+        if widths == {None}:
+            continue
+        if len(widths) > 1:
+            said = ", ".join(f"{name}: {w if w is not None else 'none'}" for name, w in sorted(given.items()))
+            raise HwConfigError(f"placement {cls}.bytes_per_element differs between chips ({said}); a leaf is "
+                                f"sized once for every chip: expected every chip to give the same width, or none")
+        if hw.step_precision is not None:
+            raise HwConfigError(f"placement {cls}.bytes_per_element {widths.pop()} on chip(s) "
+                                f"{', '.join(sorted(given))} under step precision {hw.step_precision}, which sizes "
+                                f"parameters and optimizer state itself; expected no precision, or no width")
+        out[cls] = widths.pop()
+    return out
+
+
 class Prefetcher:
     """Makes the prefetch tasks of one plan: which leaves stream on which chip, and at what cost."""
 
     def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
-        self.hw, self.chips = hw, chips
+        self.graph, self.hw, self.chips = graph, hw, chips
         self.classes = leaf_classes(graph)
         self.any = any(placement_of(c) for c in chips)
         # non-leaf node -> its output class, when a chip places an output class; {} otherwise (the common case)
@@ -55,6 +83,14 @@ class Prefetcher:
         # leaves a tensor op (the matrix unit's ops) reads: the ones a tiled stream stores as whole tiles
         self.matrix_operands = {i for n in graph.nodes if not n.is_leaf and get_op(n.op).category == "tensor"
                                 for i in n.inputs if graph.nodes[i].is_leaf}
+        self.leaf_widths = leaf_widths(hw, chips)
+
+    def leaf_bytes(self, leaf: Node, nbytes: int) -> int:
+        """`nbytes` of a leaf at the step's width, at its class's width where the placement gives one."""
+        width = self.leaf_widths.get(self.classes.get(leaf.id))
+        if width is None:
+            return nbytes
+        return nbytes // tensor_elem_bytes(self.graph, leaf, self.hw) * width
 
     def stream(self, chip: int, leaf: int) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when `leaf` streams on `chip`, else None."""
@@ -64,7 +100,7 @@ class Prefetcher:
             return None
         return dma_resource(cls), where
 
-    def stored_bytes(self, leaf: Node, nbytes: int) -> int:
+    def tiled_leaf_bytes(self, leaf: Node, nbytes: int) -> int:
         """Bytes leaf `leaf` (`nbytes` of its own) occupies where it is placed: a matrix-unit operand (a leaf a
         tensor op reads) as its class's stream stores it (hw/placement.DmaStream.stored_bytes: whole tiles where
         the stream has a tile_shape), any other leaf `nbytes`. A class streamed by chips that lay it out
@@ -78,38 +114,76 @@ class Prefetcher:
                   if (w := placement_of(c).get(cls)) is not None and w.stream is not None]
         return max(stored, default=nbytes)
 
-    def stage(self, new, reads: list[tuple[int, int]], sizes: dict[int, int], common: dict) -> tuple[list[int], int]:
+    def stored_bytes(self, chip: int, node: Node, result: bool, nbytes: int) -> int:
+        """`nbytes` of `node`'s value at the step's width (tensor_elem_bytes), stored on `chip` at the width
+        of its output class's placement where one is given (hw/placement.py; `result`: a step result)."""
+        width = output_elem_bytes(self.chips[chip], self.out_classes.get(node.id), result)
+        if width is None:
+            return nbytes
+        return nbytes // tensor_elem_bytes(self.graph, node, self.hw) * width
+
+    def out_stream(self, chip: int, node: int, result: bool) -> tuple[str, ClassPlacement] | None:
+        """(DMA resource, placement) when node `node`'s output streams on `chip` (placement.streamed_output)."""
+        cls = self.out_classes.get(node)
+        where = streamed_output(self.chips[chip], cls, result) if cls is not None else None
+        return None if where is None else (dma_resource(cls), where)
+
+    def write_back(self, new, producer, stream: tuple[str, ClassPlacement]):
+        """The write-back task (made with `new(**fields)`) of a streamed output: the class's DMA engine copies
+        `producer`'s output from the memory its unit wrote into the class's memory, at the engine's bandwidth
+        (its latency first); its readers depend on it and read the copy there (or its prefetched head)."""
+        resource, where = stream
+        nbytes = producer.out_bytes
+        cycles = where.stream.latency_cycles + math.ceil(nbytes / where.stream.bytes_per_cycle(self.hw.clock_hz))
+        c = self.chips[producer.chip]
+        return new(kind="writeback", node=producer.node, op="writeback", phase=producer.phase,
+                   microbatch=producer.microbatch, replica=producer.replica, stage=producer.stage, chip=producer.chip,
+                   out_chip=producer.chip, deps=[producer.id], options=((resource, 1, max(1, cycles)),),
+                   out_bytes=nbytes, port_bytes=0, part=producer.part,
+                   energy_pj=nbytes * (memory_pj_per_byte(c, c.memory(where.memory)) or 0.0))
+
+    def stage(self, new, reads: list[tuple[int, int]], sizes: dict[int, int], common: dict,
+              values: tuple = ()) -> tuple[list[int], int, int]:
         """Prefetch tasks (made with `new(**fields)`) for the streamed leaves among a reader's `reads`, with
-        `sizes` the leaves' bytes and `common` the reader's identity fields: one per tile of each leaf's head,
-        as many as the buffer's prefetch_depth slots allow for the reader's leaves together. Each holds one
-        slot of the buffer (a FIFO entry: tile_bytes, the last tile of a leaf too) and moves its tile's bytes.
-        Returns their ids and the cycles the reader needs at least to stream the rest of those leaves through
-        the DMA engines (a class's leaves one after another, the classes' engines in parallel)."""
+        `sizes` the leaves' bytes, and for the streamed outputs it reads (`values`: their write-back tasks),
+        `common` the reader's identity fields: one per tile of each head, as many as the buffer's prefetch_depth
+        slots allow for the reader's leaves and values together. Each holds one slot of the buffer (a FIFO
+        entry: tile_bytes, the last tile too) and moves its tile's bytes; a value's depends on its write-back.
+        Returns their ids and the cycles the reader needs at least to stream the rest through the DMA engines
+        (a class's tensors one after another, the classes' engines in parallel): of the leaves, and of the
+        values."""
         chip = common["chip"]
         ids: list[int] = []
-        rest: dict[str, int] = {}
-        slots: dict[str, int] = {}  # slots the reader's earlier leaves left: all its tiles are held at once
+        rest: dict[tuple[bool, str], int] = {}  # (a value?, engine) -> cycles
+        slots: dict[str, int] = {}  # slots the reader's earlier tensors left: all its tiles are held at once
+        heads = []  # (stream, node, bytes, its write-back or None)
         for leaf, mb in reads:
             s = self.stream(chip, leaf) if mb == PER_STEP else None
-            if s is None:
-                continue
-            resource, where = s
-            stream, size = where.stream, sizes[leaf]
+            if s is not None:
+                heads.append((s, leaf, sizes[leaf], None))
+        for wb in values:
+            s = self.out_stream(chip, wb.node, False)
+            if s is not None and wb.chip == chip:
+                heads.append((s, wb.node, wb.out_bytes, wb.id))
+        for (resource, where), node, size, wb in heads:
+            stream = where.stream
             per_cycle = stream.bytes_per_cycle(self.hw.clock_hz)
             tiles = min(slots.setdefault(resource, stream.prefetch_depth), -(-size // stream.tile_bytes))
             slots[resource] -= tiles
             for i in range(tiles):
                 moved = min(stream.tile_bytes, size - i * stream.tile_bytes)
                 cycles = stream.latency_cycles + math.ceil(moved / per_cycle)
-                t = new(kind="prefetch", node=leaf, op="prefetch", phase=common["phase"],
+                t = new(kind="prefetch", node=node, op="prefetch", phase=common["phase"],
                         microbatch=common["microbatch"], replica=common["replica"], stage=common["stage"], chip=chip,
-                        out_chip=chip, deps=[], options=((resource, 1, max(1, cycles)),),
-                        out_bytes=stream.tile_bytes, port_bytes=moved, reads=[(leaf, PER_STEP)],
-                        energy_pj=self.energy_pj(chip, where, moved))
+                        out_chip=chip, deps=[] if wb is None else [wb], options=((resource, 1, max(1, cycles)),),
+                        out_bytes=stream.tile_bytes, port_bytes=moved,
+                        reads=[(node, PER_STEP)] if wb is None else [], energy_pj=self.energy_pj(chip, where, moved))
                 ids.append(t.id)
             staged = min(size, tiles * stream.tile_bytes)
-            rest[resource] = rest.get(resource, 0) + math.ceil((size - staged) / per_cycle)
-        return ids, max(rest.values(), default=0)
+            key = (wb is not None, resource)
+            rest[key] = rest.get(key, 0) + math.ceil((size - staged) / per_cycle)
+        return ids, max((c for (v, _), c in rest.items() if not v), default=0), max(
+            (c for (v, _), c in rest.items() if v), default=0)
 
     def energy_pj(self, chip: int, where: ClassPlacement, nbytes: int) -> float:
         """Reading `nbytes` in the class's memory and writing them in its buffer (0 where a figure is missing)."""

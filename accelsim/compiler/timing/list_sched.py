@@ -185,7 +185,11 @@ class ListScheduler:
             for d in set(t.preds):
                 if self.staging[d]:
                     self.prefetches[t.id].append(d)
-                else:
+        # a prefetch timed with its reader is released by it, not by its own predecessors (a write-back's copy)
+        with_reader = {p for ps in self.prefetches.values() for p in ps}
+        for t in tasks:
+            for d in set(t.preds):
+                if not self.staging[d] and t.id not in with_reader:
                     self.succ[d].append(t.id)
             for d in set(t.deps):
                 self.readers[d].append(t.id)
@@ -261,7 +265,9 @@ class ListScheduler:
         if not t.out_bytes:
             return start, 0
         result = is_result(t.keep, t.phase)
-        home = output_home(plan.chips[t.out_chip], plan.out_class.get(t.node), result) if plan.out_class else None
+        kind = TASK_KINDS[t.kind]  # a prefetch's tile goes to its buffer, a write-back's copy to its class's memory
+        home = (output_home(plan.chips[t.out_chip], plan.out_class.get(t.node), result, kind.writes_back)
+                if plan.out_class and not kind.stages else None)
         return self.mem.place(("out", t.id), t.out_chip, resource, result, t.out_bytes, start,
                               f"the output of {t.kind} {t.op} %{t.node} {plan.node_names[t.node]!r} "
                               f"(mb {t.microbatch}, replica {t.replica})", home=home)
@@ -276,9 +282,11 @@ class ListScheduler:
         staging = self.prefetches.get(t.id, [])  # read in their buffer, though not dependences
         tasks = self.tasks
         deps = [("out", d) for d in set(t.deps)]
-        placed = [(mem.where[k][1], mem.home[k].size_bytes) for k in deps if k in mem.where]
-        placed += [(mem.where[("out", p)][1], tasks[p].port_bytes) for p in staging if ("out", p) in mem.where]
         staged = staged_bytes((tasks[d].kind, tasks[d].node, tasks[d].port_bytes) for d in staging)
+        me = (t.kind, t.node, t.port_bytes)  # of a streamed output, the staged head is read in the buffer
+        placed = [(mem.where[k][1], leaf_read_bytes(me, tasks[k[1]].node, mem.home[k].size_bytes, staged))
+                  for k in deps if k in mem.where]
+        placed += [(mem.where[("out", p)][1], tasks[p].port_bytes) for p in staging if ("out", p) in mem.where]
         for r in set(t.reads):
             k = ("leaf", *r, t.replica, t.chip)
             if k in mem.where:
