@@ -115,11 +115,15 @@ def test_a_bad_width_is_refused_in_one_paragraph_naming_chip_class_and_value(ext
 
 def test_parameters_at_their_width_are_placed_and_streamed_at_it():
     """tpu_v1_like streams its weights from DDR3: at 4 bytes a weight, the leaves, the prefetched tiles and
-    the DDR3 bytes grow; the arithmetic does not."""
+    the DDR3 bytes grow; the arithmetic does not. (The chip's stream keeps matrix operands as whole 256x256
+    tiles, `tile_shape`, tested in test_tpu_weight_tiles.py; left out here so the leaves' sizes are the width's
+    alone, and the tiles' size at a width is checked on its own below.)"""
     g = graph()
     runs = {}
     for width in (None, 4):
         d = yaml.safe_load(bundled_path("tpu_v1_like").read_text())
+        stream = d["chips"][0]["placement"]["parameters"]["stream"]
+        assert stream.pop("tile_shape") == [256, 256]
         if width is not None:
             d["chips"][0]["placement"]["parameters"]["bytes_per_element"] = width
         hw = A.load_hw(d)
@@ -134,6 +138,8 @@ def test_parameters_at_their_width_are_placed_and_streamed_at_it():
     assert moved(s4) > moved(s1)
     assert [t.flops for t in s4.tasks if t.kind == "node"] == [t.flops for t in s1.tasks if t.kind == "node"]
     assert dram_bytes(r4) > dram_bytes(r1) and r4.makespan_cycles > r1.makespan_cycles
+    tiled = A.load_hw(yaml.safe_load(bundled_path("tpu_v1_like").read_text())).chips[0].placement.parameters.stream
+    assert tiled.stored_bytes((600, 600), 4) == 4 * tiled.stored_bytes((600, 600), 1) == 4 * 768 * 768
 
 
 def test_a_leaf_width_under_a_step_precision_is_refused():
