@@ -6,6 +6,7 @@ data) and task and stage granularity can be compared under the same schedule.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -93,7 +94,8 @@ class ItemGates:
     A weight-gradient task that reads no backward task (ZB-H1's W; free_weight_grad_tasks: a reshape of a
     stashed activation) is gated as its micro-batch's B item and keeps W's priority: it fills the chip's idle
     time once B may start, as under 1F1B, and never starts an item, so it neither holds the B pass back nor
-    delays the W pass beyond the gradients it waits for."""
+    delays the W pass beyond the gradients it waits for. A filler task (filler_tasks: it reads no micro-batch's
+    data) passes no gate and starts no item, keeping its item's priority."""
 
     def __init__(self, tasks: list[TaskSpec], classes: list[int]) -> None:
         self.item: list[tuple[int, int] | None] = [
@@ -107,9 +109,15 @@ class ItemGates:
             ordered = sorted(positions)
             for before, c in zip([None] + ordered[:-1], ordered):
                 self.prev[(stage, c)] = None if before is None else (stage, before)
-        self.gate = list(self.item)  # the item whose gate a task passes: its own, or B's for a free W task
-        for tid, b_item in free_weight_grad_tasks(tasks, classes).items():
-            self.gate[tid], self.item[tid] = b_item, None
+        # the item whose gate a task passes: its own, B's for a free W task, none for filler; an item keeps
+        # the tasks that start it (where every task of an item is one of those, they all stay as they are)
+        gate: dict[int, tuple[int, int] | None] = dict(free_weight_grad_tasks(tasks, classes))
+        gate.update((tid, None) for tid in filler_tasks(tasks))
+        starters = Counter(key for tid, key in enumerate(self.item) if key is not None and tid not in gate)
+        self.gate = list(self.item)
+        for tid, key in gate.items():
+            if starters[self.item[tid]]:
+                self.gate[tid], self.item[tid] = key, None
         self.first_start: dict[tuple[int, int], int] = {}
         self.held: dict[tuple[int, int], list[int]] = {}
 
@@ -162,3 +170,17 @@ def free_weight_grad_tasks(tasks: list[TaskSpec], classes: list[int]) -> dict[in
         if c > b_class and all(tasks[d].phase != "backward" or d in free for d in t.preds):
             free[t.id] = (t.stage, b_class)
     return free
+
+
+def filler_tasks(tasks: list[TaskSpec]) -> list[int]:
+    """Ids of the per-micro-batch node tasks that read no micro-batch's data, directly or through other such
+    tasks (the last stage's loss seed: a scale, a broadcast, a negation per micro-batch). Their value is the
+    same for every micro-batch, so, as the stage granularity's filler (hierarchy/templates.filler_nodes),
+    they need wait for no item: they run wherever their chip is idle (the warm-up), not between a forward and
+    a backward pass. Prefetches, transfers and collectives keep their items' gates."""
+    filler: set[int] = set()
+    for t in tasks:
+        if t.kind == "node" and t.group < 0 and t.microbatch != PER_STEP and all(mb == PER_STEP for _, mb in t.reads) \
+                and all(d in filler for d in t.preds):
+            filler.add(t.id)
+    return sorted(filler)
