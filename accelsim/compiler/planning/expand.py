@@ -453,8 +453,7 @@ class Planner:
         window = max(1, window or m)
         self.zero = ZeroSteps.of(self)
         if self.zero is None and m > 1:  # ZeRO reduces every gradient per micro-batch or at the boundary itself
-            whole = (self.results - set(self.grad_nodes)) | self.collective_inputs  # a gradient is checked by its sum
-            self.step_sums = step_summed_gradients(self.graph, self.stage, whole)
+            self.step_sums = step_summed_gradients(self.graph, self.stage)
             self.summed_inputs = {i for inputs in self.step_sums.values() for i in inputs}
         if self.zero is None or not self.zero.micro_batches(window):
             for r in range(d):

@@ -9,17 +9,23 @@ linearity the step's sum is the same: sum over micro-batches of (a + b) = (sum o
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from accelsim.graph.ir import Graph
+from accelsim.ops.registry import get_op
 
 
-def step_summed_gradients(graph: Graph, stage_of: list[int], keep_whole: set[int]) -> dict[int, tuple[int, ...]]:
+def step_summed_gradients(graph: Graph, stage_of: Sequence[int]) -> dict[int, tuple[int, ...]]:
     """Gradient node -> its inputs, for every parameter gradient that is an add of backward values of which
     one comes from another stage than the add's, each read by that add only (so its per-micro-batch values
-    are needed nowhere else). `keep_whole`: nodes whose values the step reports or a collective reads; such
-    a gradient, or one with such an input, keeps its per-micro-batch sums."""
+    are needed nowhere else). A gradient with an input the step reports (a graph output other than a
+    gradient, which check compares by its step mean) or a collective reads keeps its per-micro-batch sums."""
     consumers = graph.consumers()
+    grads = graph.gradient_nodes()
+    keep_whole = (set(graph.outputs.values()) - set(grads)) | {
+        i for n in graph.nodes if not n.is_leaf and get_op(n.op).collective for i in n.inputs}
     sums: dict[int, tuple[int, ...]] = {}
-    for g in graph.gradient_nodes():
+    for g in grads:
         node = graph.nodes[g]
         inputs = tuple(node.inputs)
         if node.op != "add" or g in keep_whole or len(set(inputs)) != len(inputs):
