@@ -26,8 +26,9 @@ time is several times more), on the code with the GPU GEMM model (cost/gpu_gemm.
   megatron-1t: 15.2 s CPU, 266 MiB max RSS; makespan 111,654,351,005 cycles, step 79.19 s, 211.3 TFLOP/s
     per GPU, pipeline bubble 11.3%; 3,630 nodes list-scheduled (3 of the 128 blocks)
   gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel), remat every:1: task
-    level 47,154,470 cycles (4.3 s CPU), stage level x0.928 both from the whole graph (2.5 s) and from layer
-    templates (3.0 s)
+    level 43,720,314 cycles (5.3 s CPU), stage level x0.9998 both from the whole graph (2.7 s) and from layer
+    templates (3.0 s); x0.928 (task level 47,154,470) before rematerialization's glue stayed on the stage of
+    the gradient it reads (compiler/planning/glue.py, h5-zbh1)
 The TFLOP/s are above Megatron-LM's published ~140 (175B) and ~163 (1T) per GPU: this run recomputes with
 `every:1` (only what the backward pass reads), Megatron re-runs the whole forward (`full:1`; experiments/
 megatron_table.py sets every row beside the paper). The bubbles were 12.1% and 44.5% before two
