@@ -19,15 +19,21 @@ Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare] [--phase
 (--phases: per stage, its busy share of the step and its idle share in warm-up, steady state and cool-down)
 Measured 2026-11-26 on the shared 2-core machine under load (CPU seconds of the whole `accelsim run`; wall
 time is several times more), on the code with the GPU GEMM model (cost/gpu_gemm.py), the bubble mends of issue
-27's note (compose.py, links.py) and the stage hand-offs (hierarchy/handoffs.py) merged:
-  gpt3-175b (seq 2048): 7.6 s CPU, 103 MiB max RSS; makespan 33,461,515,912 cycles, step 23.73 s,
-    185.6 TFLOP/s per GPU, pipeline bubble 7.1%; 10,482 nodes list-scheduled (9 of the 96 blocks)
+27's note (compose.py, links.py) and the stage hand-offs (hierarchy/handoffs.py) merged; the large rows
+re-measured on h5-zbh1:
+  gpt3-175b (seq 2048): 7.5 s CPU, 103 MiB max RSS; makespan 33,477,979,713 cycles, step 23.74 s,
+    185.5 TFLOP/s per GPU, pipeline bubble 7.2%; 10,482 nodes list-scheduled (9 of the 96 blocks)
     (before layer templates: 22 s CPU building the graph, then a refusal: ~352,000 tasks to measure)
-  megatron-1t: 15.2 s CPU, 266 MiB max RSS; makespan 111,654,351,005 cycles, step 79.19 s, 211.3 TFLOP/s
-    per GPU, pipeline bubble 11.3%; 3,630 nodes list-scheduled (3 of the 128 blocks)
+  megatron-1t: 15.6 s CPU, 266 MiB max RSS; makespan 111,994,406,896 cycles, step 79.43 s, 210.6 TFLOP/s
+    per GPU, pipeline bubble 11.5%; 3,630 nodes list-scheduled (3 of the 128 blocks)
+  (before h5-zbh1: 33,461,515,912 and 111,654,351,005 cycles. On 175B the LM head's part of the tied
+  embedding's gradient, now accumulated on the last stage as the task level plans it (templates.
+  accumulate_cycles), adds 64.3M cycles; rematerialization's glue kept on its stage (planning/glue.py) saves
+  47.9M.)
   gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel), remat every:1: task
-    level 47,154,470 cycles (4.3 s CPU), stage level x0.928 both from the whole graph (2.5 s) and from layer
-    templates (3.0 s)
+    level 43,720,314 cycles (5.3 s CPU), stage level x0.9998 both from the whole graph (2.7 s) and from layer
+    templates (3.0 s); x0.928 (task level 47,154,470) before rematerialization's glue stayed on the stage of
+    the gradient it reads (compiler/planning/glue.py, h5-zbh1)
 The TFLOP/s are above Megatron-LM's published ~140 (175B) and ~163 (1T) per GPU: this run recomputes with
 `every:1` (only what the backward pass reads), Megatron re-runs the whole forward (`full:1`; experiments/
 megatron_table.py sets every row beside the paper). The bubbles were 12.1% and 44.5% before two

@@ -12,7 +12,7 @@ is the slow one (below). CPU seconds: transformer_block's 75 rows 151 s, gpt2-2'
 - transformer_block: one stage 1.000; p=2 (d, t in 1, 2; M 1, 4, 8; every schedule) 0.986 to 0.998; p=4 0.976
   (t=2 M=1 ZB-H1) to 1.011 (d=2 M=4 GPipe). Before handoffs.py (below) p=4 was 1.037 to 1.113 (t=1 M=1 1.107).
 - gpt2-2: one stage 1.000 to 1.001; p=2 0.974 (t=2 M=8) to 1.023 (d=2 M=1); p=4 t=1 0.986 to 1.010; p=4 t=2
-  0.977 to 1.006 but ZB-H1 M=1 0.969 and M=4 0.940 (the task level's, below). p=2 t=4 (`--models gpt2
+  0.977 to 1.006 but ZB-H1 M=1 0.969 and M=4 0.940 (the task level's; mended on h5-zbh1, below). p=2 t=4 (`--models gpt2
   --layers 2 --p 2 --d 1 --t 4 --m 1 4`): 0.970 (M=4 GPipe) to 1.000 (M=4 ZB-H1).
 - resnet50 p=2 and p=4, M=4, 1F1B: 1.000 and 0.999; gpt2 small (12 layers) p=2 and p=4, M=4, 1F1B: 0.999 and
   0.999 (`--models resnet50 gpt2 --layers 12 --p 2 4 --d 1 --t 1 --m 4 --schedules 1f1b`, 22 CPU s).
@@ -45,15 +45,29 @@ The task level was the one that was wrong (mended in schedules.py, compile.py fo
 - GPipe under a window halved for memory ordered all M forwards first, which the window contradicts
   (resnet50 on groq_like, microbatch_sweep.py); it now runs in rounds of the window.
 
-Where the two still differ by more than 3%, and why (not mended):
-- ZB-H1 with ranks on four stages (gpt2-2 p=4 t=2: M=1 0.969, M=4 0.940): the task level's ZB-H1 is slower
-  than its own 1F1B (M=1 6,132,027 against 6,047,427 cycles; M=4 10,941,401 against 10,263,238), where ZB-H1
-  should be no slower. At M=1, six reshapes of stashed activations that feed only weight gradients (84,600
-  cycles on stage 1's chips) run in 1F1B while the chip waits for the gradient (cycle 516,453), but in ZB-H1
-  they belong to the W item, which the list scheduler's item gates (compiler/timing/pipeline_order.ItemGates)
-  hold until the B item has started, and its tasks then follow B's by priority (they run from cycle
-  3,019,991): stage 1's backward work ends 84,600 cycles later. Mending it is the task
-  level's (timing/), outside this branch's files.
+Mended on h5-zbh1 (gpt2-2 on a100_x8: `--models gpt2 --layers 2 --p 2 4 --d 1 --t 1 2 --m 1 4 8`, 36 rows, 116
+CPU s, every row within 3%, largest gap 2.7%; transformer_block p=2 and 4, d=1, t=1 and 2, M=1 and 4, every
+schedule: 0.991 to 1.019):
+- ZB-H1 with ranks on four stages (gpt2-2 p=4 t=2 was M=1 0.969, M=4 0.940): six reshapes of stashed
+  activations that feed only weight gradients (84,600 cycles on stage 1) belonged to the W item, which the
+  item gates (compiler/timing/pipeline_order.ItemGates) held until B started; they ran after B. A W task that
+  reads no backward task now passes B's gate with W's priority, as under 1F1B (M=1 0.982). The last stage's
+  loss seed (7 kernels, 98,700 cycles per micro-batch, reading no micro-batch data) ran between each forward
+  and backward pass: the stage level counts it as filler, run while the chip idles, and the task level now
+  lets such tasks wait for no item. Now M=1 0.999, M=4 0.981, M=8 1.004.
+- The tied embedding's gradient: the task level sent the LM head's part to stage 0 once per micro-batch; it
+  now sums it on the last stage and sends it once per step (planning/step_sums.py), as compose.py and
+  Megatron-LM do, and the stage level charges that accumulation to the last stage (templates.accumulate_cycles).
+- gpt2 12 layers with remat every:1 on a100_x64 (bench_scale_compile.py --only compare) was 0.928: the stage
+  partition put rematerialization's glue (slice, reshape, pow 0 of a bias gradient, tying a recomputation to
+  it) on the next stage, so the gradient went there and back, and at task level the recomputation waited for
+  that stage's stream, busy with later micro-batches (2.7M cycles per boundary; the M=1 templates saw it idle).
+  planning/glue.py keeps it home: 0.999.
+Still different, not mended: gpt2-2 p=4 t=1 M=4 ZB-H1 0.973 (0.998 before the tied gradient went once per step;
+task level 14,362,885 -> 14,729,669 cycles, the stage level unchanged). The task level's accumulations of the
+LM head's part (3 x 183,392 cycles on stage 3) feed the transfer to stage 0, so input_gradient_tasks makes them
+B work and they run inside stage 3's B passes; compose adds the accumulation to the W part. That this is the
+whole difference was not checked.
 Earlier analyses of classes now within 3% (measured before the launch overheads; kept as the reasons the two
 levels can differ): with replicas, compose all-reduces a stage's gradients in 25 MiB DDP buckets, the task level
 every gradient tensor as computed (transformer_block d=2 M=1 was 1.088, now 0.996 to 1.000); with ranks and

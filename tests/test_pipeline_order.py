@@ -78,3 +78,69 @@ def test_zb_h1_splits_a_stages_backward_into_input_gradients_and_weight_gradient
     assert any(not feeds[t.id] for t in backward if t.stage == 1)  # stage 1's weight gradients are W
     assert not any(feeds[t.id] for t in backward if t.stage == 0)  # nothing earlier needs stage 0's gradient
     assert not any(feeds[t.id] for t in plan.tasks if t.phase != "backward")
+
+
+def _task(tid: int, phase: str, deps: list[int], microbatch: int = 0):
+    """A task on stage 0; a forward task reads its micro-batch's input (leaf node 99)."""
+    from accelsim.compiler.planning.tasks import TaskSpec
+
+    return TaskSpec(id=tid, kind="node", node=tid, op="reshape", phase=phase, microbatch=microbatch, replica=0,
+                    stage=0, chip=0, out_chip=0, deps=deps, options=(("unit", 1, 10),), out_bytes=4,
+                    reads=[(99, microbatch)] if phase == "forward" else [])
+
+
+def test_a_weight_gradient_task_that_reads_only_forward_values_is_gated_as_its_b_pass():
+    """ZB-H1 on one chip, items F0 (class 0), B0 (1), W0 (2), F1 (3). W0 holds a reshape of a stashed activation
+    (reads F0 only), a transpose of that reshape, and the weight-gradient matmul (reads B0's gradient and the
+    transpose). The reshape and the transpose pass B0's gate (F0 taken; no earlier than F0's start), not W0's;
+    they start no item, so the matmul still waits for B0, and F1 for W0's matmul, as the order says."""
+    from accelsim.compiler.timing.pipeline_order import ItemGates, free_weight_grad_tasks
+
+    tasks = [_task(0, "forward", []), _task(1, "backward", [0]), _task(2, "backward", [0]),
+             _task(3, "backward", [2]), _task(4, "backward", [1, 3]), _task(5, "forward", [], microbatch=1)]
+    classes = [0, 1, 2, 2, 2, 3]
+    assert free_weight_grad_tasks(tasks, classes) == {2: (0, 1), 3: (0, 1)}
+    gates = ItemGates(tasks, classes)
+    assert not gates.admit(2)  # B0's gate: F0 not taken yet
+    assert gates.taken(0, 100) == [2]
+    assert gates.earliest(2) == 100 and gates.admit(3) and gates.earliest(3) == 100
+    assert gates.taken(2, 110) == [] and gates.taken(3, 120) == []  # no item started: W0 and F1 still wait
+    assert not gates.admit(4) and not gates.admit(5)
+    assert gates.taken(1, 500) == [4]
+    assert gates.earliest(4) == 500
+    assert gates.taken(4, 510) == [5]
+
+
+def test_without_a_split_backward_pass_no_task_is_gated_as_another_item():
+    """1F1B's backward item holds every backward task: the same tasks have no weight-gradient item to leave."""
+    from accelsim.compiler.timing.pipeline_order import free_weight_grad_tasks
+
+    tasks = [_task(0, "forward", []), _task(1, "backward", [0]), _task(2, "backward", [0]),
+             _task(3, "backward", [1, 2])]
+    assert free_weight_grad_tasks(tasks, [0, 1, 1, 1]) == {}
+
+
+def test_a_task_that_reads_no_micro_batch_data_waits_for_no_item():
+    """The last stage's loss seed (a scale, then a negation) for micro-batch 0 reads no micro-batch's data: it
+    is the stage granularity's filler, run while the chip idles before F0, and starting it starts no item (B0
+    still waits for F0). B0's gradient task, which reads the seed and F0's output, keeps B0's gate."""
+    from accelsim.compiler.timing.pipeline_order import ItemGates, filler_tasks
+
+    tasks = [_task(0, "forward", []), _task(1, "backward", []), _task(2, "backward", [1]), _task(3, "backward", [0, 2])]
+    classes = [0, 1, 1, 1]
+    assert filler_tasks(tasks) == [1, 2]
+    gates = ItemGates(tasks, classes)
+    assert gates.admit(1) and gates.earliest(1) == 0
+    assert gates.taken(1, 0) == [] and gates.admit(2) and gates.taken(2, 10) == []
+    assert not gates.admit(3)
+    assert gates.taken(0, 100) == [3] and gates.earliest(3) == 100
+
+
+def test_an_item_of_filler_alone_keeps_its_gate():
+    """Where every task of an item reads no micro-batch's data, they stay the item's: its successors' gates
+    wait for one of them, as before."""
+    from accelsim.compiler.timing.pipeline_order import ItemGates
+
+    tasks = [_task(0, "forward", []), _task(1, "backward", [])]
+    gates = ItemGates(tasks, [0, 1])
+    assert not gates.admit(1) and gates.taken(0, 5) == [1] and gates.earliest(1) == 5

@@ -19,7 +19,7 @@ from accelsim.execute.rounding import ROUNDED_PRECISIONS, UNIT_ROUNDOFF
 from accelsim.execute.run import Executed, execute, sample_index
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
-from accelsim.schedule.plan import Schedule
+from accelsim.schedule.plan import PER_STEP, Schedule
 
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
 """Max relative error (max |a - b| over the tensor's largest value) a backend may always show per tensor."""
@@ -201,13 +201,22 @@ def rounded_reference(schedule: Schedule, graph: Graph, hw: HwSpec) -> dict:
             "final": {name: v for (name, r), v in ran.final.items() if r == 0}}
 
 
+def step_only_outputs(schedule: Schedule, graph: Graph) -> set[str]:
+    """Names of the gradient outputs the schedule computes once per step only (a tied weight's gradient
+    summed from its stages' per-step sums, compiler/planning/step_sums.py): it has no per-micro-batch value
+    to compare, and its step mean is compared with every other gradient's."""
+    grads = set(graph.gradient_nodes())
+    per_step = {t.node for t in schedule.tasks if t.kind == "node" and t.microbatch == PER_STEP and t.node in grads}
+    return {name for name, node in graph.outputs.items() if node in per_step}
+
+
 def _entries(schedule: Schedule, graph: Graph, got: Executed, ref: dict, oracle: dict, tol: float) -> list[Entry]:
     """One entry per output tensor, averaged gradient and updated parameter."""
     entries = []
     # a tensor whose true value is ~0 (a key bias, which softmax ignores) is compared at a floor of
     # NEGLIGIBLE x the largest (finite) tensor of its kind, so rounding noise is not a relative error of 1
     sample_floor = NEGLIGIBLE * scale(*(v for s in oracle["samples"].values() for v in s.values()))
-    for name in sorted({k for s in oracle["samples"].values() for k in s}):
+    for name in sorted({k for s in oracle["samples"].values() for k in s} - step_only_outputs(schedule, graph)):
         triples = [(f"micro-batch {mb}, replica {r}", got.outputs.get((name, mb, r)), ref["samples"][(mb, r)][name],
                     values[name]) for (mb, r), values in sorted(oracle["samples"].items())]
         entries.append(_entry(name, triples, tol, sample_floor))

@@ -113,6 +113,8 @@ class Executor:
         for t in self.tasks:
             if t.microbatch != PER_STEP or t.id not in self.out_slot or t.node not in self.names:
                 continue
+            if t.phase == "backward":  # a gradient summed once per step (planning/step_sums.py): the update read it
+                continue
             kind = TASK_KINDS[t.kind]
             if t.is_part and kind.computes_node and t.keep:
                 parts[t.node].setdefault(t.part, t.id)

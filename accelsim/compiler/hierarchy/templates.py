@@ -48,6 +48,7 @@ from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_gra
 from accelsim.compiler.hierarchy.handoffs import handoffs
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.compiler.planning.expand import CostTable, Planner, chip_map
+from accelsim.compiler.planning.step_sums import step_summed_gradients
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.compiler.timing.list_sched import Timed
 from accelsim.compiler.timing.search import time_plan
@@ -189,14 +190,21 @@ def _part(task: TaskSpec, wgrad: frozenset[int], recompute: frozenset[int], fill
     return "weight_grad" if task.node in wgrad else "input_grad"
 
 
-def accumulate_cycles(m: Measured, chunk: int) -> int:
+def accumulate_cycles(m: Measured, chunk: int, step_sums: bool) -> int:
     """One accumulation (an add on the fastest unit) of every parameter gradient computed on the chunk's
-    rank-0 chip."""
+    rank-0 chip. `step_sums`: as the task level plans a step of several micro-batches without ZeRO, a
+    gradient summed from several stages' parts (planning/step_sums.py) is accumulated part by part on each
+    part's stage, and computed once per step (its per-micro-batch add in the template stands for its own
+    stage's accumulation)."""
+    stage_of = m.plan.stage_of_node
     chip = m.plan.chip_of[(0, chunk, 0)]
+    summed = step_summed_gradients(m.graph, stage_of) if step_sums else {}
+    accumulated = [g for g in m.graph.gradient_nodes() if g not in summed]
+    accumulated += [i for g, parts in summed.items() for i in parts if stage_of[i] != stage_of[g]]
     total = 0
-    for g in m.graph.gradient_nodes():
+    for g in accumulated:
         node = m.graph.nodes[g]
-        if m.plan.stage_of_node[g] == chunk and node.rank in (-1, 0):
+        if stage_of[g] == chunk and node.rank in (-1, 0):
             total += min(c for _, _, c in m.costs.add(node.shape, node.dtype, chip).options)
     return total
 
@@ -291,7 +299,7 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
     later = options.microbatches - 1
     figures = []
     for c in range(n_chunks):
-        acc = math.ceil(accumulate_cycles(m, c) * later / options.microbatches)
+        acc = math.ceil(accumulate_cycles(m, c, options.zero == 0) * later / options.microbatches)
         # a chunk with no forward or backward work of its own still passes its micro-batch on: one cycle
         work = ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
                          backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),

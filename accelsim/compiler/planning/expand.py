@@ -32,6 +32,7 @@ from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
 from accelsim.compiler.planning.stages import partition
 from accelsim.compiler.planning.tile_order import order_fused_tiles
+from accelsim.compiler.planning.step_sums import step_summed_gradients
 from accelsim.compiler.planning.tasks import Option, Plan, TaskSpec
 from accelsim.compiler.planning.zero import ZeroSteps
 
@@ -198,6 +199,10 @@ class Planner:
         # partial values a collective sums whole (a tensor-parallel all-reduce reads each rank's one task)
         self.collective_inputs = {i for n in self.compute if get_op(n.op).collective for i in n.inputs}
         self.results = set(graph.outputs.values())
+        # gradients summed from several stages' contributions, each contribution summed over micro-batches
+        # on its own stage first (step_sums.py; set by plan): gradient -> its inputs, and those inputs
+        self.step_sums: dict[int, tuple[int, ...]] = {}
+        self.summed_inputs: set[int] = set()
         self.tasks: list[TaskSpec] = []
         # (node, micro-batch, replica, rank) -> the task holding the value on that rank's chip, or its parts
         # in part order; a rank's own value is under its rank only, a replicated one under every rank
@@ -295,7 +300,8 @@ class Planner:
         of the step (whose value the step reports whole) nor a gradient (which is accumulated and
         reduced whole)."""
         return (self.options.split and n.phase in ("forward", "backward") and n.id not in self.results
-                and n.id not in self.grad_nodes and n.id not in self.collective_inputs)
+                and n.id not in self.grad_nodes and n.id not in self.collective_inputs
+                and n.id not in self.summed_inputs)
 
     def node_task(self, n: Node, mb: int, replica: int) -> list[TaskSpec]:
         """Node `n` for micro-batch `mb` (PER_STEP for an update) of `replica` on each rank that computes
@@ -394,7 +400,7 @@ class Planner:
     def source_mb(self, src: Node, mb: int) -> int:
         if mb != PER_STEP:
             return mb
-        if src.phase == "update" or src.id in self.grad_nodes:
+        if src.phase == "update" or src.id in self.grad_nodes or src.id in self.summed_inputs:
             return PER_STEP
         return self.options.microbatches - 1
 
@@ -405,7 +411,7 @@ class Planner:
         for mb in range(self.options.microbatches):
             first = len(self.tasks)
             for n in self.compute:
-                if n.phase == "update":
+                if n.phase == "update" or n.id in self.step_sums:
                     continue
                 for t in self.node_task(n, mb, replica):
                     if not t.deps and mb >= window:  # (its prefetches, if any, are ordering edges already)
@@ -427,6 +433,14 @@ class Planner:
                            energy_pj=costs.energy_pj or 0.0, flops=costs.flops)
             last = acc.id
         return last
+
+    def step_sum(self, g: int, replica: int, rank: int) -> int:
+        """Gradient `g` of a step-summed gradient (step_sums.py): each input summed over micro-batches on its
+        own chip, then `g` once, on its chip, from those sums (one transfer per input on another chip)."""
+        for i in self.step_sums[g]:
+            self.producer[(i, PER_STEP, replica, rank)] = [self.accumulate(i, replica, rank)]
+        (task,) = self.rank_task(self.graph.nodes[g], PER_STEP, replica, rank)
+        return task.id
 
     def allreduce(self, g: int, finals: list[int], rank: int) -> None:
         """Sum gradient `g` of tensor-parallel `rank` across replicas (`finals`: each replica's last sum,
@@ -483,6 +497,9 @@ class Planner:
         self.zero = ZeroSteps.of(self)
         if self.zero is not None:
             self.widths_without_zero()
+        if self.zero is None and m > 1:  # ZeRO reduces every gradient per micro-batch or at the boundary itself
+            self.step_sums = step_summed_gradients(self.graph, self.stage)
+            self.summed_inputs = {i for inputs in self.step_sums.values() for i in inputs}
         if self.zero is None or not self.zero.micro_batches(window):
             for r in range(d):
                 self.micro_batches(r, window)
@@ -491,7 +508,8 @@ class Planner:
             if g in reduced:
                 continue
             for rank in self.ranks_of(self.graph.nodes[g]):  # each rank reduces its own copy or shard
-                finals = [self.accumulate(g, r, rank) for r in range(d)]
+                sums = self.step_sum if g in self.step_sums else self.accumulate
+                finals = [sums(g, r, rank) for r in range(d)]
                 if d > 1:
                     self.allreduce(g, finals, rank)
                 else:

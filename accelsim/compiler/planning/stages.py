@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from accelsim.compiler.planning.balance import StageLimits, Units, balanced_split
+from accelsim.compiler.planning.glue import glue_home
 from accelsim.compiler.planning.layers import NO_LAYER, Layers, find_layers, node_units
 from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.errors import ScheduleError
@@ -304,13 +305,15 @@ def _no_fit(graph_name: str, names: Sequence[str], unit: str, units: Units, limi
 
 def _node_stages(graph: Graph, layers: Layers, consumers: list[list[int]],
                  stage_of_unit: Sequence[int]) -> tuple[int, ...]:
-    """Compute nodes on their unit's stage; a leaf on its first reader's (a parameter where its layer
-    runs, optimizer state where its update runs); constants, copied to every chip that reads them, on
-    stage 0 by convention; rank-k nodes on their rank-0 twin's stage."""
+    """Compute nodes on their unit's stage, gradient glue on the stage it connects (glue.py); a leaf on its
+    first reader's (a parameter where its layer runs, optimizer state where its update runs); constants,
+    copied to every chip that reads them, on stage 0 by convention; rank-k nodes on their rank-0 twin's
+    stage."""
     stage = [0] * len(graph.nodes)
     for v in graph.nodes:
         if not v.is_leaf and layers.layer_of[v.id] != NO_LAYER:
             stage[v.id] = stage_of_unit[layers.layer_of[v.id]]
+    stage = glue_home(graph, consumers, stage)  # rematerialization's glue with the gradient it reads
     for v in graph.nodes:
         if v.is_leaf and v.op != "const" and consumers[v.id]:
             stage[v.id] = stage[consumers[v.id][0]]

@@ -6,6 +6,7 @@ data) and task and stage granularity can be compared under the same schedule.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -86,9 +87,15 @@ class PipelineOrder:
 class ItemGates:
     """A pipeline chip's work items started in the schedule's order during one list-scheduling run: a task
     of a chip's item is held back until a task of the chip's previous item has been taken, and starts no
-    earlier than that item's first task. Priorities alone do not keep the order, because the list
+    earlier than that item's first start. Priorities alone do not keep the order, because the list
     scheduler never leaves a unit idle for priority: a backward task that is ready fills the gap before a
-    forward task whose input has not arrived. Items of one chip may still overlap on different units."""
+    forward task whose input has not arrived. Items of one chip may still overlap on different units.
+
+    A weight-gradient task that reads no backward task (ZB-H1's W; free_weight_grad_tasks: a reshape of a
+    stashed activation) is gated as its micro-batch's B item and keeps W's priority: it fills the chip's idle
+    time once B may start, as under 1F1B, and never starts an item, so it neither holds the B pass back nor
+    delays the W pass beyond the gradients it waits for. A filler task (filler_tasks: it reads no micro-batch's
+    data) passes no gate and starts no item, keeping its item's priority."""
 
     def __init__(self, tasks: list[TaskSpec], classes: list[int]) -> None:
         self.item: list[tuple[int, int] | None] = [
@@ -102,12 +109,21 @@ class ItemGates:
             ordered = sorted(positions)
             for before, c in zip([None] + ordered[:-1], ordered):
                 self.prev[(stage, c)] = None if before is None else (stage, before)
+        # the item whose gate a task passes: its own, B's for a free W task, none for filler; an item keeps
+        # the tasks that start it (where every task of an item is one of those, they all stay as they are)
+        gate: dict[int, tuple[int, int] | None] = dict(free_weight_grad_tasks(tasks, classes))
+        gate.update((tid, None) for tid in filler_tasks(tasks))
+        starters = Counter(key for tid, key in enumerate(self.item) if key is not None and tid not in gate)
+        self.gate = list(self.item)
+        for tid, key in gate.items():
+            if starters[self.item[tid]]:
+                self.gate[tid], self.item[tid] = key, None
         self.first_start: dict[tuple[int, int], int] = {}
         self.held: dict[tuple[int, int], list[int]] = {}
 
     def admit(self, tid: int) -> bool:
         """True when task `tid` (its dependences taken) may be taken now; otherwise it is held."""
-        key = self.item[tid]
+        key = self.gate[tid]
         before = None if key is None else self.prev[key]
         if before is None or before in self.first_start:
             return True
@@ -124,7 +140,7 @@ class ItemGates:
 
     def earliest(self, tid: int) -> int:
         """The first cycle task `tid` may start: its chip's previous item's first start."""
-        key = self.item[tid]
+        key = self.gate[tid]
         before = None if key is None else self.prev[key]
         return self.first_start.get(before, 0) if before is not None else 0
 
@@ -134,3 +150,37 @@ class ItemGates:
         if not self.held:
             return []
         return self.held.pop(min(self.held))
+
+
+def free_weight_grad_tasks(tasks: list[TaskSpec], classes: list[int]) -> dict[int, tuple[int, int]]:
+    """Task id -> the (stage, class) of its micro-batch's B item, for every task of a weight-gradient item
+    (a backward task whose class is later than its stage's first backward class for that micro-batch: ZB-H1's
+    W) that reads, directly or through other such tasks, no backward task: its work needs only the forward
+    pass's values, not the gradient B computes. Empty for schedules that do not split the backward pass."""
+    first_backward: dict[tuple[int, int], int] = {}
+    for t, c in zip(tasks, classes):
+        if t.phase == "backward" and t.microbatch != PER_STEP:
+            key = (t.stage, t.microbatch)
+            first_backward[key] = min(first_backward.get(key, c), c)
+    free: dict[int, tuple[int, int]] = {}
+    for t, c in zip(tasks, classes):  # ids are a topological order: a task's inputs are decided before it
+        if t.phase != "backward" or t.microbatch == PER_STEP:
+            continue
+        b_class = first_backward[(t.stage, t.microbatch)]
+        if c > b_class and all(tasks[d].phase != "backward" or d in free for d in t.preds):
+            free[t.id] = (t.stage, b_class)
+    return free
+
+
+def filler_tasks(tasks: list[TaskSpec]) -> list[int]:
+    """Ids of the per-micro-batch node tasks that read no micro-batch's data, directly or through other such
+    tasks (the last stage's loss seed: a scale, a broadcast, a negation per micro-batch). Their value is the
+    same for every micro-batch, so, as the stage granularity's filler (hierarchy/templates.filler_nodes),
+    they need wait for no item: they run wherever their chip is idle (the warm-up), not between a forward and
+    a backward pass. Prefetches, transfers and collectives keep their items' gates."""
+    filler: set[int] = set()
+    for t in tasks:
+        if t.kind == "node" and t.group < 0 and t.microbatch != PER_STEP and all(mb == PER_STEP for _, mb in t.reads) \
+                and all(d in filler for d in t.preds):
+            filler.add(t.id)
+    return sorted(filler)

@@ -1,0 +1,39 @@
+"""Gradients summed from contributions of several stages (a tied weight: Graph + stage partition -> the
+gradient nodes whose contributions each stage sums over micro-batches itself, and their inputs).
+
+gpt2's vocabulary matrix `wte` is read by the embedding (stage 0) and by the LM head (the last stage): its
+gradient is an add of the two stages' contributions. Summed per micro-batch, the LM head's contribution
+crosses the pipeline M times; Megatron-LM accumulates it on its own stage and all-reduces the embedding
+group's gradients once per step, as the stage granularity's composition (hierarchy/compose.py) does. By
+linearity the step's sum is the same: sum over micro-batches of (a + b) = (sum of a) + (sum of b).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from accelsim.graph.ir import Graph
+from accelsim.ops.registry import get_op
+
+
+def step_summed_gradients(graph: Graph, stage_of: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """Gradient node -> its inputs, for every parameter gradient that is an add of backward values of which
+    one comes from another stage than the add's, each read by that add only (so its per-micro-batch values
+    are needed nowhere else). A gradient with an input the step reports (a graph output other than a
+    gradient, which check compares by its step mean) or a collective reads keeps its per-micro-batch sums."""
+    consumers = graph.consumers()
+    grads = graph.gradient_nodes()
+    keep_whole = (set(graph.outputs.values()) - set(grads)) | {
+        i for n in graph.nodes if not n.is_leaf and get_op(n.op).collective for i in n.inputs}
+    sums: dict[int, tuple[int, ...]] = {}
+    for g in grads:
+        node = graph.nodes[g]
+        inputs = tuple(node.inputs)
+        if node.op != "add" or g in keep_whole or len(set(inputs)) != len(inputs):
+            continue
+        sources = [graph.nodes[i] for i in inputs]
+        if any(s.is_leaf or s.phase != "backward" or s.id in keep_whole or consumers[s.id] != [g]
+               or s.rank not in (-1, node.rank) for s in sources):  # a rank's own input only beside its own sum
+            continue
+        if any(stage_of[i] != stage_of[g] for i in inputs):
+            sums[g] = inputs
+    return sums
