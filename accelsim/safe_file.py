@@ -3,13 +3,16 @@ regular file (symlinks followed), it is opened without blocking and read with a 
 FIFO, a socket or a file that grows while it is read can neither hang a command nor fill its memory.
 
 Each loader words its refusals through a `FileRules` (what it expected, its error class, its size limit and
-how that limit is raised); the checks themselves live here once.
+how that limit is raised); the checks themselves live here once. A JSON file's text is then decoded and parsed
+here too (UTF-8, no NaN or Infinity, syntax errors with line and column), worded through a `JsonRules`.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,3 +140,57 @@ def sha256_regular(path: str | Path, rules: FileRules, label: str | None = None)
         except OSError as e:
             raise _os_problem(Path(path), label, e, rules) from None
     return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class JsonRules:
+    """How one kind of JSON file is parsed and how its refusals read.
+
+    error: the AccelsimError subclass raised.
+    kind: what the file should be, as in "not {kind}" ("a schedule", "a graph file").
+    constant: the problem for a NaN, Infinity or -Infinity constant (given its spelling); such a value is
+        refused because no file accelsim writes holds one, and it would flow on as a silently wrong number.
+    too_deep: the problem for nesting deeper than Python's recursion limit; None: "not {kind}: " and the
+        interpreter's words.
+    unique_keys: refuse an object that names one key twice (json.loads would keep the last silently).
+    """
+
+    error: type[AccelsimError]
+    kind: str
+    constant: Callable[[str], str]
+    too_deep: str | None = None
+    unique_keys: bool = False
+
+
+def decode_utf8(data: bytes, label: str, rules: JsonRules) -> str:
+    """The text of a file's bytes; bytes that are not UTF-8 are refused as "not {kind}"."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise rules.error(f"{label}: not a UTF-8 text file, so not {rules.kind}") from None
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    counts = Counter(key for key, _ in pairs)
+    dup = next((key for key, _ in pairs if counts[key] > 1), None)  # the first key, in file order, named twice
+    if dup is not None:
+        raise ValueError(f"key {dup!r} appears twice in one object")
+    return dict(pairs)
+
+
+def parse_json(text: str, label: str, rules: JsonRules) -> object:
+    """The JSON value of `text`, or one rules.error naming `label` and, for a syntax error, its line and
+    column."""
+    def refuse_constant(name: str) -> None:
+        raise ValueError(rules.constant(name))
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant,
+                          object_pairs_hook=_unique_keys if rules.unique_keys else None)
+    except json.JSONDecodeError as e:
+        raise rules.error(f"{label}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except ValueError as e:
+        raise rules.error(f"{label}: not {rules.kind}: {e}") from None
+    except RecursionError as e:
+        problem = rules.too_deep if rules.too_deep is not None else f"not {rules.kind}: {e}"
+        raise rules.error(f"{label}: {problem}") from None

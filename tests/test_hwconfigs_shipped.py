@@ -122,12 +122,24 @@ def test_multicore_cpu_core_peak_bounds_the_measured_blas_rate():
 
 # ---- every model maps ------------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def small_graphs():
+    """model -> (forward, training) graphs of SMALL, each built once for every config that maps them."""
+    built = {}
+
+    def graphs(model: str) -> tuple[A.Graph, A.Graph]:
+        if model not in built:
+            forward = A.models.build(model, **SMALL[model])
+            built[model] = (forward, A.training_graph(forward))
+        return built[model]
+    return graphs
+
+
 @pytest.mark.parametrize("model", sorted(SMALL))
 @pytest.mark.parametrize("name", GENERAL)
-def test_every_model_forward_and_training_graph_maps_onto_general_purpose_configs(name, model):
+def test_every_model_forward_and_training_graph_maps_onto_general_purpose_configs(name, model, small_graphs):
     hw = load_hw(name)
-    forward = A.models.build(model, **SMALL[model])
-    for graph in (forward, A.training_graph(forward)):
+    for graph in small_graphs(model):
         costs = graph_costs(hw, graph)
         assert len(costs) == sum(not n.is_leaf for n in graph.nodes)
         assert all(c.cycles > 0 for c in costs)

@@ -23,13 +23,15 @@ from accelsim.frontends.graph_attrs import AttrProblem, encode
 from accelsim.frontends.graph_build import build_graph
 from accelsim.frontends.model_source import file_source
 from accelsim.graph.ir import Graph
-from accelsim.safe_file import FileRules, read_regular
+from accelsim.safe_file import FileRules, JsonRules, decode_utf8, parse_json, read_regular
 
 FORMAT = "accelsim.graph"
 VERSION = 1
 MAX_GRAPH_FILE_BYTES = 8 * 2**20
 """A forward ResNet-50 is ~0.1 MB and its training step ~1 MB of JSON; a file past 8 MiB is not a graph file
 accelsim wrote (constants are written in full, so very large folded constants do not fit)."""
+GRAPH_JSON = JsonRules(FrontendError, "a graph file", lambda name: f"{name} is not a number a graph file may hold",
+                       too_deep="JSON nested too deeply for a graph file", unique_keys=True)
 
 
 def _path(path: object, what: str) -> Path:
@@ -83,32 +85,9 @@ def read_bytes(path: str | Path, what: str, limit: int) -> tuple[Path, bytes]:
     return path, read_regular(path, rules)
 
 
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a number a graph file may hold")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    dup = next((k for k in keys if keys.count(k) > 1), None)
-    if dup is not None:
-        raise ValueError(f"key {dup!r} appears twice in one object")
-    return dict(pairs)
-
-
 def parse_graph_json(path: Path, data: bytes) -> Any:
     """The JSON value of a graph file's bytes (UTF-8, no NaN or Infinity, no duplicate keys)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FrontendError(f"{path}: not a UTF-8 text file, so not a graph file") from None
-    try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
-    except json.JSONDecodeError as e:
-        raise FrontendError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
-    except ValueError as e:
-        raise FrontendError(f"{path}: not a graph file: {e}") from None
-    except RecursionError:
-        raise FrontendError(f"{path}: JSON nested too deeply for a graph file") from None
+    return parse_json(decode_utf8(data, str(path), GRAPH_JSON), str(path), GRAPH_JSON)
 
 
 def load_graph(path: str | Path) -> Graph:

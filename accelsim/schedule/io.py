@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from accelsim.errors import ScheduleError
 from accelsim.pydantic_errors import describe_errors
-from accelsim.safe_file import FileRules, read_regular, special_target
+from accelsim.safe_file import FileRules, JsonRules, decode_utf8, parse_json, read_regular, special_target
 from accelsim.schedule.plan import FORMAT_VERSION, Schedule
 
 MAX_FILE_BYTES = 512 * 2**20
@@ -20,6 +20,9 @@ SCHEDULE_FILE = FileRules("a schedule file (JSON, from `accelsim compile`)", MAX
                           lambda n: f"{n} bytes is larger than any schedule accelsim writes (limit {MAX_FILE_BYTES} "
                                     "bytes)",
                           missing="no such schedule file (write one with `accelsim compile`)")
+SCHEDULE_JSON = JsonRules(ScheduleError, "a schedule",
+                          lambda name: f"the number {name} is not allowed in a schedule (times, sizes and energies "
+                                       "are finite)")
 
 
 def _path(path: object, what: str) -> Path:
@@ -47,17 +50,8 @@ def save_schedule(schedule: Schedule, path: str | Path) -> None:
 def read_schedule(path: str | Path) -> Schedule:
     """Parse a schedule file into a Schedule (types and ranges only: see load_schedule)."""
     path = _path(path, "load_schedule")
-    raw = read_regular(path, SCHEDULE_FILE)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ScheduleError(f"{path}: not a UTF-8 text file, so not a schedule") from None
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as e:
-        raise ScheduleError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
-    except (ValueError, RecursionError) as e:
-        raise ScheduleError(f"{path}: not a schedule: {e}") from None
+    text = decode_utf8(read_regular(path, SCHEDULE_FILE), str(path), SCHEDULE_JSON)
+    data = parse_json(text, str(path), SCHEDULE_JSON)
     if not isinstance(data, dict):
         raise ScheduleError(f"{path}: expected a JSON object (graph_name, tasks, tensors, ...) at the top "
                             f"level, got {type(data).__name__}")
@@ -71,6 +65,3 @@ def read_schedule(path: str | Path) -> Schedule:
         lines = "\n".join(f"  {line}" for line in describe_errors(errors))
         raise ScheduleError(f"{path}: not a valid schedule: {len(errors)} problem(s)\n{lines}") from None
 
-
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"the number {name} is not allowed in a schedule (times, sizes and energies are finite)")

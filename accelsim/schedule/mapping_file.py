@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from accelsim.errors import AccelsimError
 from accelsim.hw.yaml_loader import load_yaml
 from accelsim.pydantic_errors import describe_errors
-from accelsim.safe_file import FileRules, read_regular, special_target
+from accelsim.safe_file import FileRules, JsonRules, decode_utf8, parse_json, read_regular, special_target
 from accelsim.mapping.entry import MAX_TILE, LayerMapping
 from accelsim.schedule.mappings import NodeMapping
 
@@ -43,6 +43,8 @@ MAPPING_FILE = FileRules("a mapping file (YAML or JSON, from `accelsim compile -
                          MappingFileError, lambda n: f"{n:,} bytes is larger than any mapping file (limit "
                                                      f"{MAX_FILE_BYTES:,} bytes)",
                          missing="no such mapping file (write one with `accelsim compile --mapping-out FILE`)")
+MAPPING_JSON = JsonRules(MappingFileError, "a mapping file",
+                         lambda name: f"the number {name} is not allowed in a mapping file (tiles are whole numbers)")
 
 
 def _shown(value: Any) -> str:
@@ -125,16 +127,11 @@ def read_mapping_file(path: str | Path) -> tuple[LayerMapping, ...]:
     """The entries of the mapping file at `path` (.json as JSON, anything else as YAML)."""
     if not isinstance(path, (str, Path)) or not str(path).strip():
         raise MappingFileError(f"a mapping file needs a path, got {_shown(path)}")
-    raw = read_regular(path, MAPPING_FILE)
+    text = decode_utf8(read_regular(path, MAPPING_FILE), str(path), MAPPING_JSON)
+    if Path(path).suffix.lower() == ".json":
+        return mapping_entries(parse_json(text, str(path), MAPPING_JSON), str(path))
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MappingFileError(f"{path}: not a UTF-8 text file, so not a mapping file") from None
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant) if Path(path).suffix.lower() == ".json" \
-            else load_yaml(text)
-    except json.JSONDecodeError as e:
-        raise MappingFileError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+        data = load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -144,9 +141,6 @@ def read_mapping_file(path: str | Path) -> tuple[LayerMapping, ...]:
         raise MappingFileError(f"{path}: not a mapping file: {e}") from None
     return mapping_entries(data, str(path))
 
-
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"the number {name} is not allowed in a mapping file (tiles are whole numbers)")
 
 
 def mapping_data(mappings: tuple[NodeMapping, ...]) -> dict[str, Any]:

@@ -12,9 +12,10 @@ import resource
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -39,11 +40,23 @@ class CliRun:
     code: int
     out: str
     err: str
-    work: Work
+    work: Work | None  # None where no step budget was given: nothing was counted
 
     @property
     def text(self) -> str:
         return self.out + self.err
+
+
+@contextmanager
+def _metered(max_steps: int | None) -> Iterator[Work | None]:
+    """A WorkMeter around the block where a step budget is given, else nothing. Why: the meter traces every
+    line (sys.settrace) and every allocation (tracemalloc), which makes a compile or a plot several times
+    slower, and without a budget it asserts nothing."""
+    if max_steps is None:
+        yield None
+        return
+    with WorkMeter(max_steps) as work:
+        yield work
 
 
 def missing_words(text: str, groups: Sequence[str | tuple[str, ...]]) -> list[str]:
@@ -77,7 +90,7 @@ class Hostile:
         """`main(argv)` with stdout/stderr captured; an exception other than SystemExit fails the test, and
         so does running more than `max_steps` Python steps."""
         self.capsys.readouterr()
-        with WorkMeter(max_steps) as work:
+        with _metered(max_steps) as work:
             try:
                 code = main([str(a) for a in argv])
             except SystemExit as e:  # argparse refusals
@@ -111,7 +124,7 @@ class Hostile:
         """`fn()` raises AccelsimError naming `words` within `max_steps` Python steps; any other exception
         propagates and fails the test."""
         try:
-            with WorkMeter(max_steps):
+            with _metered(max_steps):
                 value = fn()
         except A.AccelsimError as e:
             message = str(e)
