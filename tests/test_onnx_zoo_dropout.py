@@ -125,3 +125,18 @@ def test_an_int64_input_that_is_neither_ids_nor_labels_is_refused_by_name():
     with pytest.raises(FrontendError, match=r"input 'n': is int64 but neither the indices of a Gather on a weight "
                                             r"table nor the class labels of a loss"):
         from_onnx(model, loss="none")
+
+
+def test_a_float_initializer_only_compared_is_a_frozen_parameter_and_one_also_added_trains():
+    """GPT-2's causal-mask buffer reaches only `bias[:t, :t] == 0`: no gradient can reach it, so it does not train
+    (torch's import holds it as a buffer); the same tensor also added to x would train."""
+    nodes = [helper.make_node("Slice", ["bias", "zero_i", "four_i"], ["b"]),
+             helper.make_node("Equal", ["b", "zero"], ["c"]),
+             helper.make_node("Where", ["c", "zero", "x"], ["y"])]
+    inits = {"bias": np.tril(np.ones((4, 4))), "zero": np.array(0.0), "zero_i": np.array([0], np.int64),
+             "four_i": np.array([4], np.int64)}
+    model = _model(nodes, [("y", TensorProto.DOUBLE, (4, 4))], inits, inputs=(("x", TensorProto.DOUBLE, (4, 4)),))
+    assert not from_onnx(model, loss="none").by_name("bias").attrs["trainable"]
+    nodes.append(helper.make_node("Add", ["y", "bias"], ["z"]))
+    model = _model(nodes, [("z", TensorProto.DOUBLE, (4, 4))], inits, inputs=(("x", TensorProto.DOUBLE, (4, 4)),))
+    assert from_onnx(model, loss="none").by_name("bias").attrs["trainable"]
