@@ -30,10 +30,9 @@ def _feed_values(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None) -> 
 
 
 def _check_index_range(key: Any, node: Any, arr: np.ndarray) -> None:
-    """An integer input drawn over [low, high) (class labels, embedding ids: the importers record the range)
-    must be fed values in that range: numpy would wrap a negative label and pick a wrong class silently."""
-    if node.op != "input" or arr.dtype.kind not in "iu" or node.attrs.get("init") != "randint" \
-            or "high" not in node.attrs or arr.size == 0:
+    """An int64 input an importer marked as indices (`indices=True`: class labels, embedding ids) must be fed values
+    in its [low, high): numpy would wrap a negative label and pick a wrong class silently."""
+    if node.op != "input" or not node.attrs.get("indices") or "high" not in node.attrs or arr.size == 0:
         return
     low, high = int(node.attrs.get("low", 0)), int(node.attrs["high"])
     bad = (arr < low) | (arr >= high)

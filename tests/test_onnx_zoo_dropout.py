@@ -140,3 +140,15 @@ def test_a_float_initializer_only_compared_is_a_frozen_parameter_and_one_also_ad
     nodes.append(helper.make_node("Add", ["y", "bias"], ["z"]))
     model = _model(nodes, [("z", TensorProto.DOUBLE, (4, 4))], inits, inputs=(("x", TensorProto.DOUBLE, (4, 4)),))
     assert from_onnx(model, loss="none").by_name("bias").attrs["trainable"]
+
+
+def test_a_fed_embedding_id_outside_the_table_is_refused_naming_the_input():
+    model = _model([helper.make_node("Gather", ["table", "ids"], ["y"])], [("y", TensorProto.DOUBLE, (3, 2))],
+                   {"table": X[:4, :2]}, inputs=(("ids", TensorProto.INT64, (3,)),))
+    graph = from_onnx(model, loss="none")
+    table = np.random.default_rng(5).normal(size=(4, 2))
+    out = A.evaluate(graph, feeds={"ids": np.array([3, 0, 1]), "table": table})["y"]
+    assert np.array_equal(out, table[[3, 0, 1]])
+    with pytest.raises(GraphError, match=r"feed 'ids': input %0 'ids' holds 4 at index \(1,\); expected integers "
+                                         r"in \[0, 4\)"):
+        A.evaluate(graph, feeds={"ids": np.array([3, 4, 1]), "table": table})

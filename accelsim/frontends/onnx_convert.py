@@ -55,7 +55,7 @@ def _add_inputs(g: Graph, checked: CheckedModel) -> tuple[dict[str, Value], set[
     """Graph inputs in file order: floats drawn N(0, 1), int64 ids uniform over the rows of the table they
     index (a Gather on a weight), which the default values need to be valid; int64 class labels of a loss
     uniform over its classes, which the loss's converter sets (it knows the scores' shape): their names are
-    returned too."""
+    returned too. Both kinds are marked `indices=True`: evaluate refuses a fed value outside [0, high)."""
     labels = _label_inputs(checked)
     rows: dict[str, int] = {}
     for node in checked.nodes:
@@ -67,7 +67,7 @@ def _add_inputs(g: Graph, checked: CheckedModel) -> tuple[dict[str, Value], set[
     pending: set[str] = set()
     for name, (shape, dtype) in checked.inputs.items():
         if dtype == "int64" and name in labels and name not in rows:
-            values[name] = g.input(name, shape, dtype="int64", init="randint")  # `high`: set by the loss
+            values[name] = g.input(name, shape, dtype="int64", init="randint", indices=True)  # `high`: by the loss
             pending.add(name)
         elif dtype == "int64":
             if name not in rows:
@@ -76,7 +76,7 @@ def _add_inputs(g: Graph, checked: CheckedModel) -> tuple[dict[str, Value], set[
                                                                f"({', '.join(sorted(LABEL_LOSSES))}); accelsim "
                                                                "imports integer inputs only as embedding ids and "
                                                                "class labels")
-            values[name] = g.input(name, shape, dtype="int64", init="randint", high=rows[name])
+            values[name] = g.input(name, shape, dtype="int64", init="randint", high=rows[name], indices=True)
         else:
             values[name] = g.input(name, shape, dtype=g.dtype)
     return values, pending

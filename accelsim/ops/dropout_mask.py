@@ -3,7 +3,11 @@ so an importer can hold it as a constant that evaluate, check and every backend 
 
 The key is the dropout's ordinal among the random draws of its graph (0 for the first dropout in forward order,
 1 for the next, ...), not its node id: the torch and ONNX importers decompose a model into different numbers of
-nodes, yet draw the same masks for it, so the two imports of one model compute the same step."""
+nodes, yet draw the same masks for it, so the two imports of one model compute the same step.
+
+A mask is a constant: every micro-batch and replica of a step multiplies by the same one, where real training
+draws a fresh mask per micro-batch. Per-micro-batch masks would be graph inputs drawn per sample
+(Graph.input_value), which the executor and `check` already feed per (micro-batch, replica)."""
 from __future__ import annotations
 
 import math
