@@ -24,8 +24,22 @@ def _feed_values(graph: Graph, feeds: Mapping[str | int, np.ndarray] | None) -> 
             raise GraphError(f"feed {key!r}: not an array of {node.dtype} ({e})") from None
         if arr.shape != node.shape:
             raise ShapeError(f"feed {key!r}: expected shape {node.shape}, got {arr.shape}")
+        _check_index_range(key, node, arr)
         out[node.id] = arr
     return out
+
+
+def _check_index_range(key: Any, node: Any, arr: np.ndarray) -> None:
+    """An int64 input an importer marked as indices (`indices=True`: class labels, embedding ids) must be fed values
+    in its [low, high): numpy would wrap a negative label and pick a wrong class silently."""
+    if node.op != "input" or not node.attrs.get("indices") or "high" not in node.attrs or arr.size == 0:
+        return
+    low, high = int(node.attrs.get("low", 0)), int(node.attrs["high"])
+    bad = (arr < low) | (arr >= high)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise GraphError(f"feed {key!r}: input %{node.id} {node.name!r} holds {int(arr[index])} at index {index}; "
+                         f"expected integers in [{low}, {high}) (class labels or embedding ids of that range)")
 
 
 def _node_id(graph: Graph, key: Any, what: str) -> int:

@@ -199,11 +199,12 @@ def _dropout_refuse(args: Args, kwargs: Kwargs) -> str | None:
 
 
 def _dropout(ctx: Ctx, x: Any, p: float, train: bool | None) -> Any:
-    """Inverted dropout: x times a keep mask scaled by 1/(1 - p), drawn from (graph seed, the mask's node id)
-    and held as a constant; the identity in eval mode or at p = 0."""
+    """Inverted dropout: x times a keep mask scaled by 1/(1 - p), drawn from (graph seed, the dropout's ordinal
+    among the graph's draws) and held as a constant; the identity in eval mode or at p = 0."""
     if not train or not p:
         return x
-    mask = dropout_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), x.dtype)
+    mask = dropout_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), x.dtype,
+                        key=next(ctx.draws))
     return x * ctx.graph.const(mask, x.dtype)
 
 
@@ -216,9 +217,10 @@ def _bernoulli_refuse(args: Args, kwargs: Kwargs) -> str | None:
 
 def _bernoulli(ctx: Ctx, x: Any, p: float, generator: Any = None) -> Any:
     """bernoulli(x, p), as an in-place dropout decomposes: a 0/1 mask of x's shape drawn from (graph seed, the
-    mask's node id), held as a constant."""
-    return ctx.graph.const(keep_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), ctx.graph.dtype),
-                           ctx.graph.dtype)
+    draw's ordinal), held as a constant."""
+    mask = keep_mask(ctx.graph.seed, len(ctx.graph.nodes), tuple(x.shape), float(p), ctx.graph.dtype,
+                     key=next(ctx.draws))
+    return ctx.graph.const(mask, ctx.graph.dtype)
 
 
 aten("aten.convolution.default", _conv, "conv2d (or conv_transpose2d) + bias add", refuse=_conv_refuse)

@@ -7,8 +7,9 @@ calls `convert` with the node's arguments (FX nodes replaced by graph Vars).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 from accelsim.graph.ir import Graph
 
@@ -21,9 +22,11 @@ statistics), or a Python number."""
 
 @dataclass(frozen=True)
 class Ctx:
-    """What a converter may use besides its arguments: the graph under construction."""
+    """What a converter may use besides its arguments: the graph under construction, and the ordinals of its
+    random draws (dropout masks), which key each mask so that the ONNX import of the same model draws the same."""
 
     graph: Graph
+    draws: Iterator[int] = field(default_factory=itertools.count)
 
 
 def _always(args: Args, kwargs: Kwargs) -> str | None:

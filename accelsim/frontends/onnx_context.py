@@ -2,8 +2,9 @@
 import time, its attributes, and the accelsim graph being built (ONNX node -> Vars)."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -34,8 +35,9 @@ class ImportContext:
     batch_norm: str  # "inference" (running statistics) or "training" (batch statistics)
     limits: ReadLimits  # max_folded_elements bounds every value computed at import
     values: dict[str, Value] = field(default_factory=dict)
-    labels: dict[str, tuple[int, ...]] = field(default_factory=dict)  # int64 inputs a loss reads, not yet built
+    labels: set[str] = field(default_factory=set)  # int64 label inputs whose class count no loss has set yet
     node: Any = None  # the onnx.NodeProto being converted
+    draws: Iterator[int] = field(default_factory=itertools.count)  # ordinals of random draws: each mask's key
     _consts: dict[str, Var] = field(default_factory=dict)
 
     # ---- the node being converted -------------------------------------------------------
@@ -118,8 +120,6 @@ class ImportContext:
         v = self.values.get(name)
         if isinstance(v, Var):
             return v
-        if name in self.labels:
-            raise self.unsupported(f"it reads int64 input {name!r} before the loss that takes it as class labels")
         if v is None and name in self.initializers:
             arr = self.initializers[name]
             if arr.dtype.kind == "f":
@@ -133,13 +133,18 @@ class ImportContext:
             self._consts[name] = self.graph.const(arr, dtype=dtype)
         return self._consts[name]
 
-    def label_input(self, name: str, classes: int) -> Var:
-        """The int64 graph input `name` that a loss reads as class labels, built on first use (drawn uniform
-        over [0, classes), which the loss's scores tell: a default feed is then a valid batch of labels)."""
-        if name not in self.values:
-            self.values[name] = self.graph.input(name, self.labels.pop(name), dtype="int64", init="randint",
-                                                 high=classes)
-        return self.as_var(name)
+    def claim_labels(self, labels: Var, classes: int) -> None:
+        """Set the range [0, classes) of the int64 graph input that `labels` is (reshaped at most), so its
+        default value is a valid batch of labels and evaluate refuses a fed label outside it; the smallest
+        class count wins when two losses read one input."""
+        node = self.graph.nodes[labels.id]
+        while node.op == "reshape":
+            node = self.graph.nodes[node.inputs[0]]
+        if node.op != "input" or node.dtype != "int64":
+            return  # labels computed by the graph (a constant, an argmax): nothing to draw
+        high = min(int(node.attrs.get("high", classes)), classes)
+        self.graph.nodes[node.id] = replace(node, attrs={**node.attrs, "high": high})
+        self.labels.discard(node.name)
 
     def _param(self, name: str, arr: np.ndarray) -> Var:
         return self.graph.param(name, tuple(int(d) for d in arr.shape), trainable=name not in self.frozen,

@@ -30,15 +30,33 @@ def _node_label(node: Any) -> str:
 
 
 LABEL_LOSSES = frozenset({"SoftmaxCrossEntropyLoss"})
-"""Loss ops whose input 1 holds int64 class labels (built when the loss is converted: onnx_ops_loss.py)."""
+"""Loss ops whose input 1 holds int64 class labels (their range is set when the loss is converted:
+onnx_ops_loss.py)."""
+LABEL_PASSES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast"})
+"""Ops that carry labels unchanged on their way to a loss (GPT-2's `targets.view(-1)`)."""
 
 
-def _add_inputs(g: Graph, checked: CheckedModel) -> tuple[dict[str, Value], dict[str, tuple[int, ...]]]:
-    """Graph inputs in file order: floats drawn N(0, 1), int64 ids uniform over the rows of the table
-    they index (a Gather on a weight), which the default values need to be valid; int64 class labels of a
-    loss are returned apart (name -> shape), built by the loss's converter, which knows the classes."""
-    labels = {n.input[1] for n in checked.nodes if n.op_type in LABEL_LOSSES and len(n.input) > 1}
-    deferred: dict[str, tuple[int, ...]] = {}
+def _label_inputs(checked: CheckedModel) -> set[str]:
+    """Graph inputs a label loss reads as its labels, directly or through LABEL_PASSES ops."""
+    producer = {out: node for node in checked.nodes for out in node.output if out}
+    found = set()
+    for node in checked.nodes:
+        if node.op_type not in LABEL_LOSSES or len(node.input) < 2:
+            continue
+        name = node.input[1]
+        while name in producer and producer[name].op_type in LABEL_PASSES and producer[name].input:
+            name = producer[name].input[0]
+        if name in checked.inputs:
+            found.add(name)
+    return found
+
+
+def _add_inputs(g: Graph, checked: CheckedModel) -> tuple[dict[str, Value], set[str]]:
+    """Graph inputs in file order: floats drawn N(0, 1), int64 ids uniform over the rows of the table they
+    index (a Gather on a weight), which the default values need to be valid; int64 class labels of a loss
+    uniform over its classes, which the loss's converter sets (it knows the scores' shape): their names are
+    returned too. Both kinds are marked `indices=True`: evaluate refuses a fed value outside [0, high)."""
+    labels = _label_inputs(checked)
     rows: dict[str, int] = {}
     for node in checked.nodes:
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in checked.initializers:
@@ -46,18 +64,22 @@ def _add_inputs(g: Graph, checked: CheckedModel) -> tuple[dict[str, Value], dict
             if table.ndim >= 1:
                 rows[node.input[1]] = min(rows.get(node.input[1], table.shape[0]), table.shape[0])
     values: dict[str, Value] = {}
+    pending: set[str] = set()
     for name, (shape, dtype) in checked.inputs.items():
         if dtype == "int64" and name in labels and name not in rows:
-            deferred[name] = shape
+            values[name] = g.input(name, shape, dtype="int64", init="randint", indices=True)  # `high`: by the loss
+            pending.add(name)
         elif dtype == "int64":
             if name not in rows:
-                raise fail(f"{checked.label}: input {name!r}", "is int64 but not the indices of a Gather on a weight "
-                                                               "table; accelsim imports integer inputs only as "
-                                                               "embedding ids")
-            values[name] = g.input(name, shape, dtype="int64", init="randint", high=rows[name])
+                raise fail(f"{checked.label}: input {name!r}", "is int64 but neither the indices of a Gather on a "
+                                                               "weight table nor the class labels of a loss "
+                                                               f"({', '.join(sorted(LABEL_LOSSES))}); accelsim "
+                                                               "imports integer inputs only as embedding ids and "
+                                                               "class labels")
+            values[name] = g.input(name, shape, dtype="int64", init="randint", high=rows[name], indices=True)
         else:
             values[name] = g.input(name, shape, dtype=g.dtype)
-    return values, deferred
+    return values, pending
 
 
 def _all_static(ctx: ImportContext) -> bool:
@@ -140,6 +162,11 @@ def convert(checked: CheckedModel, name: str, batch_norm: str, limits: ReadLimit
                 ctx.values[name_k] = value
     if missing or unsupported:
         raise fail(checked.label, _report(missing, unsupported))
+    if ctx.labels:  # each reaches a loss's labels through LABEL_PASSES ops; one that changed them is left here
+        name = min(ctx.labels)
+        raise fail(f"{checked.label}: input {name!r}", "is int64 and reaches a loss's class labels, but through ops "
+                                                       "that change it; expected the labels to be this input, "
+                                                       "reshaped at most")
     _add_outputs(g, ctx, checked)
     return g
 

@@ -13,8 +13,10 @@ numbers matter (`onnx_import.initializer_feeds` -> `A.evaluate(graph, feeds=...)
 - any other vector: ones for a BatchNormalization/LayerNormalization scale or a running variance, else
   zeros (a bias, a running mean).
 
-Trainable: every float initializer except BatchNormalization's running mean and variance (statistics)
-and one-element tensors (exporters' scalar constants), which become non-trainable parameters.
+Trainable: every float initializer except BatchNormalization's running mean and variance (statistics),
+one-element tensors (exporters' scalar constants) and tensors no gradient can reach (read only by comparisons
+and shape ops, through data movement at most: GPT-2's causal-mask buffer `bias == 0`), which become
+non-trainable parameters.
 """
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ import numpy as np
 from accelsim.frontends.onnx_read import DEFAULT_DOMAINS, CheckedModel
 
 ONES_ROLES = {("BatchNormalization", 1), ("BatchNormalization", 4), ("LayerNormalization", 1)}
+NO_GRADIENT_OPS = frozenset({"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Shape", "Size"})
+"""Ops whose outputs carry no gradient to their inputs (booleans, shapes)."""
+MOVEMENT_OPS = frozenset({"Slice", "Reshape", "Squeeze", "Unsqueeze", "Expand", "Transpose", "Identity", "Cast",
+                          "CastLike", "Flatten", "Gather"})
+"""Ops that pass values through unchanged: what reaches their outputs reaches their input 0 (Gather: its data)."""
 
 
 def frozen_initializers(checked: CheckedModel) -> frozenset[str]:
@@ -34,7 +41,35 @@ def frozen_initializers(checked: CheckedModel) -> frozenset[str]:
     for node in _default_nodes(checked):
         if node.op_type == "BatchNormalization":
             frozen.update(n for n in node.input[3:5] if n in checked.initializers)
+    frozen.update(_gradient_free(checked))
     return frozenset(frozen)
+
+
+def _gradient_free(checked: CheckedModel) -> set[str]:
+    """Float initializers every use of which ends in a NO_GRADIENT_OPS op, through MOVEMENT_OPS (as their input 0)
+    at most, and which no graph output returns."""
+    readers: dict[str, list[tuple[Any, int]]] = {}
+    for node in checked.nodes:
+        for slot, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, slot))
+    outputs = {vi.name for vi in checked.model.graph.output}
+
+    def free(name: str) -> bool:
+        if name in outputs or not readers.get(name):
+            return name not in outputs and name not in readers  # unread: nothing to train
+        for node, slot in readers[name]:
+            if node.domain not in DEFAULT_DOMAINS:
+                return False
+            if node.op_type in NO_GRADIENT_OPS:
+                continue
+            if node.op_type in MOVEMENT_OPS and slot == 0 and all(free(o) for o in node.output if o):
+                continue
+            if node.op_type in MOVEMENT_OPS and slot > 0:
+                continue  # a shape, axes or indices operand: no gradient flows there
+            return False
+        return True
+
+    return {name for name, a in checked.initializers.items() if a.dtype.kind == "f" and a.size > 1 and free(name)}
 
 
 def param_inits(checked: CheckedModel) -> dict[str, dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Converters of ONNX's loss ops: SoftmaxCrossEntropyLoss, which torch.onnx.export makes of F.cross_entropy
 inside a module's forward (ONNX node -> the registry's softmax_cross_entropy). Its int64 labels are a graph
-input built here, drawn over the scores' classes (ImportContext.label_input)."""
+input (reshaped at most) whose range the scores' classes set here (ImportContext.claim_labels)."""
 from __future__ import annotations
 
 from accelsim import ops as F
@@ -25,11 +25,11 @@ def _softmax_cross_entropy(ctx: ImportContext) -> list[Value]:
     ignore = ctx.attr("ignore_index")
     if ignore is not None and 0 <= int(ignore) < classes:
         raise ctx.unsupported(f"ignore_index={ignore} inside the class range [0, {classes})")
-    name = ctx.name(1)
-    labels = ctx.label_input(name, classes) if name in ctx.labels else ctx.tensor(1)
+    labels = ctx.tensor(1)
     if labels.dtype != "int64" or labels.shape != (scores.shape[0],):
         raise ctx.unsupported(f"labels {labels.dtype}{list(labels.shape)}; expected int64 labels of shape "
                               f"({scores.shape[0]},)")
+    ctx.claim_labels(labels, classes)
     return [F.softmax_cross_entropy(scores, labels)]
 
 

@@ -1,5 +1,5 @@
 """Converters of ONNX's data movement and shape ops: Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
-Concat, Slice, Split, Gather, Expand, Where, Shape, Identity, Dropout, Cast, ConstantOfShape (ONNX node ->
+Concat, Slice, Split, Gather, Expand, Where, Shape, Identity, Cast, ConstantOfShape (ONNX node ->
 registry ops, or a value known at import when only shapes are involved; a large float ConstantOfShape a lazy
 leaf)."""
 from __future__ import annotations
@@ -193,16 +193,6 @@ def _identity(ctx: ImportContext) -> list[Value]:
     return [value if value is not None else ctx.tensor(0)]
 
 
-def _dropout(ctx: ImportContext) -> list[Value]:
-    """Inference mode: the identity, and a mask of ones (a constant: every element is kept)."""
-    if ctx.has(2) and bool(np.asarray(ctx.static(2, "training_mode")).reshape(-1)[0]):
-        raise ctx.unsupported("training_mode=True; export the model in eval mode (dropout is the identity then)")
-    outs = _identity(ctx)
-    if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        outs.append(np.broadcast_to(np.True_, ctx.shape(0)))  # a view: checked against the limit before any copy
-    return outs
-
-
 LAZY_ABOVE_ELEMENTS = 4096
 """A float ConstantOfShape larger than this stays lazy (a leaf drawn as its fill value when the graph is
 evaluated) instead of an array made at import: caffe2's exports fill whole weight tensors this way (VGG-19's
@@ -274,7 +264,6 @@ SHAPE_OPS: tuple[OnnxOpDef, ...] = (
     OnnxOpDef("Shape", _shape, "a constant (shapes are static)"),
     OnnxOpDef("Size", _size, "a constant (shapes are static)"),
     OnnxOpDef("Identity", _identity, "nothing: the input itself"),
-    OnnxOpDef("Dropout", _dropout, "nothing in inference mode (a constant mask of ones when it is read)"),
     OnnxOpDef("ConstantOfShape", _constant_of_shape, "a constant; above 4096 float elements a lazy leaf of its value",
               before_folding=True),
     OnnxOpDef("Cast", _cast, "nothing when the type is already the graph's; constants cast at import"),
