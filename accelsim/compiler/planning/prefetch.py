@@ -13,8 +13,8 @@ from accelsim.cost.energy import memory_pj_per_byte
 from accelsim.graph.ir import Graph, Node
 from accelsim.errors import HwConfigError
 from accelsim.fusion_groups import group_internal_nodes
-from accelsim.hw.placement import (GROUP_INTERNAL, LEAF_CLASSES, ClassPlacement, dma_resource, output_elem_bytes, placement_of,
-                                   places_outputs, streamed_output)
+from accelsim.hw.placement import (GROUP_INTERNAL, LEAF_CLASSES, ClassPlacement, dma_resource, output_elem_bytes,
+                                   placement_of, places_outputs, streamed_output)
 from accelsim.hw.precision import tensor_elem_bytes
 from accelsim.memory_split import node_categories
 from accelsim.ops.registry import get_op
