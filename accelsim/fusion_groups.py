@@ -67,6 +67,27 @@ def fusion_groups(graph: Graph) -> tuple[FusionGroup, ...]:
     return tuple(groups)
 
 
+def group_internal_nodes(graph: Graph) -> frozenset[int]:
+    """The nodes whose value a fusion group both produces and consumes: every computed node of a group but its
+    concat (the group's output), read by no node outside the group and no graph output. Layer fusion keeps
+    these between-tile values on chip; only a group's inputs and its concat cross to where activations live
+    (hw/placement.py)."""
+    groups = fusion_groups(graph)
+    if not groups:
+        return frozenset()
+    readers: dict[int, set[int]] = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            readers.setdefault(i, set()).add(n.id)
+    outputs = set(graph.outputs.values())
+    inside: set[int] = set()
+    for g in groups:
+        members = set(g.nodes())
+        inside.update(i for i in members - {g.concat}
+                      if i not in outputs and readers.get(i, set()) <= members)
+    return frozenset(inside)
+
+
 def group_of_nodes(graph: Graph) -> dict[int, str]:
     """Node id -> the label of the fusion group it belongs to (its tiles' nodes and the concat)."""
     return {i: g.label for g in fusion_groups(graph) for i in g.nodes()}

@@ -9,16 +9,19 @@ a fixed tile count (against layer-fused). accelsim's latency is the simulated ma
 timeline's dynamic energy (arithmetic, SRAM, DRAM), without the DRAM background power accelsim derives from
 the DRAM's capacity (hw/tech.py), which Stream does not model. Within tolerance: |accelsim / Stream - 1| <= 25%.
 Run: python experiments/stream_compare.py [--tiles T]   (prints the table, the energy splits, the layer-by-layer
-cycles per op type and the CPU seconds; about 50 s of CPU, most of it fusion auto's compiles).
+cycles per op type and the CPU seconds; about 30 s of CPU, most of it fusion auto's compiles).
 
-Measured (stream-dse 2.1.1; accelsim as committed with this file; 52 s of CPU on a shared machine):
+Measured (stream-dse 2.1.1; accelsim as committed with this file; 28 s of CPU on a shared machine):
 
   accelsim fusion      Stream    cycles       Stream cycles  ratio  energy pJ  Stream pJ  ratio  within 25%
   off                  layer     14,663,510   12,697,310     1.155  1.484e10   1.405e10   1.056  yes
-  auto (-> off)        fused     14,663,510    7,739,942     1.895  1.484e10   9.749e9    1.522  no
-  8 tiles              fused     34,756,213    7,739,942     4.491  3.515e10   9.749e9    3.606  no
-  auto (-> off), sram  fused      6,588,128    7,739,942     0.851  6.135e9    9.749e9    0.629  cycles only
-  8 tiles, sram        fused     15,513,914    7,739,942     2.004  1.583e10   9.749e9    1.624  no
+  auto                 fused     10,756,528    7,739,942     1.390  1.079e10   9.749e9    1.107  energy only
+  8 tiles              fused     23,069,950    7,739,942     2.981  2.335e10   9.749e9    2.396  no
+  auto, sram           fused      6,295,370    7,739,942     0.813  6.236e9    9.749e9    0.640  cycles only
+  8 tiles, sram        fused     15,506,672    7,739,942     2.003  1.583e10   9.749e9    1.624  no
+
+(auto fuses five chains: the stem with the max pool, and layer1's two residual blocks (conv1 .. relu_1) at 4
+tiles; layer2's two blocks at 2.)
 
 The chip file says where Stream's bytes live and how wide they are (its placement, hw/placement.py):
 - Activations in the DRAM. Stream's layer-by-layer solve is one fusion group per layer, and a group starts and
@@ -46,22 +49,29 @@ Fusion off is within 25%. What is left, term by term:
   it on one core (the cores are not a gang). Both are DRAM-bound, so neither split matters much: per op type
   (the last table) ReLU, Add and the pools are within 5% of Stream's cycles.
 Layer-fused (Stream: 7,739,942 cycles, 9.749e9 pJ, 14 groups: the stem, one per residual block in layer1-2,
-smaller groups in layer3-4). Not within 25%. Why:
-- Where a fused group's activations live. Inside a group Stream keeps them in the cores' SRAM and only the
-  group's inputs and outputs cross the DRAM (its transfer energy falls from 1.222e10 to 7.18e9 pJ, 57.4 MB).
-  accelsim's placement is per class, not per group: the file sends every activation, a fused tile's too,
-  through the DRAM (rows without "sram"), which is why auto keeps the unfused step and 8 tiles is 4.5x: every
-  tile writes and reads its intermediates there. With activations kept in SRAM (on_chip_activations; rows
-  "sram") the group boundaries are left out instead: 0.85 of Stream's cycles with auto (which keeps the
-  unfused step, now all on chip) and 0.63 of its energy (5.84e9 pJ off chip: the weights alone, 46.7 MB).
-  The two bracket Stream's answer; a placement that says "between fusion groups" is not built.
+smaller groups in layer3-4). Energy within 25% with auto, latency not. Why:
+- Where a fused group's activations live, as in Stream. Inside a group Stream keeps them in the cores' SRAM
+  and only the group's inputs and outputs cross the DRAM (its transfer energy falls from 1.222e10 to 7.18e9
+  pJ, 57.4 MB). accelsim does the same whatever the activations placement says: a value a fusion group both
+  produces and consumes (its tiles' intermediates, fusion_groups.group_internal_nodes) is placed as without a
+  placement, on chip at the activations' 32 bits (hw/placement.GROUP_INTERNAL); only a group's inputs (read
+  by its tiles' slices) and its output (the concat of its tiles) follow the file's DRAM placement. Before
+  that rule auto kept the unfused step (1.895x, 1.522x) and 8 tiles was 4.49x, 3.61x. With activations kept in
+  SRAM everywhere (on_chip_activations; rows "sram") the group boundaries are left out too: 0.81 of Stream's
+  cycles with auto and 0.64 of its energy (5.93e9 pJ off chip: little more than the weights, 46.7 MB).
+- What still crosses the DRAM in accelsim's fused steps (auto 83.8 MB, 8 tiles 183.6 MB, against Stream's
+  57.4): the tiles' convolutions 53.4 | 124.3 MB (every tile reads its layer's weights from the DRAM: a tile is
+  a node reading its parameter, so 8 tiles read each fused layer's weights 8 times at 4 B), the tiles' slices
+  16.9 | 49.8 MB (a task reads its inputs whole, schedule/traffic.py, so each tile's slice reads its group's
+  whole input, not its band of rows: T times the input), the add and relu tasks 8.1 | 3.7 MB, the groups'
+  outputs (their concats) 3.2 | 3.6 MB, the classifier 2.05 MB.
 - Weights re-fetched per tile, in both tools, but not alike. Stream's layer4 groups are 94-99% transfer-bound
-  (layer by layer, layer4.1's conv1 group moves 9.76 MB: 2.36M weights at 4 B and 0.2 MB of activations). accelsim's fused graph
-  reads every tile's weights from the DRAM (a tile is a node reading its parameter): at 8 tiles that is 8x
-  the weights of each fused layer at 4 B, which is why 8 tiles is 2.0x with activations on chip.
+  (layer by layer, layer4.1's conv1 group moves 9.76 MB: 2.36M weights at 4 B and 0.2 MB of activations).
+  accelsim's fused graph reads every tile's weights from the DRAM, which is why 8 tiles is 2.0x even with
+  activations on chip.
 - Core allocation: Stream splits each fused layer over the four cores and gives ReLU, Add and pooling their
   own cores; accelsim's list scheduler spreads the fused tiles over the four array instances where the DRAM
-  port leaves room (tests/test_stream_compare.py checks it on a small chain with activations on chip).
+  port leaves room (tests/test_stream_compare.py checks it on a small chain on the file's chip).
 """
 from __future__ import annotations
 
@@ -202,8 +212,9 @@ def accelsim_figures(graph: Graph, hw: HwSpec, fusion: str | int) -> tuple[Figur
 
 
 def on_chip_activations(hw: HwSpec) -> HwSpec:
-    """The chip with its activations resident in the cores' SRAM (at the file's 32 bits), as inside one of
-    Stream's fused groups; the file sends every activation through the DRAM, as between Stream's groups."""
+    """The chip with every activation resident in the cores' SRAM (at the file's 32 bits), a fused group's
+    inputs and outputs too; the file sends them through the DRAM, as between Stream's groups (a group's
+    internal values stay on chip either way: hw/placement.GROUP_INTERNAL)."""
     data = hw.model_dump()
     data["chips"][0]["placement"]["activations"]["memory"] = "sram"
     return A.load_hw(data)

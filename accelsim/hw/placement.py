@@ -9,6 +9,9 @@ The classes (memory_split.node_categories names the same tensors in a chip's pea
 - gradients: every tensor of a parameter's gradient (per micro-batch, accumulated, all-reduced, transferred).
 - activations: every other forward and backward value a task writes (recomputed and transferred copies too),
   the gradients of activations included; inputs and constants (leaves) are placed as without a placement.
+  A fusion group's internal values (between its tiles, GROUP_INTERNAL) are placed as without a placement too,
+  at the activations' width: layer fusion keeps them on chip, and only a group's inputs and output (its concat)
+  go where the activations placement says.
 A resident output class is written by its producer to `memory` (at that memory's bandwidth and energy,
 levels.write_cycles) and read by its consumers from there (levels.read_cycles); it waits for room there rather
 than spill elsewhere. A step result is a step result first, whatever its node's class, and is never streamed (no
@@ -56,6 +59,10 @@ OutputClass = Literal["gradients", "activations", "step_results"]
 """The classes of task output a placement names (module docstring)."""
 OUTPUT_CLASSES: tuple[OutputClass, ...] = ("gradients", "activations", "step_results")
 CLASSES: tuple[str, ...] = LEAF_CLASSES + OUTPUT_CLASSES
+GROUP_INTERNAL = "group_internal"
+"""The class the planner gives an activation that a fusion group both produces and consumes
+(fusion_groups.group_internal_nodes): layer fusion keeps those between-tile values on chip, so no placement sends
+them elsewhere (placed as without a placement: levels.first_memory), at the width of the activations' placement."""
 STREAMED_CLASSES: tuple[str, ...] = LEAF_CLASSES + ("gradients", "activations")
 """The classes a placement may stream through a DMA engine (step results are read by no later task)."""
 ON_CHIP = ("sram", "cache")
@@ -247,7 +254,10 @@ def streamed_output(chip: Any, node_class: str | None, result: bool) -> ClassPla
 def output_elem_bytes(chip: Any, node_class: str | None, result: bool) -> int | None:
     """Bytes per element a placement stores a task's output in (output_placement's bytes_per_element); None:
     the step's bytes (hw/precision.tensor_elem_bytes)."""
-    where = output_placement(chip, node_class, result)
+    if node_class == GROUP_INTERNAL:  # kept on chip, stored as the activations it stands for
+        where = placement_of(chip).get("activations")
+    else:
+        where = output_placement(chip, node_class, result)
     return None if where is None else where.bytes_per_element
 
 

@@ -12,8 +12,9 @@ import math
 from accelsim.cost.energy import memory_pj_per_byte
 from accelsim.graph.ir import Graph, Node
 from accelsim.errors import HwConfigError
-from accelsim.hw.placement import (LEAF_CLASSES, ClassPlacement, dma_resource, output_elem_bytes, placement_of,
-                                   places_outputs, streamed_output)
+from accelsim.fusion_groups import group_internal_nodes
+from accelsim.hw.placement import (GROUP_INTERNAL, LEAF_CLASSES, ClassPlacement, dma_resource, output_elem_bytes,
+                                   placement_of, places_outputs, streamed_output)
 from accelsim.hw.precision import tensor_elem_bytes
 from accelsim.memory_split import node_categories
 from accelsim.ops.registry import get_op
@@ -42,11 +43,17 @@ def output_classes(graph: Graph) -> dict[int, str]:
     """Non-leaf node -> its output placement class (hw/placement.py): "gradients" for a parameter's gradient
     node, "activations" for every other forward or backward node (memory_split.node_categories, which names
     the same tensors in a chip's peak). Update nodes have none (placed as without a placement); a graph
-    without an optimizer (inference) has activations only."""
+    without an optimizer (inference) has activations only. An activation that a fusion group both produces and
+    consumes is GROUP_INTERNAL instead (kept on chip, hw/placement.py)."""
     if graph.optimizer is None:
-        return {n.id: "activations" for n in graph.nodes if not n.is_leaf and n.phase != "update"}
-    return {i: c for i, c in node_categories(graph).items()
-            if c in ("gradients", "activations") and not graph.nodes[i].is_leaf}
+        out = {n.id: "activations" for n in graph.nodes if not n.is_leaf and n.phase != "update"}
+    else:
+        out = {i: c for i, c in node_categories(graph).items()
+               if c in ("gradients", "activations") and not graph.nodes[i].is_leaf}
+    for i in group_internal_nodes(graph):
+        if out.get(i) == "activations":
+            out[i] = GROUP_INTERNAL
+    return out
 
 
 def leaf_widths(hw: HwSpec, chips: list[Chip]) -> dict[str, int]:
