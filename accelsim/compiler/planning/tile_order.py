@@ -33,7 +33,7 @@ def order_fused_tiles(graph: Graph, tasks: list[TaskSpec]) -> int:
     by_node: dict[int, list[TaskSpec]] = {}
     for t in tasks:
         if t.kind == "node":
-                by_node.setdefault(t.node, []).append(t)
+            by_node.setdefault(t.node, []).append(t)
     added = 0
     for group in groups:
         window = tiles_in_flight(max((n for i in group.nodes() for t in by_node.get(i, []) for _, n, _ in t.options),
