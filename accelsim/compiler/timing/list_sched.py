@@ -289,7 +289,8 @@ class ListScheduler:
         staged = staged_bytes((tasks[d].kind, tasks[d].node, tasks[d].port_bytes) for d in staging)
         me = (t.kind, t.node, t.port_bytes)  # of a streamed output, the staged head is read in the buffer
         placed = [(mem.where[k][1], leaf_read_bytes(me, tasks[k[1]].node, read_bytes(
-                      t.partial_reads, tasks[k[1]].node, mem.home[k].size_bytes), staged)) for k in deps if k in mem.where]
+                      t.partial_reads, tasks[k[1]].node, mem.home[k].size_bytes), staged))
+                  for k in deps if k in mem.where]
         placed += [(mem.where[("out", p)][1], tasks[p].port_bytes) for p in staging if ("out", p) in mem.where]
         for r in set(t.reads):
             k = ("leaf", *r, t.replica, t.chip)
