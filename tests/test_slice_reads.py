@@ -1,11 +1,14 @@
 """A slice reads only the window it selects: its op's element counts against brute force, and a compiled step
 charges the memory its input lives in with the window's bytes alone (schedule/traffic.read_bytes), the same in
 the scheduler, the validator and both simulators."""
+import json
+
 import numpy as np
 import pytest
 
 import accelsim as A
 from accelsim import ops as F
+from accelsim.errors import AccelsimError
 from accelsim.ops.registry import OPS, numel
 from accelsim.schedule.traffic import placed_io, read_bytes, task_loads
 
@@ -79,3 +82,18 @@ def test_a_partial_read_of_more_than_the_input_is_refused_naming_the_task():
     cut["partial_reads"] = ((cut["partial_reads"][0][0], 5000, 2048),)
     with pytest.raises(ValueError, match=rf"task {cut['id']}: partial_reads reads 5000 of the 2048 elements"):
         type(A.compile(g, hw, effort="fast")).model_validate(data)
+
+
+def test_partial_reads_survive_a_save_and_load_and_a_broken_one_is_refused_naming_the_task(tmp_path):
+    g, hw = _sliced(), A.load_hw(HW_FILE)
+    s = A.compile(g, hw, effort="fast")
+    path = tmp_path / "sliced.json"
+    A.save_schedule(s, path)
+    loaded = A.load_schedule(path, graph=g, hw=hw)
+    assert [t.partial_reads for t in loaded.tasks] == [t.partial_reads for t in s.tasks]
+    data = json.loads(path.read_text())
+    cut = next(t for t in data["tasks"] if t["op"] == "slice")
+    cut["partial_reads"] = [[cut["partial_reads"][0][0], 5000, 2048]]
+    path.write_text(json.dumps(data))
+    with pytest.raises(AccelsimError, match=rf"task {cut['id']}: partial_reads reads 5000 of the 2048 elements"):
+        A.load_schedule(path)
