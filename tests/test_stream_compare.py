@@ -11,6 +11,7 @@ import pytest
 import accelsim as A
 from accelsim import ops as F
 from accelsim.compiler.fusion import step_graph
+from accelsim.schedule.traffic import placed_io
 
 REPO = Path(__file__).resolve().parent.parent
 HW_FILE = REPO / "experiments" / "hw" / "stream_tpu_like_quad_core.yaml"
@@ -95,3 +96,23 @@ def test_both_comparisons_read_one_resnet18():
     compare = _compare_module()
     assert compare.resnet18_graph.__module__ == "resnet18_onnx"
     assert (REPO / "tests" / "data" / "zigzag_resnet18.onnx").is_file()
+
+
+def test_a_fused_groups_tiles_read_their_bands_of_its_input_from_the_dram_not_all_of_it():
+    """The group's input, an activation, lives in the DRAM on the file's chip; each tile's slice reads its band of
+    rows (with the halo) there, so 4 tiles read the input about once (28 of 16 rows), not 4 times as when a task
+    read its inputs whole."""
+    g = A.Graph("added_chain", dtype="float32")
+    x = g.input("x", (1, 8, 16, 16))
+    h = F.relu(F.conv2d(F.add(g.input("r", (1, 8, 16, 16)), x), g.param("w1", (8, 8, 3, 3)), padding=1))
+    g.output("y", F.relu(F.conv2d(h, g.param("w2", (8, 8, 3, 3)), padding=1)))
+    hw = A.load_hw(HW_FILE)
+    s = A.compile(g, hw, fusion=4, effort="fast")
+    step = step_graph(g, s)[0]
+    add = next(t for t in s.tasks if t.op == "add")
+    cuts = [t for t in s.tasks if t.op == "slice" and add.id in t.deps]
+    rows = [step.nodes[t.node].attrs["stops"][2] - step.nodes[t.node].attrs["starts"][2] for t in cuts]
+    assert len(cuts) == 4 and sum(rows) < 2 * 16
+    inputs, _ = placed_io(s, hw)
+    assert [inputs[t.id] for t in cuts] == [[("dram", add.out_bytes * r // 16)] for r in rows]
+    assert A.simulate(s, graph=step).makespan_cycles == s.makespan_cycles

@@ -293,7 +293,8 @@ def _schedule(graph: Graph, hw: HwSpec, options: StepOptions, plan: Plan, timed:
                        start=x.start, end=x.end, deps=tuple(t.deps), after=tuple(t.after), candidates=index[t.id],
                        reads=tuple(t.reads), out_bytes=t.out_bytes, bytes_moved=t.port_bytes,
                        port=ports.get((t.chip, x.resource), ""), keep=t.keep, group=t.group,
-                       energy_pj=float(t.energy_pj), flops=t.flops, **t.part_fields())
+                       energy_pj=float(t.energy_pj), flops=t.flops, partial_reads=t.partial_reads,
+                       **t.part_fields())
                   for t, x in zip(plan.tasks, timed))
     tensors = []
     for (chip, memory), arena in mem.arenas.items():

@@ -120,6 +120,10 @@ class OpDef:
     # (out, *in_shapes, **attrs) -> Passes: the phases of an op that must reduce over a span of its inputs before
     # it can produce any output of that span; None for a one-pass op (read_elems read once)
     passes: Callable[..., Passes] | None = None
+    # (out, *in_shapes, **attrs) -> per input, the elements the op reads of it where it is placed, for an op that
+    # reads less than its whole inputs (a slice: its window); None: every input read whole. The schedule records
+    # it per task (Task.partial_reads) so an input in another memory is charged only the bytes read of it there.
+    input_reads: Callable[..., tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

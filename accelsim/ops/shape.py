@@ -110,6 +110,8 @@ register(OpDef(
 register(OpDef(
     "slice", "data_movement", infer=_slice_infer,
     ref=lambda x, starts, stops: np.ascontiguousarray(x[_index(starts, stops)]),
+    # a slice reads its window alone (a fused tile's band of rows), not the whole input
+    read_elems=lambda out, x, **a: numel(out), input_reads=lambda out, x, **a: (numel(out),),
     grad=lambda g, out, x, starts, stops: (
         apply("slice_grad", g, input_shape=x.shape, starts=starts, stops=stops),),
     examples=lambda rng: [((rng.normal(size=(4, 5)),), {"starts": (1, 0), "stops": (3, 4)}),

@@ -81,6 +81,17 @@ class Task(Data, TaskIdentity):
     split: int = Field(default=-1, ge=-1)  # a part of its node: the index of the op's Split it is cut along; -1: whole
     part: int = Field(default=0, ge=0)  # which part (schedule/split.py), of `parts`
     parts: int = Field(default=1, ge=1)
+    # inputs it reads only part of where they are placed (a slice's window, OpDef.input_reads): (input node,
+    # elements read, elements of the input) each; left out of the JSON when empty (every input read whole)
+    partial_reads: tuple[tuple[int, int, int], ...] = Field(default=(), exclude_if=lambda v: not v)
+
+    @model_validator(mode="after")
+    def _partial_reads_in_range(self) -> "Task":
+        for node, read, whole in self.partial_reads:
+            if not 0 <= read <= whole or whole < 1:
+                raise ValueError(f"task {self.id}: partial_reads reads {read} of the {whole} elements of node {node}; "
+                                 f"expected 0 <= elements read <= elements of the input, and at least one element")
+        return self
 
     @model_validator(mode="after")
     def _part_in_range(self) -> "Task":

@@ -11,6 +11,19 @@ from accelsim.schedule.ports import unit_ports
 
 Placed = tuple[str, int]
 """(memory name, bytes)."""
+PartialReads = tuple[tuple[int, int, int], ...]
+"""A task's partial_reads: (input node, elements read, elements of the input) each."""
+
+
+def read_bytes(partial_reads: PartialReads, node: int, size_bytes: int) -> int:
+    """Bytes a task reads of input `node` placed as `size_bytes`: its share of them when it reads only part of the
+    input (`partial_reads`, OpDef.input_reads: a slice's window, rounded up), else all of them. The scheduler,
+    the validator and both simulators charge an input's memory port with this, so a fused tile's slice moves its
+    band of rows, not the group's whole input."""
+    for n, read, whole in partial_reads:
+        if n == node:
+            return -(-size_bytes * read // whole)
+    return size_bytes
 
 
 def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[Placed | None]]:
@@ -38,9 +51,14 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
         if any_staging:  # a staged tile is read as the bytes it holds, not its slot
             staged = staged_bytes((tasks[a].kind, tasks[a].node, tasks[a].bytes_moved) for a in staging)
             me = (t.kind, t.node, t.bytes_moved)
-            placed = [(k, (m, leaf_read_bytes(me, k[1], b, staged) if k[0] == "leaf"
-                           else tasks[k[1]].bytes_moved if k[1] in staging
-                           else leaf_read_bytes(me, tasks[k[1]].node, b, staged))) for k, (m, b) in placed]
+            placed = [(k, (m, leaf_read_bytes(me, k[1], read_bytes(t.partial_reads, k[1], b), staged)
+                           if k[0] == "leaf" else tasks[k[1]].bytes_moved if k[1] in staging
+                           else leaf_read_bytes(me, tasks[k[1]].node,
+                                                read_bytes(t.partial_reads, tasks[k[1]].node, b), staged)))
+                      for k, (m, b) in placed]
+        elif t.partial_reads:
+            placed = [(k, (m, read_bytes(t.partial_reads, k[1] if k[0] == "leaf" else tasks[k[1]].node, b)))
+                      for k, (m, b) in placed]
         inputs.append([p for _, p in placed if p[1]])
         x = where.get(("out", t.id))
         known = x is not None and t.out_chip < len(chips) and memory_of(chips[t.out_chip], x[0]) is not None

@@ -26,6 +26,7 @@ from accelsim.schedule.levels import (aligned, chip_list, dma_buffers, first_mem
                                       preferred_memory, read_cycles, write_cycles)
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import Port, unit_ports
+from accelsim.schedule.traffic import read_bytes
 from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end, take_bandwidth
 from accelsim.sim.trace import Result, Span
 
@@ -186,11 +187,13 @@ class WorkQueueRuntime:
         staging = self.staging[t.id]
         staged = staged_bytes((self.tasks[a].kind, self.tasks[a].node, self.tasks[a].bytes_moved) for a in staging)
         me = (t.kind, t.node, t.bytes_moved)  # of a streamed output, the staged head is read in the buffer
-        inputs = [(self.placed[d][1], leaf_read_bytes(me, self.tasks[d].node, aligned(self.tasks[d].out_bytes), staged))
+        inputs = [(self.placed[d][1], leaf_read_bytes(me, self.tasks[d].node, read_bytes(
+                      t.partial_reads, self.tasks[d].node, aligned(self.tasks[d].out_bytes)), staged))
                   for d in set(t.deps) if d in self.placed]
         inputs += [(self.placed[a][1], self.tasks[a].bytes_moved) for a in staging if a in self.placed]
         leaves = [(self.leaf_home[k].value[1], leaf_read_bytes((t.kind, t.node, t.bytes_moved), k[0],
-                                                               self.leaf_bytes[k], staged))
+                                                               read_bytes(t.partial_reads, k[0], self.leaf_bytes[k]),
+                                                               staged))
                   for k in self.leaves_of[t.id]]
         return [x for x in inputs + leaves if x[1]]
 

@@ -355,11 +355,22 @@ class Planner:
             staged, stream, values = self.prefetch(reads, common, deps)
             tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=streaming(costs.options, values),
                               out_bytes=self.stored_bytes(n, chip, common["keep"]), port_bytes=costs.port_bytes,
-                              energy_pj=costs.energy_pj or 0.0, flops=costs.flops, stream_cycles=stream)]
+                              energy_pj=costs.energy_pj or 0.0, flops=costs.flops, stream_cycles=stream,
+                              partial_reads=self.partial_reads(n))]
         if streamed is not None:
             tasks = [self.prefetcher.write_back(self.new, t, streamed) for t in tasks]
         self.producer[(n.id, mb, replica, rank)] = [t.id for t in tasks]
         return tasks
+
+    def partial_reads(self, n: Node) -> tuple[tuple[int, int, int], ...]:
+        """(input node, elements read, elements of it) for each input node `n` reads only part of where it is
+        placed (OpDef.input_reads: a slice's window); () when it reads every input whole."""
+        op = get_op(n.op)
+        if op.input_reads is None:
+            return ()
+        shapes = [self.graph.nodes[i].shape for i in n.inputs]
+        read = op.input_reads(n.shape, *shapes, **n.attrs)
+        return tuple((i, r, numel(s)) for i, r, s in zip(n.inputs, read, shapes) if r < numel(s))
 
     def prefetch(self, reads: list[tuple[int, int]], common: dict, deps: list[int] = ()
                  ) -> tuple[list[int], int, int]:

@@ -47,6 +47,7 @@ class TaskSpec:
     part: Part | None = None  # which part of its node's output it computes or moves (None: all of it)
     span: tuple[int, ...] = ()  # a collective timed for one replica (symmetry.py): every member's chip
     stream_cycles: int = 0  # cycles it needs at least to stream the rest of leaves its prefetches staged
+    partial_reads: tuple[tuple[int, int, int], ...] = ()  # inputs it reads part of: (node, read, whole) elements
 
     def part_fields(self) -> dict[str, int]:
         """Its part as the schedule's Task records it (split -1, part 0, parts 1: the whole node)."""

@@ -35,6 +35,7 @@ from accelsim.compiler.timing.pipeline_order import ItemGates
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
 from accelsim.compiler.timing.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
+from accelsim.schedule.traffic import read_bytes
 
 STREAM = "stream"
 """The timeline key of a GPU-like chip's one compute stream, which every unit of the chip books."""
@@ -278,20 +279,24 @@ class ListScheduler:
         mem = self.mem
         if not self.any_staging:  # the common case, kept as cheap as before placements existed
             keys = [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
+            if t.partial_reads:  # a slice reads its window of the input where it lives (traffic.read_bytes)
+                return [(mem.where[k][1], read_bytes(t.partial_reads, k[1] if k[0] == "leaf" else self.tasks[k[1]].node,
+                                                     mem.home[k].size_bytes)) for k in keys if k in mem.where]
             return [(mem.where[k][1], mem.home[k].size_bytes) for k in keys if k in mem.where]
         staging = self.prefetches.get(t.id, [])  # read in their buffer, though not dependences
         tasks = self.tasks
         deps = [("out", d) for d in set(t.deps)]
         staged = staged_bytes((tasks[d].kind, tasks[d].node, tasks[d].port_bytes) for d in staging)
         me = (t.kind, t.node, t.port_bytes)  # of a streamed output, the staged head is read in the buffer
-        placed = [(mem.where[k][1], leaf_read_bytes(me, tasks[k[1]].node, mem.home[k].size_bytes, staged))
+        placed = [(mem.where[k][1], leaf_read_bytes(me, tasks[k[1]].node, read_bytes(
+                      t.partial_reads, tasks[k[1]].node, mem.home[k].size_bytes), staged))
                   for k in deps if k in mem.where]
         placed += [(mem.where[("out", p)][1], tasks[p].port_bytes) for p in staging if ("out", p) in mem.where]
         for r in set(t.reads):
             k = ("leaf", *r, t.replica, t.chip)
             if k in mem.where:
-                placed.append((mem.where[k][1], leaf_read_bytes((t.kind, t.node, t.port_bytes), r[0],
-                                                                mem.home[k].size_bytes, staged)))
+                placed.append((mem.where[k][1], leaf_read_bytes((t.kind, t.node, t.port_bytes), r[0], read_bytes(
+                    t.partial_reads, r[0], mem.home[k].size_bytes), staged)))
         return [p for p in placed if p[1]]
 
     def read_cycles(self, t: TaskSpec, resource: str, inputs: list[tuple[str, int]]) -> int:
