@@ -211,13 +211,13 @@ def accumulate_cycles(m: Measured, chunk: int, step_sums: bool) -> int:
     """One accumulation (an add on the fastest unit) of every parameter gradient computed on the chunk's
     rank-0 chip. `step_sums`: as the task level plans a step of several micro-batches without ZeRO, a
     gradient summed from several stages' parts (planning/step_sums.py) is accumulated part by part on each
-    part's stage, and computed once per step (its per-micro-batch add in the template stands for its own
-    stage's accumulation)."""
+    part's stage, and computed once per step, after the other stages' sums arrive (chunk_figures counts that
+    add in its stage's update)."""
     stage_of = m.plan.stage_of_node
     chip = m.plan.chip_of[(0, chunk, 0)]
     summed = step_summed_gradients(m.graph, stage_of) if step_sums else {}
     accumulated = [g for g in m.graph.gradient_nodes() if g not in summed]
-    accumulated += sorted(step_summed_parts(m.graph, stage_of)) if step_sums else []
+    accumulated += sorted(i for parts in summed.values() for i in parts)
     total = 0
     for g in accumulated:
         node = m.graph.nodes[g]
@@ -280,18 +280,20 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
     graph, plan = m.graph, m.plan
     n_chunks, t = m.options.pipeline_stages, options.tensor_parallel
     chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
-    # as the task level plans M > 1 micro-batches without ZeRO, a tied gradient's parts are summed per step
-    summed = step_summed_parts(graph, plan.stage_of_node) if options.microbatches > 1 and options.zero == 0 \
-        else frozenset()
+    # as the task level plans M > 1 micro-batches without ZeRO, a tied gradient's parts are summed per step,
+    # and the gradient is added from them once, after the sends (update work that waits for them)
+    step_sums = options.microbatches > 1 and options.zero == 0
+    summed = step_summed_parts(graph, plan.stage_of_node) if step_sums else frozenset()
+    per_step = frozenset(step_summed_gradients(graph, plan.stage_of_node)) if step_sums else frozenset()
     wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node, summed), recompute_nodes(graph)
-    filler, late = filler_nodes(graph), sent_gradient_updates(graph, plan.stage_of_node)
+    filler, late = filler_nodes(graph), sent_gradient_updates(graph, plan.stage_of_node) | per_step
     kinds = model_state_kinds(graph) if graph.optimizer is not None else {}
     readers: dict[int, list[TaskSpec]] = {}
     for task in plan.tasks:
         for d in task.deps:
             readers.setdefault(d, []).append(task)
     intervals: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (start, end, part index)
-    late_spans: dict[int, list[tuple[int, int]]] = {}  # chip -> its sent_gradient_updates' (start, end)
+    late_spans: dict[int, list[tuple[int, int]]] = {}  # chip -> (start, end) of its work waiting for sends
     sent: dict[tuple[int, str], int] = {}  # (chip, phase) -> bytes it sends to other chunks' chips
     stash: dict[int, int] = {}  # chip -> bytes of forward values on it that a backward task there reads
     for task, x in zip(plan.tasks, m.timed):
@@ -301,7 +303,8 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             if to != chunk and task.phase in ("forward", "backward"):
                 sent[(task.chip, task.phase)] = sent.get((task.chip, task.phase), 0) + task.out_bytes
         else:
-            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute, filler))))
+            part = "update" if task.node in per_step else _part(task, wgrad, recompute, filler)
+            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(part)))
             if task.node in late and task.node not in filler:
                 late_spans.setdefault(task.chip, []).append((x.start, x.end))
         if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
