@@ -63,11 +63,17 @@ schedule: 0.991 to 1.019):
   it) on the next stage, so the gradient went there and back, and at task level the recomputation waited for
   that stage's stream, busy with later micro-batches (2.7M cycles per boundary; the M=1 templates saw it idle).
   planning/glue.py keeps it home: 0.999.
-Still different, not mended: gpt2-2 p=4 t=1 M=4 ZB-H1 0.973 (0.998 before the tied gradient went once per step;
-task level 14,362,885 -> 14,729,669 cycles, the stage level unchanged). The task level's accumulations of the
-LM head's part (3 x 183,392 cycles on stage 3) feed the transfer to stage 0, so input_gradient_tasks makes them
-B work and they run inside stage 3's B passes; compose adds the accumulation to the W part. That this is the
-whole difference was not checked.
+Mended on h5-zbfix (gpt2-2 on a100_x8: `--models gpt2 --layers 2 --p 2 4 --d 1 --t 1 2 --m 1 4 8`, 36 rows, 108
+CPU s, every row within 3%, largest gap 2.6% (p=4 t=2 M=4 1F1B 1.026); ZB-H1 rows 0.997 to 1.005): gpt2-2 p=4 t=1
+M=4 ZB-H1 was 0.973. The LM head's part of the tied gradient is summed on the last stage and sent once per step;
+the task level made it (a 438,430-cycle matmul per micro-batch) and its accumulations (3 x 183,392) B work, as
+their sum crossed to stage 0, and the stage level made the matmul B and the accumulation W. ZB-H1's W computes
+weight gradients: both levels now count the part and its accumulation as W (pipeline_order.input_gradient_tasks:
+a per-step reader is no micro-batch's input gradient; templates.weight_grad_nodes), the composition sends it
+after the last stage's last W item, not its last B item, and of stage 0's update only the tied matrix's (with the
+once-per-step add of the gradient's parts) waits for it (StageWork.sent_update_cycles), as the task level
+updates every other parameter once its gradient is final. Now task 12,891,991, stage 12,895,009 cycles (1.000);
+p=2 M=8 ZB-H1 1.001 (1.046 with the send after W but the whole update waiting).
 Earlier analyses of classes now within 3% (measured before the launch overheads; kept as the reasons the two
 levels can differ): with replicas, compose all-reduces a stage's gradients in 25 MiB DDP buckets, the task level
 every gradient tensor as computed (transformer_block d=2 M=1 was 1.088, now 0.996 to 1.000); with ranks and

@@ -80,6 +80,34 @@ def test_zb_h1_splits_a_stages_backward_into_input_gradients_and_weight_gradient
     assert not any(feeds[t.id] for t in plan.tasks if t.phase != "backward")
 
 
+@pytest.mark.parametrize("p", [2, 4])
+def test_zb_h1_counts_a_tied_gradients_step_summed_part_and_its_accumulation_as_w_at_both_levels(p):
+    """Small gpt2 (tied embedding), M=2: the LM head's part of the vocabulary matrix's gradient is summed over
+    the step on the last stage and sent to stage 0 once (planning/step_sums.py). It and its accumulation are W
+    (no micro-batch's input gradient waits for them), and the task level's B/W split of every backward task
+    on stages past the first (stage 0's B feeds no earlier stage: all W at task level) is the stage level's
+    (hierarchy/templates.weight_grad_nodes), which times the accumulation as W (templates.accumulate_cycles)."""
+    from accelsim.compiler.hierarchy.templates import weight_grad_nodes
+    from accelsim.compiler.planning.expand import expand
+    from accelsim.compiler.planning.step_sums import step_summed_parts
+    from accelsim.compiler.timing.pipeline_order import input_gradient_tasks
+    from accelsim.models.sizes import SMALL
+    from accelsim.schedule.options import StepOptions
+
+    graph = A.training_graph(A.models.build("gpt2", **SMALL["gpt2"]), optimizer="sgd")
+    plan = expand(graph, A.load_hw("a100_x8"), StepOptions(microbatches=2, pipeline_stages=p))
+    feeds = input_gradient_tasks(plan)
+    parts = step_summed_parts(graph, plan.stage_of_node)
+    assert len(parts) == 1 and all(plan.stage_of_node[i] == p - 1 for i in parts)
+    summed = [t for t in plan.tasks if t.node in parts and t.kind in ("node", "accumulate") and t.phase == "backward"]
+    assert sorted(t.kind for t in summed) == ["accumulate", "node", "node"]
+    assert not any(feeds[t.id] for t in summed)
+    wgrad = weight_grad_nodes(graph, plan.stage_of_node, parts)
+    backward = [t for t in plan.tasks if t.phase == "backward" and t.kind in ("node", "accumulate") and t.stage > 0]
+    assert any(feeds[t.id] for t in backward)
+    assert [t.id for t in backward if feeds[t.id] == (t.node in wgrad)] == []
+
+
 def _task(tid: int, phase: str, deps: list[int], microbatch: int = 0):
     """A task on stage 0; a forward task reads its micro-batch's input (leaf node 99)."""
     from accelsim.compiler.planning.tasks import TaskSpec

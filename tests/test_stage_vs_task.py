@@ -84,6 +84,63 @@ def test_a_weight_gradient_sent_back_holds_only_its_stages_update(hw):
     assert comp.exposed_cycles["transfer"] == 40 + cost - 60
 
 
+def test_the_tied_embeddings_update_is_the_part_of_stage_0s_update_that_waits_for_the_lm_head(hw):
+    """Small gpt2 on two stages: stage 0 updates the vocabulary matrix (the LM head on stage 1 computes a part of
+    its gradient for it alone) and its other parameters; only the matrix's update waits for stage 1's send
+    (templates.sent_gradient_updates: the update nodes StageWork.sent_update_cycles times)."""
+    from accelsim.compiler.hierarchy.templates import sent_gradient_updates
+    from accelsim.compiler.planning.expand import expand
+    from accelsim.models.sizes import SMALL
+
+    graph = A.training_graph(A.models.build("gpt2", **SMALL["gpt2"]), optimizer="sgd")
+    stage = expand(graph, hw, StepOptions(pipeline_stages=2)).stage_of_node
+    late = sent_gradient_updates(graph, stage)
+    updates = {n.id for n in graph.nodes if n.phase == "update"}
+    params = {n.id for n in graph.params}
+    wte = next(n.id for n in graph.params if n.name.endswith("wte"))
+    assert late < {n for n in updates if stage[n] == 0}
+    assert any(wte in graph.nodes[n].inputs for n in late)  # the matrix's update, and no other parameter's
+    assert all(params & set(graph.nodes[n].inputs) <= {wte} for n in late)
+
+
+def test_only_the_update_of_a_parameter_whose_gradient_is_sent_waits_for_the_send(hw):
+    """As test_a_weight_gradient_sent_back_holds_only_its_stages_update, but 2 of stage 0's 5 update cycles
+    update the parameter whose gradient stage 1 sends (StageWork.sent_update_cycles): the other 3 run once stage
+    0's backward pass ends (60), as the task level updates each parameter once its gradient is final; the 2
+    once the send has arrived (40 + the link's cycles, later than 63)."""
+    nbytes = 10**8
+    cost = topology_of(hw).route(1, 0).cycles(nbytes)
+    assert 40 + cost > 63
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0), ChunkWork(1, 10, 20, 0, 0, 0, 0, backward_bytes=nbytes,
+                                                          update_sends=((0, nbytes),)))
+    stages = (StageWork(0, (0,), 5, 0, 0, 0, sent_update_cycles=2), StageWork(1, (1,), 5, 0, 0, 0))
+    comp = compose(StepWork(stages, chunks, microbatches=1, data_parallel=1, tensor_parallel=1), "1f1b", hw)
+    spans = {(x.stage, x.kind): (x.start, x.end) for x in comp.spans}
+    assert spans[(0, "backward")] == (40, 60)
+    assert spans[(0, "update")] == (60, 40 + cost + 2) and comp.makespan_cycles == 40 + cost + 2
+    assert comp.exposed_cycles["transfer"] == 40 + cost - 63
+
+
+@pytest.mark.parametrize("after_weight_grad", [False, True])
+def test_under_zb_h1_a_weight_gradient_summed_in_the_w_pass_is_sent_after_it(hw, after_weight_grad):
+    """p=2, M=1, ZB-H1, F=10, B=20 of which W=8: stage 1 runs F 10-20, B 20-32, W 32-40. The tied weight's
+    gradient part it sends to stage 0 (N bytes) leaves after the pass that computes it: B's end (32), or W's
+    (40) where it is a step-summed part (planning/step_sums.py), W work at both granularities; stage 0's update
+    waits for it. Sent after B, the update did not wait for the W that completes it (gpt2-2 p=4 M=4 ZB-H1)."""
+    nbytes = 10**8
+    cost = topology_of(hw).route(1, 0).cycles(nbytes)
+    chunks = (ChunkWork(0, 10, 20, 8, 0, 0, 0),
+              ChunkWork(1, 10, 20, 8, 0, 0, 0, backward_bytes=nbytes, update_sends=((0, nbytes),),
+                        sends_after_weight_grad=after_weight_grad))
+    stages = tuple(StageWork(s, (s,), 5, 0, 0, 0) for s in range(2))
+    comp = compose(StepWork(stages, chunks, microbatches=1, data_parallel=1, tensor_parallel=1), "zb-h1", hw)
+    spans = {(x.stage, x.kind): (x.start, x.end) for x in comp.spans}
+    assert spans[(1, "backward")] == (20, 32) and spans[(1, "weight_grad")] == (32, 40)
+    sent = 40 if after_weight_grad else 32
+    assert spans[(1, "transfer")] == (sent, sent + cost)
+    assert spans[(0, "update")][0] == max(sent + cost, spans[(0, "weight_grad")][1])
+
+
 def test_a_chunk_cut_mid_block_lets_the_next_start_on_the_first_tensor_it_sends(hw):
     """transformer_block on four stages: chunk 0 sends the residual (the block's input) before the attention
     it computes, and chunk 1 starts on it, within chunk 0's forward pass; the other boundaries hand on no

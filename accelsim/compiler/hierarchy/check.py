@@ -63,6 +63,8 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0) -> 
         if stage.stage != i:
             problems.append(f"{where}.stage is {stage.stage!r}, expected {i} (stages in pipeline order)")
         _need(problems, f"{where}.update_cycles", stage.update_cycles, 0, "a non-negative integer of cycles")
+        _need(problems, f"{where}.sent_update_cycles", stage.sent_update_cycles, -1,
+              "an integer of cycles, at least -1 (the whole update)")
         for key in ("gradient_bytes", "parameter_bytes", "optimizer_bytes"):
             _need(problems, f"{where}.{key}", getattr(stage, key), 0, "a non-negative integer of bytes")
         chips = stage.chips

@@ -86,7 +86,8 @@ class _Planned:
     update_sends: tuple[tuple[int, Booking | None], ...] = ()
     """(destination stage, how it travels: None when it needs no link) of the weight gradients it sends, at
     its end, to the stages holding their parameters (ChunkWork.update_sends), whose updates wait for them.
-    Only the chunk's last backward item sends them: its stage sums them over the micro-batches, as it does
+    Only the chunk's last item computing them sends them (its last backward item; under ZB-H1 its last W item
+    when they are W: ChunkWork.sends_after_weight_grad): its stage sums them over the micro-batches, as it does
     its own weight gradients, and sends the sum once (Megatron-LM all-reduces the tied embedding's gradient
     between the first and last stages once per step). Sent per micro-batch, Megatron's 1T model on 3,072
     A100s sent 2.6 GB per rank 512 times through the last stage's links, which then held its input
@@ -107,6 +108,9 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
     producer = "weight_grad" if split else "backward"
     last_producer = {(s, it.chunk): it for s, items in enumerate(order) for it in items if it.kind == producer}
     last_backward = {(s, it.chunk): it for s, items in enumerate(order) for it in items if it.kind == "backward"}
+    # the item after which a chunk's weight gradients for other stages are complete (ChunkWork.update_sends)
+    last_sender = {key: last_producer[key] if split and work.chunks[key[1]].sends_after_weight_grad else it
+                   for key, it in last_backward.items()}
     plans = []
     for s, items in enumerate(order):
         plan = []
@@ -130,8 +134,8 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                     gives_after = min(cycles, max(1, chunk.input_grad_after))
                 elif not split:
                     gives_after = max(1, cycles - chunk.weight_grad_cycles)
-                if last_backward[(s, c)] is it:
-                    sends = tuple((dest % p, send(s, dest % p, nbytes)) for dest, nbytes in chunk.update_sends)
+            if last_sender[(s, c)] is it:
+                sends = tuple((dest % p, send(s, dest % p, nbytes)) for dest, nbytes in chunk.update_sends)
             gives = transfer = None
             if to is not None:
                 gives = _key(it.kind, m, to, M)
@@ -164,7 +168,7 @@ class _Step:
     producer ended, cycle the input arrived), or None)."""
     tail: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     """Stage -> (cycle its last item ended, cycle its last gradient bucket was reduced, cycle the last weight
-    gradient sent to it arrived, cycle its update ended)."""
+    gradient sent to it arrived less the update cycles that need not wait for it, cycle its update ended)."""
     waits_for: dict[int, Item] = field(default_factory=dict)
     """Stage -> the item it waits to start (for the deadlock message)."""
     ends: dict[int, int] = field(default_factory=dict)
@@ -177,11 +181,14 @@ class _Step:
     """Stage -> the event its update waits on while sends to it are pending."""
 
 
-def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int) -> Generator:
+def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int, sent_update_cycles: int = -1
+               ) -> Generator:
     """One pipeline chip: each item once its input has arrived, handing its output on; the chunk's gradient
     buckets all-reduced as its last gradient-producing item completes them (bucket i of n after (i + 1)/n of
     the pass, as a backward pass produces gradients layer by layer); then, once every bucket is reduced, the
-    update; under ZeRO then the all-gather of the updated parameters, which the next step needs.
+    update, whose last `sent_update_cycles` (StageWork.sent_update_cycles; -1: all of it) wait for the weight
+    gradients other stages send; under ZeRO then the all-gather of the updated parameters, which the next step
+    needs.
 
     The chip keeps its own `clock` and lets SimPy's time catch up only before it books links (so links are
     booked in time order) or waits for an input not yet produced; items that touch no link cost no event. An
@@ -243,10 +250,15 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     if step.pending_sends.get(stage):
         event = step.sends_done[stage] = env.event()
         yield event
-    items_end, clock = clock, max(clock, reduced, step.sends_in.get(stage, 0))
-    spans.append((clock, stage, "update", -1, -1, clock + update_cycles))
-    clock += update_cycles
-    step.tail[stage] = (items_end, reduced, step.sends_in.get(stage, 0), clock)
+    sends_in = step.sends_in.get(stage, 0)
+    late = update_cycles if sent_update_cycles < 0 else min(sent_update_cycles, update_cycles)
+    items_end, clock = clock, max(clock, reduced)
+    if late == update_cycles:  # all of the update waits for the sends
+        clock = max(clock, sends_in)
+    end = max(clock + update_cycles - late, sends_in) + late  # the rest first; the sent part once it arrived
+    spans.append((clock, stage, "update", -1, -1, end))
+    clock = end
+    step.tail[stage] = (items_end, reduced, sends_in - (update_cycles - late), clock)
     if step.gathers.get(stage):
         if clock > env.now:
             yield env.timeout(clock - env.now)
@@ -280,7 +292,8 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
         for planned in plan:
             for to, _ in planned.update_sends:
                 step.pending_sends[to] = step.pending_sends.get(to, 0) + 1
-    stages = [step.env.process(_run_stage(step, s, plans[s], work.stages[s].update_cycles)) for s in range(p)]
+    stages = [step.env.process(_run_stage(step, s, plans[s], work.stages[s].update_cycles,
+                                          work.stages[s].sent_update_cycles)) for s in range(p)]
     step.env.run()
     stuck = [f"stage {s} waits to start {step.waits_for[s]}" for s in range(p) if not stages[s].triggered]
     if stuck:

@@ -22,7 +22,8 @@ task-granularity compiler:
 - weight-gradient cycles (ZB-H1's W pass): the backward tasks of *weight-gradient nodes*: a parameter's
   gradient (a backward node an update reads) and, recursively, a backward node read by exactly one node,
   itself a weight-gradient node of the same chunk (a transpose or product feeding only that gradient; a
-  value sent to another chunk is never W). A value read by two nodes is counted in the input-gradient
+  value sent to another chunk per micro-batch is never W; a tied gradient's part summed over the step on its
+  own chunk, planning/step_sums.py, is). A value read by two nodes is counted in the input-gradient
   pass (B) even when both readers are weight-gradient nodes: W is the work that certainly computes weight
   gradients only, and the chain of activation gradients (each read by its layer's weight gradient and by
   the next input gradient) stays in B;
@@ -48,7 +49,7 @@ from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_gra
 from accelsim.compiler.hierarchy.handoffs import handoffs
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.compiler.planning.expand import CostTable, Planner, chip_map
-from accelsim.compiler.planning.step_sums import step_summed_gradients
+from accelsim.compiler.planning.step_sums import step_summed_gradients, step_summed_parts
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.compiler.timing.list_sched import Timed
 from accelsim.compiler.timing.search import time_plan
@@ -145,18 +146,34 @@ def attributed_cycles(intervals: list[tuple[int, int, int]]) -> list[int]:
     return cycles
 
 
-def weight_grad_nodes(graph: Graph, stage: list[int]) -> frozenset[int]:
+def weight_grad_nodes(graph: Graph, stage: list[int], summed: frozenset[int] = frozenset()) -> frozenset[int]:
     """The weight-gradient nodes (module docstring): parameter gradients and the backward nodes read by
     exactly one node, itself a weight-gradient node on the same stage (`stage`: each node's chunk; a value
-    sent to another chunk is that chunk's input gradient, never W)."""
+    sent to another chunk per micro-batch is that chunk's input gradient, never W). `summed`: the parts of
+    step-summed gradients (planning/step_sums.step_summed_parts), summed on their own stage and sent once
+    per step: weight gradients, as the task level's ZB-H1 order counts them (timing/pipeline_order.py)."""
     consumers = graph.consumers()
-    wgrad = set(graph.gradient_nodes())
+    wgrad = set(graph.gradient_nodes()) | set(summed)
     for n in reversed(graph.nodes):
         readers = consumers[n.id]
         if n.phase == "backward" and not n.name.endswith(RECOMPUTE_SUFFIX) and len(readers) == 1 \
                 and readers[0] in wgrad and stage[readers[0]] == stage[n.id]:
             wgrad.add(n.id)
     return frozenset(wgrad)
+
+
+def sent_gradient_updates(graph: Graph, stage: list[int]) -> frozenset[int]:
+    """The update nodes that read, directly or not, a parameter gradient with a part computed on another stage
+    for it alone (`stage`: each node's chunk; gpt2's tied vocabulary matrix, whose LM-head part the last stage
+    sends): they wait for that stage's send (ChunkWork.update_sends); the rest of a stage's update does not."""
+    consumers = graph.consumers()
+    sent = {g for g in graph.gradient_nodes() if any(
+        stage[i] != stage[g] and graph.nodes[i].phase == "backward" and consumers[i] == [g]
+        for i in graph.nodes[g].inputs)}
+    for n in graph.nodes:
+        if n.id not in sent and any(i in sent for i in n.inputs):
+            sent.add(n.id)
+    return frozenset(n for n in sent if graph.nodes[n].phase == "update")
 
 
 def recompute_nodes(graph: Graph) -> frozenset[int]:
@@ -194,13 +211,13 @@ def accumulate_cycles(m: Measured, chunk: int, step_sums: bool) -> int:
     """One accumulation (an add on the fastest unit) of every parameter gradient computed on the chunk's
     rank-0 chip. `step_sums`: as the task level plans a step of several micro-batches without ZeRO, a
     gradient summed from several stages' parts (planning/step_sums.py) is accumulated part by part on each
-    part's stage, and computed once per step (its per-micro-batch add in the template stands for its own
-    stage's accumulation)."""
+    part's stage, and computed once per step, after the other stages' sums arrive (chunk_figures counts that
+    add in its stage's update)."""
     stage_of = m.plan.stage_of_node
     chip = m.plan.chip_of[(0, chunk, 0)]
     summed = step_summed_gradients(m.graph, stage_of) if step_sums else {}
     accumulated = [g for g in m.graph.gradient_nodes() if g not in summed]
-    accumulated += [i for g, parts in summed.items() for i in parts if stage_of[i] != stage_of[g]]
+    accumulated += sorted(i for parts in summed.values() for i in parts)
     total = 0
     for g in accumulated:
         node = m.graph.nodes[g]
@@ -231,6 +248,8 @@ class ChunkFigures:
     """The parameter gradients computed on its rank-0 chip (whether or not replicas reduce them)."""
     leaves: frozenset[int]
     """The leaves its rank-0 chip reads (parameters, optimizer state, inputs)."""
+    sent_update_cycles: int = 0
+    """The part of update_cycles that waits for weight gradients other chunks send (sent_gradient_updates)."""
 
 
 def work_of(m: Measured, options: StepOptions) -> StepWork:
@@ -249,7 +268,8 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
             stage=s, chips=tuple(step_chips[(0, s, k)] for k in range(t)),
             update_cycles=sum(f.update_cycles for f in mine), filler_cycles=sum(f.filler_cycles for f in mine),
             gradient_bytes=sum(f.gradient_bytes for f in mine) if options.data_parallel > 1 else 0,
-            parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"]))
+            parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"],
+            sent_update_cycles=sum(f.sent_update_cycles for f in mine)))
     return StepWork(stages=tuple(stages), chunks=tuple(f.work for f in figures), microbatches=options.microbatches,
                     data_parallel=options.data_parallel, tensor_parallel=t, virtual_stages=v)
 
@@ -260,14 +280,20 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
     graph, plan = m.graph, m.plan
     n_chunks, t = m.options.pipeline_stages, options.tensor_parallel
     chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
-    wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node), recompute_nodes(graph)
-    filler = filler_nodes(graph)
+    # as the task level plans M > 1 micro-batches without ZeRO, a tied gradient's parts are summed per step,
+    # and the gradient is added from them once, after the sends (update work that waits for them)
+    step_sums = options.microbatches > 1 and options.zero == 0
+    summed = step_summed_parts(graph, plan.stage_of_node) if step_sums else frozenset()
+    per_step = frozenset(step_summed_gradients(graph, plan.stage_of_node)) if step_sums else frozenset()
+    wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node, summed), recompute_nodes(graph)
+    filler, late = filler_nodes(graph), sent_gradient_updates(graph, plan.stage_of_node) | per_step
     kinds = model_state_kinds(graph) if graph.optimizer is not None else {}
     readers: dict[int, list[TaskSpec]] = {}
     for task in plan.tasks:
         for d in task.deps:
             readers.setdefault(d, []).append(task)
     intervals: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (start, end, part index)
+    late_spans: dict[int, list[tuple[int, int]]] = {}  # chip -> (start, end) of its work waiting for sends
     sent: dict[tuple[int, str], int] = {}  # (chip, phase) -> bytes it sends to other chunks' chips
     stash: dict[int, int] = {}  # chip -> bytes of forward values on it that a backward task there reads
     for task, x in zip(plan.tasks, m.timed):
@@ -277,7 +303,10 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             if to != chunk and task.phase in ("forward", "backward"):
                 sent[(task.chip, task.phase)] = sent.get((task.chip, task.phase), 0) + task.out_bytes
         else:
-            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(_part(task, wgrad, recompute, filler))))
+            part = "update" if task.node in per_step else _part(task, wgrad, recompute, filler)
+            intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(part)))
+            if task.node in late and task.node not in filler:
+                late_spans.setdefault(task.chip, []).append((x.start, x.end))
         if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
             stash[task.out_chip] = stash.get(task.out_chip, 0) + task.out_bytes
     per_chip = {chip: dict(zip(PARTS, attributed_cycles(spans))) for chip, spans in intervals.items()}
@@ -309,11 +338,13 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
                          backward_bytes=max(sent.get((chip, "backward"), 0) for chip in ranks[c]))
         figures.append(ChunkFigures(
             work=work, update_cycles=busy(c, "update"),
+            sent_update_cycles=min(busy(c, "update"), max(busy_cycles(late_spans.get(chip, [])) for chip in ranks[c])),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
     sends = backward_sends(plan, chunk_of_chip, n_chunks, wgrad)  # weight gradients sent back
     handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
     lags = handoffs(plan, m.timed, chunk_of_chip, n_chunks, handed, filler)  # when the neighbour may start
+    summed_on = {plan.stage_of_node[i] for i in summed}  # the chunks whose update_sends are W work
     return [replace(f, work=replace(f.work, input_grad_after=h.backward_after, output_after=h.forward_after,
-                                    update_sends=x.update_sends))
+                                    update_sends=x.update_sends, sends_after_weight_grad=f.work.chunk in summed_on))
             for f, x, h in zip(figures, sends, lags)]

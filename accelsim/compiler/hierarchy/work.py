@@ -46,6 +46,10 @@ class ChunkWork:
     """(destination chunk, bytes) per micro-batch: the part of backward_bytes that is weight gradients of
     parameters earlier chunks hold (a tied embedding), which only those chunks' stages' updates wait for. The
     composition sends them once per step, summed over the micro-batches (the same bytes)."""
+    sends_after_weight_grad: bool = False
+    """The weight gradients of update_sends are computed in the W pass (a tied gradient's part summed over
+    the step on this chunk's stage: planning/step_sums.py): a schedule that splits the backward pass (ZB-H1)
+    sends them after the chunk's last W item, once they are complete; otherwise after its last B item."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,10 @@ class StageWork:
     """Work per step that reads no micro-batch's data (a weight's transpose per micro-batch, Adam's decay
     of its moments): it runs wherever the chip idles. Not part of update_cycles or any chunk's cycles;
     compile_stage_step adds to update_cycles what the composed step's idle time cannot hold."""
+    sent_update_cycles: int = -1
+    """The part of update_cycles that updates parameters whose gradients other stages send it
+    (ChunkWork.update_sends: a tied embedding): only that part waits for the sends, and runs last, as the task
+    level updates every other parameter once its own gradient is final; -1: the whole update waits for them."""
 
 
 @dataclass(frozen=True, slots=True)

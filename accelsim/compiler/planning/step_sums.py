@@ -37,3 +37,11 @@ def step_summed_gradients(graph: Graph, stage_of: Sequence[int]) -> dict[int, tu
         if any(stage_of[i] != stage_of[g] for i in inputs):
             sums[g] = inputs
     return sums
+
+
+def step_summed_parts(graph: Graph, stage_of: Sequence[int]) -> frozenset[int]:
+    """The inputs of step-summed gradients (step_summed_gradients) computed on another stage than their add
+    (gpt2's LM-head part of the vocabulary matrix's gradient): each is a weight gradient summed over the step
+    on its own stage and sent once, so no micro-batch's backward pass on any stage waits for it (ZB-H1's W)."""
+    return frozenset(i for g, parts in step_summed_gradients(graph, stage_of).items()
+                     for i in parts if stage_of[i] != stage_of[g])

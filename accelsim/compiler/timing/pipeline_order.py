@@ -28,18 +28,26 @@ ChipOrders = Sequence[Sequence[WorkItem]]
 
 
 def input_gradient_tasks(plan: Plan) -> list[bool]:
-    """Per task: a backward task on whose output the gradient sent to an earlier stage depends (ZB-H1's B);
-    the other backward tasks of a stage compute only weight gradients (its W, which ZB-H1 defers). Ids are
-    a topological order, so one pass from the last task decides every task from its readers."""
+    """Per task: a backward task on whose output the gradient sent to an earlier stage for one micro-batch
+    depends (ZB-H1's B); the other backward tasks of a stage compute only weight gradients (its W, which
+    ZB-H1 defers). A per-step reader on an earlier stage (a tied weight's gradient, whose part computed here is
+    accumulated over the micro-batches and sent once per step: planning/step_sums.py) is no micro-batch's
+    input gradient, so that part and its accumulation stay W, as the stage level counts them
+    (hierarchy/templates.weight_grad_nodes, accumulate_cycles). Ids are a topological order, so one pass
+    from the last task decides every task from its readers."""
     readers: list[list[int]] = [[] for _ in plan.tasks]
     for t in plan.tasks:
         for d in set(t.deps):
             readers[d].append(t.id)
     feeds = [False] * len(plan.tasks)
     for t in reversed(plan.tasks):
-        if t.phase == "backward":
-            feeds[t.id] = any(plan.tasks[r].phase == "backward" and (plan.tasks[r].stage < t.stage or feeds[r])
-                              for r in readers[t.id])
+        if t.phase != "backward":
+            continue
+        for r in (plan.tasks[i] for i in readers[t.id]):
+            sent_back = r.stage < t.stage and r.microbatch != PER_STEP  # one micro-batch's input gradient
+            if r.phase == "backward" and (sent_back or feeds[r.id]):
+                feeds[t.id] = True
+                break
     return feeds
 
 
