@@ -126,3 +126,31 @@ def test_auto_leaves_a_graph_fused_already_as_it_is():
     s = A.compile(g, "tpu_v1_like", fusion="auto", effort="fast")
     assert s.options.fusion == "off"
     assert s.model_dump_json() == A.compile(g, "tpu_v1_like", effort="fast").model_dump_json()
+
+
+def test_auto_also_compiles_the_best_chains_other_promising_counts(monkeypatch):
+    """The estimate can misjudge where a tile's values fit (ResNet-50's stem on tpu_v1_like with a 1 MiB buffer:
+    estimated best at 2 tiles, which spill, while 4 tiles are 33% shorter, experiments/fusion.py): `auto` also
+    compiles the best-ranked chain alone at each other count estimated cheaper than unfused (cheapest estimate
+    first), and keeps the shortest of every candidate."""
+    import accelsim.compiler.fusion as fusion
+    from accelsim.compiler.fusion_choice import ChainChoice
+    g = _two_chains()
+    hw = A.load_hw("tpu_v1_like", SMALL)
+    a, b = _anchors(g)
+    # chain a estimated best at 2 tiles, 8 tiles next, 4 tiles no cheaper than unfused; chain b at 4 tiles
+    choices = (ChainChoice(a, a, "a1 .. a2", 100, ((2, 10), (4, 100), (8, 20)), 2),
+               ChainChoice(b, b, "b1 .. b2", 100, ((2, 90), (4, 50), (8, 95)), 4))
+    monkeypatch.setattr(fusion, "chain_choices", lambda *args: choices)
+    tried, spans = [], {}
+    real = fusion._fused_chains
+
+    def recording(graph, hw_, chosen, options, compile_step):
+        tried.append(chosen)
+        spans[chosen] = real(graph, hw_, chosen, options, compile_step).makespan_cycles
+        return real(graph, hw_, chosen, options, compile_step)
+
+    monkeypatch.setattr(fusion, "_fused_chains", recording)
+    s = A.compile(g, hw, fusion="auto", effort="fast")
+    assert tried == [((a, 2), (b, 4)), ((a, 2),), ((a, 8),)]
+    assert s.makespan_cycles == min([A.compile(g, hw, effort="fast").makespan_cycles, *spans.values()])

@@ -5,7 +5,8 @@ chain: it compiles the step unfused, prices each chain unfused and at each tile 
 step and keeps it when it is shorter, then moves fewer DRAM bytes (the unfused step on a tie), as compile
 keeps a split plan only when it is shorter. The estimate ranks chains better than it judges them: the half of
 the chosen chains with the largest estimated savings is compiled too, and so on down to the best chain alone
-(1 + log2(chains) compiles), and the shortest step of them all is kept. Where the unfused step does not fit
+(1 + log2(chains) compiles), then the best chain alone at each other count it estimates cheaper than unfused
+(the estimate can misjudge where a tile's values fit), and the shortest step of them all is kept. Where the unfused step does not fit
 memory, `auto` compiles every tile count instead and keeps the shortest that fits; a graph fused already is
 left as it is. The schedule records what it used (`options.fusion`: a tile count when every chain was fused
 with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept the unfused step).
@@ -143,18 +144,31 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
         unfused = compile_step(graph, unfused_options)
     except MemoryFitError as e:  # fused tiles may fit where the whole layers do not
         return _fitting(graph, hw, unfused_options, compile_step, e)
-    ranked = ranked_pairs(chain_choices(graph, hw, options, unfused))
+    choices = chain_choices(graph, hw, options, unfused)
+    ranked = ranked_pairs(choices)
     best, best_key = unfused, (unfused.makespan_cycles, dram_bytes(unfused, hw))
-    keep = len(ranked)
-    while keep:
+    candidates = [tuple(sorted(ranked[:keep])) for keep in _halvings(len(ranked))]
+    if ranked:  # the best chain's other promising counts: the estimate can misjudge where a tile's values fit
+        top = next(c for c in choices if c.anchor == ranked[0][0])
+        candidates += [((top.anchor, t),) for t, cycles in sorted(top.fused_cycles, key=lambda tc: (tc[1], tc[0]))
+                       if t != top.tiles and cycles < top.unfused_cycles]
+    for chosen in candidates:
         try:
-            candidate = _fused_chains(graph, hw, tuple(sorted(ranked[:keep])), unfused_options, compile_step)
+            candidate = _fused_chains(graph, hw, chosen, unfused_options, compile_step)
         except AccelsimError:  # a fused step that does not fit or compile is not a candidate
-            candidate = None
-        if candidate is not None and (candidate.makespan_cycles, dram_bytes(candidate, hw)) < best_key:
+            continue
+        if (candidate.makespan_cycles, dram_bytes(candidate, hw)) < best_key:
             best, best_key = candidate, (candidate.makespan_cycles, dram_bytes(candidate, hw))
-        keep //= 2
     return best
+
+
+def _halvings(n: int) -> list[int]:
+    """n, n // 2, n // 4, ..., 1 (none for n = 0): how many of the ranked chains each compiled candidate fuses."""
+    out = []
+    while n:
+        out.append(n)
+        n //= 2
+    return out
 
 
 def _fused_chains(graph: Graph, hw: HwSpec, chosen: tuple[tuple[int, int], ...], options: StepOptions,
