@@ -46,7 +46,7 @@ def _problems(value: Any, schema: dict[str, Any], root: dict[str, Any], path: st
     test, so that the schema cannot grow a rule this checker silently skips."""
     unknown = set(schema) - _ANNOTATIONS - {
         "$ref", "anyOf", "oneOf", "type", "enum", "const", "properties", "additionalProperties", "required", "items",
-        "minItems", "maxItems", "minimum", "maximum", "pattern", "maxLength", "propertyNames"}
+        "prefixItems", "minItems", "maxItems", "minimum", "maximum", "pattern", "maxLength", "propertyNames"}
     assert not unknown, f"the test's checker does not know {unknown}"
     out: list[str] = []
     if "$ref" in schema:
@@ -76,8 +76,9 @@ def _problems(value: Any, schema: dict[str, Any], root: dict[str, Any], path: st
     if isinstance(value, list):
         if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
             out.append(f"{path}: {len(value)} items")
+        prefix = schema.get("prefixItems", [])  # a tuple's positions (a weight stream's tile_shape), then items
         for i, item in enumerate(value):
-            out += _problems(item, schema.get("items", {}), root, f"{path}[{i}]")
+            out += _problems(item, prefix[i] if i < len(prefix) else schema.get("items", {}), root, f"{path}[{i}]")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value < schema.get("minimum", value) or value > schema.get("maximum", value):
             out.append(f"{path}: {value} is out of range")
