@@ -56,26 +56,45 @@ def test_the_reference_is_zigzags_run_of_resnet18s_21_array_layers(zz, setup):
 
 def test_most_layers_are_within_20_percent_of_zigzag(zz, rows):
     """Issue 28 asks latency within 20% on 18 of 21 layers and whole-network energy within 25%, issue 31 latency
-    and energy within 20% on 19. Measured: latency on 18 against ZigZag's total, 17 against its latency without
-    on- and off-loading; energy on 21; both on 18; whole network 0.92 (the experiment's docstring explains each
+    and energy within 20% on 19 with the mapping accelsim chooses. Measured: latency (each layer run alone, its
+    on-loading first) on 19 against ZigZag's total, the scheduled cost on 17 against ZigZag's latency without
+    on- and off-loading; energy on 21; both on 19; whole network 0.92 (the experiment's docstring explains each
     layer outside)."""
     assert len(rows) == 21
-    assert sum(zz.within(r.latency_ratio) for r in rows) >= 18
+    assert sum(zz.within(r.latency_ratio) for r in rows) >= 19
     assert sum(zz.within(r.overlapped_ratio) for r in rows) >= 17
     assert sum(zz.within(r.energy_ratio) for r in rows) == 21
-    assert sum(zz.within(r.latency_ratio) and zz.within(r.energy_ratio) for r in rows) >= 18
+    assert sum(zz.within(r.latency_ratio) and zz.within(r.energy_ratio) for r in rows) >= 19
     whole = sum(r.accelsim.energy_pj for r in rows) / sum(r.zigzag_energy_pj for r in rows)
     assert abs(whole - 1) <= 0.25
 
 
 def test_the_layers_outside_are_the_ones_the_experiment_explains(zz, rows):
-    """The first conv's mapping, ZigZag's whole-input on-loading before layer2.0's first MAC, and the one
-    downsample whose weight and output transfers ZigZag overlaps on its DRAM port. The strided 1x1 downsamples
-    read a quarter of their input (ops/conv.py), as ZigZag fetches, so their traffic is ZigZag's."""
+    """The first conv's mapping and the one downsample whose weight and output transfers ZigZag overlaps on its
+    DRAM port. The strided 1x1 downsamples read a quarter of their input (ops/conv.py), as ZigZag fetches, so
+    their traffic is ZigZag's."""
     outside = {r.name for r in rows if not (zz.within(r.latency_ratio) and zz.within(r.energy_ratio))}
-    assert outside <= {"/conv1/Conv", "/layer2/layer2.0/conv1/Conv", "/layer3/layer3.0/downsample/downsample.0/Conv"}
+    assert outside <= {"/conv1/Conv", "/layer3/layer3.0/downsample/downsample.0/Conv"}
     downsamples = [r for r in rows if "downsample" in r.name]
     assert len(downsamples) == 3 and all(zz.within(r.energy_ratio) for r in downsamples)
+
+
+def test_the_onloading_of_the_compute_bound_convs_is_zigzags(zz, setup, rows):
+    """The 3x3 convs' own mappings (ws, column folds outermost) re-read the whole input in every fold of K, so
+    it is loaded before the first MAC, as ZigZag's SRAM holds it (its onloading_cycles: the input over the 8-byte
+    DRAM port); accelsim also loads the first fold's 32 x 32 weights (128 cycles), which ZigZag overlaps. The
+    scheduled cost leaves the on-loading out: a schedule overlaps it with the predecessors."""
+    reference, _, _ = setup
+    convs = [r for r in rows[1:] if "FY=3" in r.loops]
+    assert len(convs) == 16
+    for r in convs:
+        ref = zz.reference_layer(reference, r.name)
+        assert r.accelsim.resident.input_reused_by == "cols"
+        assert r.accelsim.onload_cycles == ref["onloading_cycles"] + 32 * 32 // zz.DRAM_PORT_BYTES_PER_CYCLE
+        assert r.accelsim.isolated_cycles >= r.accelsim.cycles
+    layer2 = next(r for r in rows if r.name == "/layer2/layer2.0/conv1/Conv")
+    assert layer2.accelsim.isolated_cycles == layer2.accelsim.cycles + layer2.accelsim.onload_cycles
+    assert zz.within(layer2.latency_ratio) and not zz.within(layer2.accelsim.cycles / layer2.zigzag_cycles)
 
 
 def test_the_first_convolution_is_zigzags_latency_only_under_zigzags_spatial_mapping(zz, rows, constrained):

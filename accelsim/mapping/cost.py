@@ -10,6 +10,10 @@ fixed-dataflow unit; then the unit's memory moves what the buffers fetch and wri
 the step's precision, a GPU's kernel overheads and its GEMM tiles and waves (cost/gpu_gemm.py, which set a
 GPU's compute whatever the mapping) apply as in cost/model.py's node_cost (the fixed mapping's cycles are
 node_cost's, exactly). Energy: cost/energy.py's per-op and per-byte figures on those counts.
+Two latencies: `cycles`, what a schedule charges (a node's first loads overlap its predecessors), and
+`isolated_cycles`, the layer run alone, which must first load what its mapping keeps resident above the
+array (mapping/onload.py; with operand buffers, their initial fill) before the first MAC: latency + max(on-
+loading + compute and stalls, the memory traffic), the on-loaded bytes being part of that traffic.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from accelsim.hw.spec import Chip, HwSpec, Unit
 from accelsim.mapping.dims import OPERAND_ROLES, LayerDims
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.mapping.gemm_view import check_traffic_order, traffic_view
+from accelsim.mapping.onload import ResidentTile, resident_tile
 from accelsim.mapping.record import DATAFLOW_ROLES, Geometry, Mapping, check_mapping
 
 OPERANDS = ("input", "weight", "output")
@@ -63,7 +68,10 @@ class MappingCost:
     compute_cycles: int  # folds x fold cycles, fill and drain included (cost/systolic.py)
     buffer_stall_cycles: int  # waiting on the operand buffers' channels (0 without operand buffers)
     memory_stall_cycles: int  # waiting on the unit's memory beyond compute and buffer stalls
-    cycles: int  # latency + compute + both stalls
+    cycles: int  # latency + compute + both stalls: what a schedule charges (first loads overlap predecessors)
+    onload_cycles: int  # loading the resident tile (or the operand buffers' initial fill) before the first MAC
+    isolated_cycles: int  # the layer run alone: latency + max(onload + compute + buffer stalls, memory traffic)
+    resident: ResidentTile  # what the mapping holds above the array before its first MAC (mapping/onload.py)
     array_utilization: float  # MACs / (compute cycles x PEs): the mapping's spatial and fold efficiency
     traffic: tuple[LevelTraffic, ...]
     tiles: tuple[LevelTile, ...]
@@ -104,6 +112,7 @@ class _Buffered:
     buffer_elems: int  # array <-> buffers
     busy_cycles: int  # compute plus the buffers' stalls
     channels_bound: bool  # the busiest channel's traffic takes longer than the compute
+    fill_cycles: int  # the buffers' initial fill before the first MAC (a schedule overlaps it with predecessors)
 
 
 def _buffered(hw: HwSpec, unit: Unit, layer: LayerDims, mapping: Mapping, geom: Geometry, compute: int,
@@ -124,7 +133,7 @@ def _buffered(hw: HwSpec, unit: Unit, layer: LayerDims, mapping: Mapping, geom: 
     extra = t.fill_cycles * added // view.batch if config.double_buffered and added > 0 else 0
     channel = t.channel_cycles + extra
     return _Buffered(t.backing_read_elems, t.output_write_elems, t.buffer_access_elems,
-                     max(t.total_cycles, channel), channel > compute)
+                     max(t.total_cycles, channel), channel > compute, t.fill_cycles)
 
 
 def _fold_tile(mapping: Mapping, geom: Geometry, rows: int, cols: int) -> LevelTile:
@@ -148,19 +157,25 @@ def mapping_cost(hw: HwSpec, chip: Chip, unit: Unit, layer: LayerDims, mapping: 
     if unit.operand_buffers is None:
         read, written = layer.read_elems * elem, layer.written_elems * elem
         busy, buffer_elems, channels_bound = compute, 0, False
+        fill = None  # no buffers: the resident tile streams from the unit's memory before the first MAC
         tile = LevelTile("operand_buffers", *(layer.operand_elems(op) if op != "input" else layer.input_elems
                                               for op in OPERANDS))
     else:
         buffered = _buffered(hw, unit, layer, mapping, geom, compute, elem)
         read, written = buffered.read_elems * elem, buffered.written_elems * elem
         busy, buffer_elems, channels_bound = buffered.busy_cycles, buffered.buffer_elems, buffered.channels_bound
+        fill = buffered.fill_cycles  # the buffers' traffic model already knows what they hold first
         tile = _fold_tile(mapping, geom, rows, cols)
     memory = memory_cycles(hw, chip, unit, read, written)  # node_cost's: a GPU's HBM at its achievable fraction
     cycles = kernel_cycles(chip.gpu_overheads, hw.clock_hz, unit.latency_cycles + max(busy, memory, 1))
+    resident = resident_tile(layer, mapping, geom, rows, cols)
+    onload = memory_cycles(hw, chip, unit, resident.elems * elem, 0) if fill is None else fill
+    isolated = kernel_cycles(chip.gpu_overheads, hw.clock_hz, unit.latency_cycles + max(onload + busy, memory, 1))
     traffic = ((LevelTraffic("operand_buffers", buffer_elems * elem, 0),) if buffer_elems else ()) + \
         (LevelTraffic("memory", read, written),)
     whole = LevelTile("memory", layer.input_elems, layer.operand_elems("weight"), layer.operand_elems("output"))
     energy = node_energy_pj(hw, chip, unit, layer.flops, read, written, buffer_elems * elem)
     utilization = layer.macs / (compute * rows * cols * ways)
     return MappingCost(mapping, geom.folds, geom.temporal, compute, busy - compute, max(0, memory - busy), cycles,
-                       utilization, traffic, (tile, whole), energy, memory, channels_bound)
+                       onload, isolated, resident, utilization, traffic, (tile, whole), energy, memory,
+                       channels_bound)

@@ -46,6 +46,7 @@ class LayerDims:
     written_elems: int
     dtype: str
     stride: int = 1  # a conv's stride along the width, where its im2col pixels repeat (cost/tile_traffic.py)
+    stride_h: int = 1  # a conv's stride along the height (the pixels a tile of its rows touches: mapping/onload.py)
 
     def size(self, name: str) -> int:
         return self.dim(name).size
@@ -102,7 +103,8 @@ def layer_dims(graph: Graph, node: Node) -> LayerDims:
         dims = tuple(Dim(name, sizes[name], role) for name, role in GEMM_DIMS)
         unique_left = batch * m * k
     layer = LayerDims("conv2d" if node.op == "conv2d" else "gemm", dims, int(unique_left), flops, read, written,
-                      node.dtype, int(node.attrs["stride"][1]) if node.op == "conv2d" else 1)
+                      node.dtype, int(node.attrs["stride"][1]) if node.op == "conv2d" else 1,
+                      int(node.attrs["stride"][0]) if node.op == "conv2d" else 1)
     assert (layer.role_size("b"), layer.role_size("m"), layer.role_size("k"), layer.role_size("n")) == \
         (batch, m, k, n), f"{node.op}: loop dims {layer.describe()} disagree with its GEMM view {(batch, m, k, n)}"
     return layer
