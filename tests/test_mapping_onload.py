@@ -11,6 +11,7 @@ from accelsim.cost.tile_traffic import BufferConfig, tile_traffic
 from accelsim.mapping.cost import mapping_compute_cycles, mapping_cost
 from accelsim.mapping.dims import layer_dims
 from accelsim.mapping.gemm_view import traffic_view
+from accelsim.mapping.nest import loop_nest
 from accelsim.mapping.record import Mapping, check_mapping
 
 BANDWIDTH = 8  # bytes per cycle of the unit's memory
@@ -109,3 +110,14 @@ def test_with_operand_buffers_the_onloading_is_their_initial_fill():
     assert t.fill_cycles > 0
     assert cost.onload_cycles == t.fill_cycles
     assert cost.isolated_cycles >= cost.cycles
+
+
+def test_the_loop_nest_shows_what_the_layer_loads_before_its_first_mac():
+    """The per-layer report's nest (mapping/nest.py) carries the resident tile, as the cost charges it."""
+    layer = _gemm()
+    mapping = Mapping("ws", ("K",), ("N",), (("M", 20),), ("cols", "rows"))
+    nest = loop_nest(layer, mapping, 4, 4, ("ws", "os"), "mxu")
+    assert nest.resident == _cost(layer, mapping).resident
+    assert nest.to_dict()["resident"] == {"input_elems": 240, "weight_elems": 16, "input_reused_by": "cols",
+                                          "weight_reused_by": None}
+    assert nest.lines()[-1].startswith("loaded before the first MAC when run alone: input 240 elements")

@@ -1,14 +1,16 @@
 """A mapping shown as the loop nest it runs (LayerDims, Mapping, array rows x cols -> LoopNest): the fold loops
 outermost first with their iterations (a dimension's loop steps by its stream tile; "rows" and "cols" fold what
 does not fit on the array), then what one fold does: the dimensions flattened onto the array's rows and
-columns and the elements streamed through it. For the per-layer report's JSON (the nest) and its CSV and
-table (one compact line)."""
+columns and the elements streamed through it, and what the layer loads before its first MAC when run alone
+(mapping/onload.py; a schedule overlaps it with the predecessors). For the per-layer report's JSON (the nest)
+and its CSV and table (one compact line)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
 from accelsim.mapping.dims import LayerDims
+from accelsim.mapping.onload import ResidentTile, resident_tile
 from accelsim.mapping.record import Mapping, check_mapping
 
 
@@ -32,6 +34,7 @@ class LoopNest:
     rows: Axis
     cols: Axis
     stream: tuple[tuple[str, int], ...]
+    resident: ResidentTile
 
     def compact(self) -> str:
         """One line: `is rows<-C*FY*FX:576/128 cols<-OY*OX:1024/256 | cols x4 rows x5 | stream K:64`."""
@@ -53,13 +56,20 @@ class LoopNest:
         out.append(f"{pad}array ({self.dataflow}): rows <- {'*'.join(self.rows.dims) or '1'}, cols <- "
                    f"{'*'.join(self.cols.dims) or '1'}")
         out.append(f"{pad}stream " + (", ".join(f"{d}: {t}" for d, t in self.stream) or "1 element") + " per fold")
+        r = self.resident
+        reuse = lambda loop: f" (reused across {loop})" if loop else " (the first fold's)"  # noqa: E731
+        out.append(f"loaded before the first MAC when run alone: input {r.input_elems:,} elements"
+                   f"{reuse(r.input_reused_by)}, weight {r.weight_elems:,}{reuse(r.weight_reused_by)}")
         return out
 
     def to_dict(self) -> dict:
         axis = lambda a: {"dims": list(a.dims), "extent": a.extent, "array": a.length}  # noqa: E731
         return {"unit": self.unit, "dataflow": self.dataflow, "rows": axis(self.rows), "cols": axis(self.cols),
                 "loops": [{"loop": name, "iterations": n, "tile": tile} for name, n, tile in self.loops],
-                "stream": dict(self.stream), "nest": self.lines(), "compact": self.compact()}
+                "stream": dict(self.stream), "nest": self.lines(), "compact": self.compact(),
+                "resident": {"input_elems": self.resident.input_elems, "weight_elems": self.resident.weight_elems,
+                             "input_reused_by": self.resident.input_reused_by,
+                             "weight_reused_by": self.resident.weight_reused_by}}
 
 
 def loop_nest(layer: LayerDims, mapping: Mapping, rows: int, cols: int, dataflows: tuple[str, ...],
@@ -73,4 +83,4 @@ def loop_nest(layer: LayerDims, mapping: Mapping, rows: int, cols: int, dataflow
     row_extent = math.prod(sizes[d] for d in mapping.rows)
     col_extent = math.prod(sizes[d] for d in mapping.cols)
     return LoopNest(unit, mapping.dataflow, loops, Axis(mapping.rows, row_extent, rows),
-                    Axis(mapping.cols, col_extent, cols), mapping.stream)
+                    Axis(mapping.cols, col_extent, cols), mapping.stream, resident_tile(layer, mapping, geom, rows, cols))
