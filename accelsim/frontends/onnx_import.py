@@ -8,6 +8,7 @@
 The graph is the file's architecture: graph inputs become inputs, float initializers parameters with
 their ONNX names (drawn by onnx_leaves' rule; integer ones are shapes and axes, read at import), and ops
 become registry ops through the ONNX_OPS table. Static shapes only. `onnx` is imported on first use.
+A shape-only file (ZigZag's and Stream's workloads) imports with external_data="zeros".
 """
 from __future__ import annotations
 
@@ -34,10 +35,13 @@ BATCH_NORM_MODES = ("inference", "training")
 
 
 def from_onnx(model_or_path: Any, *, name: str | None = None, loss: str = "mse", batch_norm: str = "inference",
-              limits: ReadLimits = DEFAULT_READ_LIMITS) -> Graph:
+              limits: ReadLimits = DEFAULT_READ_LIMITS, external_data: str = "read") -> Graph:
     """The forward Graph of an onnx.ModelProto or .onnx file, ending in `loss` as the torch frontend's
     heads do (frontends/losses.py: "mse" against input `target`, "cross_entropy" against int64 `labels`,
-    "output", or "none" for an inference graph). Every problem is one FrontendError paragraph."""
+    "output", or "none" for an inference graph). Every problem is one FrontendError paragraph.
+    external_data="zeros" imports a shape-only file (weights named in a data file that is not shipped, or
+    declared without values) with those float weights as zeros: enough to compile, map and simulate, whose
+    costs read shapes only (onnx_external.zero_external_data); "read" (the default) reads them."""
     head = loss_head(loss)
     if batch_norm not in BATCH_NORM_MODES:
         raise OnnxImportError(f"batch_norm must be one of {', '.join(map(repr, BATCH_NORM_MODES))}, got {batch_norm!r}")
@@ -46,7 +50,7 @@ def from_onnx(model_or_path: Any, *, name: str | None = None, loss: str = "mse",
     if not isinstance(limits, ReadLimits):
         raise OnnxImportError(f"limits must be an accelsim.limits.ReadLimits, got {limits!r}")
     with quiet_libraries():  # onnx's reference ops warn through numpy (overflow, division by zero) as they fold
-        checked = read_model(model_or_path, limits)
+        checked = read_model(model_or_path, limits, external_data)
         default = Path(model_or_path).stem if isinstance(model_or_path, (str, Path)) else checked.model.graph.name
         g = convert(checked, name or default or "onnx_model", batch_norm, limits)
     outputs = [g.var(i) for i in g.outputs.values()]
@@ -61,11 +65,11 @@ def from_onnx(model_or_path: Any, *, name: str | None = None, loss: str = "mse",
 
 
 def load_onnx(path: str | Path, *, name: str | None = None, loss: str = "mse", batch_norm: str = "inference",
-              limits: ReadLimits = DEFAULT_READ_LIMITS) -> Graph:
+              limits: ReadLimits = DEFAULT_READ_LIMITS, external_data: str = "read") -> Graph:
     """from_onnx of the .onnx file at `path`; the graph is named after the file."""
     if not isinstance(path, (str, Path)) or not str(path):
         raise OnnxImportError(f"load_onnx needs the path of an .onnx file, got {type(path).__name__}")
-    return from_onnx(path, name=name, loss=loss, batch_norm=batch_norm, limits=limits)
+    return from_onnx(path, name=name, loss=loss, batch_norm=batch_norm, limits=limits, external_data=external_data)
 
 
 def initializer_feeds(model_or_path: Any, graph: Graph,

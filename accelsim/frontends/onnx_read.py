@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from accelsim.frontends.onnx_errors import INSTALL_HINT, OnnxImportError, fail, one_line
-from accelsim.frontends.onnx_external import read_external_data
+from accelsim.frontends.onnx_external import EXTERNAL_DATA_MODES, read_external_data, zero_external_data
 from accelsim.frontends.onnx_functions import inline_functions
 from accelsim.frontends.onnx_structure import check_structure
 from accelsim.frontends.onnx_version import CONVERTED_OPSET, convert_opset
@@ -57,12 +57,20 @@ def require_onnx() -> ModuleType:
     return onnx
 
 
-def read_model(source: Any, limits: ReadLimits = DEFAULT_READ_LIMITS) -> CheckedModel:
-    """Parse (from a path) and check an ONNX model; every problem is one OnnxImportError paragraph."""
+def read_model(source: Any, limits: ReadLimits = DEFAULT_READ_LIMITS, external_data: str = "read") -> CheckedModel:
+    """Parse (from a path) and check an ONNX model; every problem is one OnnxImportError paragraph.
+    external_data: "read" the weights kept outside the file, or "zeros" for a shape-only file
+    (onnx_external.zero_external_data)."""
+    if external_data not in EXTERNAL_DATA_MODES:
+        raise OnnxImportError(f"external_data must be one of {', '.join(map(repr, EXTERNAL_DATA_MODES))}, got "
+                              f"{external_data!r}")
     onnx = require_onnx()
     model, label = _parse(onnx, source, limits)
     opset = _opset(model, label)
-    read_external_data(model, label, Path(source).parent if isinstance(source, (str, Path)) else None, limits)
+    if external_data == "zeros":
+        zero_external_data(model, label, limits)
+    else:
+        read_external_data(model, label, Path(source).parent if isinstance(source, (str, Path)) else None, limits)
     _check_declared_sizes(model, label, limits)
     model = inline_functions(model, label, limits)
     nodes = check_structure(model.graph, label)
