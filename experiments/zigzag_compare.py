@@ -95,16 +95,14 @@ Why the layers differ:
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import accelsim as A
 from accelsim.errors import AccelsimError
+from accelsim.frontends import from_onnx
 from accelsim.graph.ir import Graph, Node
 from accelsim.hw.spec import HwSpec
 from accelsim.mapping.cache import MappingCache
@@ -114,25 +112,12 @@ from accelsim.mapping.entry import LayerMapping
 from accelsim.mapping.mapper import MapperOptions
 
 REPO = Path(__file__).resolve().parent.parent
+ONNX_FILE = REPO / "tests" / "data" / "zigzag_resnet18.onnx"  # zigzag-dse's resnet18.onnx; Stream reads it too
 REFERENCE = REPO / "tests" / "data" / "zigzag_tpu_like_resnet18.json"
 HW_FILE = REPO / "experiments" / "hw" / "zigzag_tpu_like.yaml"
 TOLERANCE = 0.20
 DRAM_PORT_BYTES_PER_CYCLE = 8  # ZigZag's tpu_like dram: one rw_port_1, bandwidth_max 64 bits, every operand
 DRAM_PJ_PER_ACCESS = {"read": 700.0, "write": 750.0}  # its r_cost and w_cost per 64-bit access
-
-
-def _experiment(name: str) -> ModuleType:
-    """experiments/<name>.py, loaded by its path as the experiments' tests load experiment files (experiments/
-    is no package, and this file runs both as a script and loaded by path)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-resnet18_graph = _experiment("resnet18_onnx").resnet18_graph  # shared with the other comparison
 
 
 class ZigZagReferenceError(AccelsimError):
@@ -177,6 +162,11 @@ def load_reference(path: Path = REFERENCE) -> dict:
         raise ZigZagReferenceError(f"{path}: no saved ZigZag answer; make it with experiments/zigzag_reference.py "
                                    f"(needs zigzag-dse, see its docstring)")
     return json.loads(path.read_text())
+
+
+def resnet18_graph() -> Graph:
+    """ResNet-18 as ZigZag reads it (ONNX_FILE, shape-only: its weights imported as zeros, which no cost reads)."""
+    return from_onnx(ONNX_FILE, name="resnet18", loss="none", external_data="zeros")
 
 
 def array_layers(graph: Graph) -> list[Node]:
