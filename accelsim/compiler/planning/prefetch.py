@@ -92,12 +92,17 @@ class Prefetcher:
                                 for i in n.inputs if graph.nodes[i].is_leaf}
         self.leaf_widths = leaf_widths(hw, chips)
 
-    def leaf_bytes(self, leaf: Node, nbytes: int) -> int:
-        """`nbytes` of a leaf at the step's width, at its class's width where the placement gives one."""
-        width = self.leaf_widths.get(self.classes.get(leaf.id))
+    def _at_width(self, node: Node, nbytes: int, width: int | None) -> int:
+        """`nbytes` of `node` at the step's width (tensor_elem_bytes) restated at `width` bytes per element (None:
+        as they are): the one place a placement's storage width rescales a tensor's bytes, so a leaf's size, its
+        tiles and a stored output all follow the same arithmetic."""
         if width is None:
             return nbytes
-        return nbytes // tensor_elem_bytes(self.graph, leaf, self.hw) * width
+        return nbytes // tensor_elem_bytes(self.graph, node, self.hw) * width
+
+    def leaf_bytes(self, leaf: Node, nbytes: int) -> int:
+        """`nbytes` of a leaf at the step's width, at its class's width where the placement gives one."""
+        return self._at_width(leaf, nbytes, self.leaf_widths.get(self.classes.get(leaf.id)))
 
     def stream(self, chip: int, leaf: int) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when `leaf` streams on `chip`, else None."""
@@ -108,15 +113,15 @@ class Prefetcher:
         return dma_resource(cls), where
 
     def tiled_leaf_bytes(self, leaf: Node, nbytes: int) -> int:
-        """Bytes leaf `leaf` (`nbytes` of its own) occupies where it is placed: a matrix-unit operand (a leaf a
-        tensor op reads) as its class's stream stores it (hw/placement.DmaStream.stored_bytes: whole tiles where
-        the stream has a tile_shape), any other leaf `nbytes`. A class streamed by chips that lay it out
+        """Bytes leaf `leaf` (`nbytes` of its own at its class's width: leaf_bytes) occupies where it is placed: a
+        matrix-unit operand (a leaf a tensor op reads) as its class's stream stores it (hw/placement.DmaStream.
+        stored_bytes: whole tiles, each element at the class's width, where the stream has a tile_shape), any other
+        leaf `nbytes`. A class streamed by chips that lay it out
         differently takes the largest (the plan sizes a leaf once)."""
         cls = self.classes.get(leaf.id)
         if cls is None or not self.any or leaf.id not in self.matrix_operands:
             return nbytes
-        numel = math.prod(leaf.shape)
-        elem = nbytes // numel if numel else 0
+        elem = self.leaf_bytes(leaf, tensor_elem_bytes(self.graph, leaf, self.hw))  # one element, at its width
         stored = [w.stream.stored_bytes(leaf.shape, elem) for c in self.chips
                   if (w := placement_of(c).get(cls)) is not None and w.stream is not None]
         return max(stored, default=nbytes)
@@ -124,10 +129,7 @@ class Prefetcher:
     def stored_bytes(self, chip: int, node: Node, result: bool, nbytes: int) -> int:
         """`nbytes` of `node`'s value at the step's width (tensor_elem_bytes), stored on `chip` at the width
         of its output class's placement where one is given (hw/placement.py; `result`: a step result)."""
-        width = output_elem_bytes(self.chips[chip], self.out_classes.get(node.id), result)
-        if width is None:
-            return nbytes
-        return nbytes // tensor_elem_bytes(self.graph, node, self.hw) * width
+        return self._at_width(node, nbytes, output_elem_bytes(self.chips[chip], self.out_classes.get(node.id), result))
 
     def out_stream(self, chip: int, node: int, result: bool) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when node `node`'s output streams on `chip` (placement.streamed_output)."""
