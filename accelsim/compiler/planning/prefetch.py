@@ -142,8 +142,8 @@ class Prefetcher:
         """Bytes leaf `leaf` (`nbytes` of its own at its class's width: leaf_bytes) occupies where it is placed: a
         matrix-unit operand (a leaf a tensor op reads) as its class's stream stores it (hw/placement.DmaStream.
         stored_bytes: whole tiles, each element at the class's width, where the stream has a tile_shape), any other
-        leaf `nbytes`. A class streamed by chips that lay it out
-        differently takes the largest (the plan sizes a leaf once)."""
+        leaf `nbytes`. A class streamed by chips that lay it out differently takes the largest (the plan sizes a
+        leaf once)."""
         cls = self.classes.get(leaf.id)
         if cls is None or not self.any or leaf.id not in self.matrix_operands:
             return nbytes
