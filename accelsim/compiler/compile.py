@@ -18,7 +18,8 @@ from accelsim.compiler.exact import MAX_EXACT_TASKS
 from accelsim.compiler.exact_step import check_exact_step, exact_seconds, solve_step
 from accelsim.compiler.fusion import compile_fusion
 from accelsim.compiler.hierarchy.step import StageStep, compile_stage_step, granularity_and_tasks
-from accelsim.compiler.planning.expand import CostTable, expand
+from accelsim.compiler.planning.expand import expand
+from accelsim.compiler.planning.node_costs import CostTable
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.schedule.levels import chip_list
 from accelsim.compiler.timing.improve import makespan_of

@@ -26,6 +26,22 @@ def read_bytes(partial_reads: PartialReads, node: int, size_bytes: int) -> int:
     return size_bytes
 
 
+Reader = tuple[str, int, int, PartialReads]
+"""(kind, node, bytes moved, partial_reads) of a task reading its inputs (a schedule's Task gives bytes_moved, the
+planner's TaskSpec port_bytes)."""
+
+
+def input_read_bytes(task: Reader, node: int, size_bytes: int, staged: dict[int, int]) -> int:
+    """Bytes `task` is charged for reading input `node` (a leaf, or a dependence's output by its node) placed as
+    `size_bytes`: its share of the input (read_bytes: a slice's window) less what its prefetches staged in their
+    buffers (`staged`, kinds.staged_bytes; a prefetch itself: the tile it stages, kinds.leaf_read_bytes). The
+    scheduler's durations, the validator's port checks and both simulators' port loads all charge an input with
+    this one rule: were any of them to compose it differently, a compiled schedule would be refused by the
+    validator or replayed to another makespan than the one compiled."""
+    kind, reader, moved, partial_reads = task
+    return leaf_read_bytes((kind, reader, moved), node, read_bytes(partial_reads, node, size_bytes), staged)
+
+
 def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[Placed | None]]:
     """Per task: its inputs (its dependences' outputs and its leaves, each at its placed memory and
     size; tensors in memories its chip lacks are left out for the validator to report) and its
@@ -42,7 +58,7 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
     for t in tasks:
         chip = chips[t.chip] if t.chip < len(chips) else None
         # a streamed leaf or output: a prefetch reads its head, its reader (after it) the head in the buffer
-        # and the rest where the leaf or the write-back's output lives (kinds.leaf_read_bytes)
+        # and the rest where the leaf or the write-back's output lives (input_read_bytes)
         staging = [a for a in set(t.after) if a < len(tasks) and TASK_KINDS[tasks[a].kind].stages] if any_staging else []
         keys = [("out", d) for d in set(t.deps) | set(staging)]
         keys += [("leaf", node, mb, t.replica, t.chip) for node, mb in set(t.reads)]
@@ -50,11 +66,10 @@ def placed_io(schedule: Schedule, hw: HwSpec) -> tuple[list[list[Placed]], list[
                   if k in where and chip is not None and memory_of(chip, where[k][0]) is not None]
         if any_staging:  # a staged tile is read as the bytes it holds, not its slot
             staged = staged_bytes((tasks[a].kind, tasks[a].node, tasks[a].bytes_moved) for a in staging)
-            me = (t.kind, t.node, t.bytes_moved)
-            placed = [(k, (m, leaf_read_bytes(me, k[1], read_bytes(t.partial_reads, k[1], b), staged)
-                           if k[0] == "leaf" else tasks[k[1]].bytes_moved if k[1] in staging
-                           else leaf_read_bytes(me, tasks[k[1]].node,
-                                                read_bytes(t.partial_reads, tasks[k[1]].node, b), staged)))
+            me = (t.kind, t.node, t.bytes_moved, t.partial_reads)
+            placed = [(k, (m, input_read_bytes(me, k[1], b, staged) if k[0] == "leaf"
+                           else tasks[k[1]].bytes_moved if k[1] in staging
+                           else input_read_bytes(me, tasks[k[1]].node, b, staged)))
                       for k, (m, b) in placed]
         elif t.partial_reads:
             placed = [(k, (m, read_bytes(t.partial_reads, k[1] if k[0] == "leaf" else tasks[k[1]].node, b)))

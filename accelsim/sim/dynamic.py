@@ -22,12 +22,12 @@ from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.identity import identity_of
 from accelsim.schedule.issue_order import in_order_chips, issues_in_order
 from accelsim.hw.placement import placement_of, places_outputs
-from accelsim.schedule.kinds import TASK_KINDS, leaf_read_bytes, staged_bytes
+from accelsim.schedule.kinds import TASK_KINDS, staged_bytes
 from accelsim.schedule.levels import (aligned, chip_list, dma_buffers, first_memory, is_result, memory_order, port_loads,
                                       preferred_memory, read_cycles, write_cycles)
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import Port, unit_ports
-from accelsim.schedule.traffic import read_bytes
+from accelsim.schedule.traffic import input_read_bytes
 from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end, take_bandwidth
 from accelsim.sim.trace import Result, Span
 
@@ -201,17 +201,15 @@ class WorkQueueRuntime:
 
     def inputs_of(self, t: Task) -> list[tuple[str, int]]:
         """(memory, bytes) of where each of the task's dependences' outputs (and its prefetches' staged heads)
-        and leaves was put; of a streamed leaf, what it reads where the leaf lives (kinds.leaf_read_bytes)."""
+        and leaves was put; of a streamed leaf, what it reads where the leaf lives (traffic.input_read_bytes)."""
         staging = self.staging[t.id]
         staged = staged_bytes((self.tasks[a].kind, self.tasks[a].node, self.tasks[a].bytes_moved) for a in staging)
-        me = (t.kind, t.node, t.bytes_moved)  # of a streamed output, the staged head is read in the buffer
-        inputs = [(self.placed[d][1], leaf_read_bytes(me, self.tasks[d].node, read_bytes(
-                      t.partial_reads, self.tasks[d].node, aligned(self.tasks[d].out_bytes)), staged))
+        me = (t.kind, t.node, t.bytes_moved, t.partial_reads)  # of a streamed output, the head is read in the buffer
+        inputs = [(self.placed[d][1], input_read_bytes(me, self.tasks[d].node, aligned(self.tasks[d].out_bytes),
+                                                       staged))
                   for d in set(t.deps) if d in self.placed]
         inputs += [(self.placed[a][1], self.tasks[a].bytes_moved) for a in staging if a in self.placed]
-        leaves = [(self.leaf_home[k].value[1], leaf_read_bytes((t.kind, t.node, t.bytes_moved), k[0],
-                                                               read_bytes(t.partial_reads, k[0], self.leaf_bytes[k]),
-                                                               staged))
+        leaves = [(self.leaf_home[k].value[1], input_read_bytes(me, k[0], self.leaf_bytes[k], staged))
                   for k in self.leaves_of[t.id]]
         return [x for x in inputs + leaves if x[1]]
 

@@ -42,7 +42,8 @@ from typing import Any, Mapping
 from accelsim import models
 from accelsim.compiler.hierarchy.templates import chunk_figures, chunk_options, measure_step
 from accelsim.compiler.hierarchy.work import StageWork, StepWork
-from accelsim.compiler.planning.expand import Planner, chip_map
+from accelsim.compiler.planning.chip_map import chip_map
+from accelsim.compiler.planning.expand import Planner
 from accelsim.compiler.planning.layers import find_layers, scope
 from accelsim.compiler.planning.stages import split_layers
 from accelsim.errors import ModelError, ScheduleError

@@ -48,7 +48,9 @@ from dataclasses import dataclass, replace
 from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_grad_transfers
 from accelsim.compiler.hierarchy.handoffs import handoffs
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
-from accelsim.compiler.planning.expand import CostTable, Planner, chip_map
+from accelsim.compiler.planning.chip_map import chip_map
+from accelsim.compiler.planning.expand import Planner
+from accelsim.compiler.planning.node_costs import CostTable
 from accelsim.compiler.planning.step_sums import step_summed_gradients, step_summed_parts
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.compiler.timing.list_sched import Timed

@@ -4,22 +4,24 @@ prefetch_depth tiles) in the stream's buffer before the reader starts; the reade
 the rest from the class's memory while it runs, at the DMA engine's bandwidth at most. A streamed output
 (gradients, activations) is first written back by its class's engine from its producer's memory into the
 class's memory (a write-back task), and its readers' prefetches stage it from there likewise. Also the
-storage width of each class (its `bytes_per_element`)."""
+storage width of each class (its `bytes_per_element`), which sizes every tensor the plan places."""
 from __future__ import annotations
 
 import math
 
 from accelsim.cost.energy import memory_pj_per_byte
 from accelsim.graph.ir import Graph, Node
-from accelsim.errors import HwConfigError
+from accelsim.errors import HwConfigError, ScheduleError
 from accelsim.fusion_groups import group_internal_nodes
 from accelsim.hw.placement import (GROUP_INTERNAL, LEAF_CLASSES, ClassPlacement, dma_resource, output_elem_bytes,
                                    placement_of, places_outputs, streamed_output)
-from accelsim.hw.precision import tensor_elem_bytes
+from accelsim.hw.precision import tensor_bytes, tensor_elem_bytes
 from accelsim.memory_split import node_categories
 from accelsim.ops.registry import get_op
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.schedule.identity import PER_STEP
+from accelsim.schedule.kinds import TASK_KINDS
+from accelsim.schedule.levels import is_result
 
 
 def leaf_classes(graph: Graph) -> dict[int, str]:
@@ -79,7 +81,9 @@ def leaf_widths(hw: HwSpec, chips: list[Chip]) -> dict[str, int]:
 
 
 class Prefetcher:
-    """Makes the prefetch tasks of one plan: which leaves stream on which chip, and at what cost."""
+    """The placement classes of one plan: the bytes each tensor is stored as (its class's width, whole tiles of a
+    tiled stream), and the prefetch and write-back tasks of the streamed classes: which stream on which chip, and
+    at what cost."""
 
     def __init__(self, graph: Graph, hw: HwSpec, chips: list[Chip]) -> None:
         self.graph, self.hw, self.chips = graph, hw, chips
@@ -92,12 +96,39 @@ class Prefetcher:
                                 for i in n.inputs if graph.nodes[i].is_leaf}
         self.leaf_widths = leaf_widths(hw, chips)
 
-    def leaf_bytes(self, leaf: Node, nbytes: int) -> int:
-        """`nbytes` of a leaf at the step's width, at its class's width where the placement gives one."""
-        width = self.leaf_widths.get(self.classes.get(leaf.id))
+    def _at_width(self, node: Node, nbytes: int, width: int | None) -> int:
+        """`nbytes` of `node` at the step's width (tensor_elem_bytes) restated at `width` bytes per element (None:
+        as they are): the one place a placement's storage width rescales a tensor's bytes, so a leaf's size, its
+        tiles and a stored output all follow the same arithmetic."""
         if width is None:
             return nbytes
-        return nbytes // tensor_elem_bytes(self.graph, leaf, self.hw) * width
+        return nbytes // tensor_elem_bytes(self.graph, node, self.hw) * width
+
+    def leaf_bytes(self, leaf: Node, nbytes: int) -> int:
+        """`nbytes` of a leaf at the step's width, at its class's width where the placement gives one."""
+        return self._at_width(leaf, nbytes, self.leaf_widths.get(self.classes.get(leaf.id)))
+
+    def nbytes(self, node: Node) -> int:
+        """Bytes of a node's whole tensor: at the step's width, a leaf at its placement class's."""
+        nbytes = tensor_bytes(self.graph, node, self.hw)
+        if node.is_leaf and self.leaf_widths:
+            return self.leaf_bytes(node, nbytes)
+        return nbytes
+
+    def placed_leaf_bytes(self, leaf: Node) -> int:
+        """Bytes a leaf occupies where it is placed (a streamed class may keep it as whole tiles: tiled_leaf_bytes)."""
+        return self.tiled_leaf_bytes(leaf, self.nbytes(leaf))
+
+    def refuse_widths_under_zero(self, zero: int) -> None:
+        """ZeRO (stage `zero`) cuts its shards of gradients, parameters and optimizer state at the step's width: a
+        placement's storage width for those classes is refused under it."""
+        widths = {(c.name, cls): w for c in self.chips for cls in ("gradients", "parameters", "optimizer_state")
+                  if (w := getattr(placement_of(c).get(cls), "bytes_per_element", None)) is not None}
+        if widths:
+            said = ", ".join(f"{cls} {w} on {chip}" for (chip, cls), w in sorted(widths.items()))
+            raise ScheduleError(f"ZeRO stage {zero} shards gradients, parameters and optimizer state "
+                                f"at the step's width, but the placement stores them at bytes_per_element ({said});"
+                                f" expected zero 0, or no bytes_per_element on those classes")
 
     def stream(self, chip: int, leaf: int) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when `leaf` streams on `chip`, else None."""
@@ -108,26 +139,28 @@ class Prefetcher:
         return dma_resource(cls), where
 
     def tiled_leaf_bytes(self, leaf: Node, nbytes: int) -> int:
-        """Bytes leaf `leaf` (`nbytes` of its own) occupies where it is placed: a matrix-unit operand (a leaf a
-        tensor op reads) as its class's stream stores it (hw/placement.DmaStream.stored_bytes: whole tiles where
-        the stream has a tile_shape), any other leaf `nbytes`. A class streamed by chips that lay it out
-        differently takes the largest (the plan sizes a leaf once)."""
+        """Bytes leaf `leaf` (`nbytes` of its own at its class's width: leaf_bytes) occupies where it is placed: a
+        matrix-unit operand (a leaf a tensor op reads) as its class's stream stores it (hw/placement.DmaStream.
+        stored_bytes: whole tiles, each element at the class's width, where the stream has a tile_shape), any other
+        leaf `nbytes`. A class streamed by chips that lay it out differently takes the largest (the plan sizes a
+        leaf once)."""
         cls = self.classes.get(leaf.id)
         if cls is None or not self.any or leaf.id not in self.matrix_operands:
             return nbytes
-        numel = math.prod(leaf.shape)
-        elem = nbytes // numel if numel else 0
+        elem = self.leaf_bytes(leaf, tensor_elem_bytes(self.graph, leaf, self.hw))  # one element, at its width
         stored = [w.stream.stored_bytes(leaf.shape, elem) for c in self.chips
                   if (w := placement_of(c).get(cls)) is not None and w.stream is not None]
         return max(stored, default=nbytes)
 
-    def stored_bytes(self, chip: int, node: Node, result: bool, nbytes: int) -> int:
-        """`nbytes` of `node`'s value at the step's width (tensor_elem_bytes), stored on `chip` at the width
-        of its output class's placement where one is given (hw/placement.py; `result`: a step result)."""
-        width = output_elem_bytes(self.chips[chip], self.out_classes.get(node.id), result)
-        if width is None:
+    def stored_bytes(self, chip: int, node: Node, keep: bool, nbytes: int | None = None) -> int:
+        """Bytes of a task output holding `node`'s value on `chip` (`nbytes`: of a part of it at the step's width;
+        None: the whole tensor) at the width of its output class's placement where one is given (hw/placement.py;
+        `keep`: the task keeps its value as a step result, levels.is_result)."""
+        nbytes = self.nbytes(node) if nbytes is None else nbytes
+        if not self.out_classes:
             return nbytes
-        return nbytes // tensor_elem_bytes(self.graph, node, self.hw) * width
+        width = output_elem_bytes(self.chips[chip], self.out_classes.get(node.id), is_result(keep, node.phase))
+        return self._at_width(node, nbytes, width)
 
     def out_stream(self, chip: int, node: int, result: bool) -> tuple[str, ClassPlacement] | None:
         """(DMA resource, placement) when node `node`'s output streams on `chip` (placement.streamed_output)."""
@@ -149,16 +182,21 @@ class Prefetcher:
                    out_bytes=nbytes, port_bytes=0, part=producer.part,
                    energy_pj=nbytes * (memory_pj_per_byte(c, c.memory(where.memory)) or 0.0))
 
-    def stage(self, new, reads: list[tuple[int, int]], sizes: dict[int, int], common: dict,
-              values: tuple = ()) -> tuple[list[int], int, int]:
-        """Prefetch tasks (made with `new(**fields)`) for the streamed leaves among a reader's `reads`, with
-        `sizes` the leaves' bytes, and for the streamed outputs it reads (`values`: their write-back tasks),
+    def stage(self, new, tasks: list, reads: list[tuple[int, int]], common: dict, deps: list[int] = ()
+              ) -> tuple[list[int], int, int]:
+        """Prefetch tasks (made with `new(**fields)`; `tasks` the plan's so far) for the streamed leaves among a
+        reader's `reads` and for the streamed outputs among its dependences `deps` (their write-back tasks),
         `common` the reader's identity fields: one per tile of each head, as many as the buffer's prefetch_depth
         slots allow for the reader's leaves and values together. Each holds one slot of the buffer (a FIFO
         entry: tile_bytes, the last tile too) and moves its tile's bytes; a value's depends on its write-back.
-        Returns their ids and the cycles the reader needs at least to stream the rest through the DMA engines
-        (a class's tensors one after another, the classes' engines in parallel): of the leaves, and of the
-        values."""
+        The reader waits for them (ordering edges: its value is computed from the leaf or the write-back's copy
+        itself, so the executor reads no staged copy). Returns their ids and the cycles the reader needs at least
+        to stream the rest through the DMA engines (a class's tensors one after another, the classes' engines in
+        parallel): of the leaves, and of the values."""
+        if not self.any:
+            return [], 0, 0
+        values = tuple(tasks[d] for d in deps if TASK_KINDS[tasks[d].kind].writes_back)
+        sizes = {i: self.placed_leaf_bytes(self.graph.nodes[i]) for i, _ in reads}
         chip = common["chip"]
         ids: list[int] = []
         rest: dict[tuple[bool, str], int] = {}  # (a value?, engine) -> cycles
@@ -199,3 +237,8 @@ class Prefetcher:
         return nbytes * sum(p or 0.0 for p in per_byte)
 
 
+def streaming(options: tuple, cycles: int) -> tuple:
+    """A reader's candidates lasting at least `cycles`, the streaming of the rest of the outputs it reads
+    through their DMA engines (hw/placement.py): it holds its unit until they have arrived, so a late prefetch
+    stalls it, and the schedule's candidates say so (the validator and the simulators replay them)."""
+    return options if not cycles else tuple((r, n, max(c, cycles)) for r, n, c in options)

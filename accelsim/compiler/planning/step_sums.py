@@ -9,10 +9,13 @@ linearity the step's sum is the same: sum over micro-batches of (a + b) = (sum o
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
+from accelsim.compiler.planning.tasks import PlannerView
 from accelsim.graph.ir import Graph
 from accelsim.ops.registry import get_op
+from accelsim.schedule.identity import PER_STEP
 
 
 def step_summed_gradients(graph: Graph, stage_of: Sequence[int]) -> dict[int, tuple[int, ...]]:
@@ -45,3 +48,30 @@ def step_summed_parts(graph: Graph, stage_of: Sequence[int]) -> frozenset[int]:
     on its own stage and sent once, so no micro-batch's backward pass on any stage waits for it (ZB-H1's W)."""
     return frozenset(i for g, parts in step_summed_gradients(graph, stage_of).items()
                      for i in parts if stage_of[i] != stage_of[g])
+
+
+@dataclass(frozen=True)
+class StepSums:
+    """The step-summed gradients of one expansion (expand.Planner): gradient -> its inputs, and those inputs,
+    whose per-micro-batch values are summed on their own stage and are never split (each is accumulated whole)."""
+
+    gradients: dict[int, tuple[int, ...]]
+    inputs: frozenset[int]
+
+    @classmethod
+    def of(cls, graph: Graph, stage_of: Sequence[int], microbatches: int, zero: bool) -> StepSums:
+        """The step's sums; none with one micro-batch, or under ZeRO (`zero`), which reduces every gradient per
+        micro-batch or at the boundary itself."""
+        if zero or microbatches < 2:
+            return cls({}, frozenset())
+        sums = step_summed_gradients(graph, stage_of)
+        return cls(sums, frozenset(i for inputs in sums.values() for i in inputs))
+
+    def sum(self, planner: PlannerView, g: int, replica: int, rank: int) -> int:
+        """Plan gradient `g` of `replica` and tensor-parallel `rank`: each input summed over micro-batches on its
+        own chip (planner.accumulate), then `g` once, on its chip, from those sums (one transfer per input on
+        another chip); the task id of `g`."""
+        for i in self.gradients[g]:
+            planner.producer[(i, PER_STEP, replica, rank)] = [planner.accumulate(i, replica, rank)]
+        (task,) = planner.rank_task(planner.graph.nodes[g], PER_STEP, replica, rank)
+        return task.id

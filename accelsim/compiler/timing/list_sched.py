@@ -26,7 +26,7 @@ from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import collective_links
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.schedule.kinds import TASK_KINDS, Holds
-from accelsim.schedule.kinds import leaf_read_bytes, staged_bytes
+from accelsim.schedule.kinds import staged_bytes
 from accelsim.hw.placement import output_home
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, dma_buffers, first_memory, is_result, leaf_home,
                                       memory_order, port_loads, preferred_memory, read_cycles, write_cycles)
@@ -36,7 +36,7 @@ from accelsim.compiler.timing.pipeline_order import ItemGates
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
 from accelsim.compiler.timing.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
 from accelsim.schedule.ports import PortProfile, port_capacities, port_rate, unit_ports
-from accelsim.schedule.traffic import read_bytes
+from accelsim.schedule.traffic import input_read_bytes, read_bytes
 
 STREAM = "stream"
 """The timeline key of a GPU-like chip's one compute stream, which every unit of the chip books."""
@@ -281,7 +281,7 @@ class ListScheduler:
 
     def inputs(self, t: TaskSpec) -> list[tuple[str, int]]:
         """(memory, bytes) of the task's inputs placed so far: its dependences' outputs and its leaves (of a
-        streamed leaf, what it reads where the leaf lives: kinds.leaf_read_bytes)."""
+        streamed leaf, what it reads where the leaf lives: traffic.input_read_bytes)."""
         mem = self.mem
         if not self.any_staging:  # the common case, kept as cheap as before placements existed
             keys = [("out", d) for d in set(t.deps)] + [("leaf", *r, t.replica, t.chip) for r in set(t.reads)]
@@ -293,16 +293,14 @@ class ListScheduler:
         tasks = self.tasks
         deps = [("out", d) for d in set(t.deps)]
         staged = staged_bytes((tasks[d].kind, tasks[d].node, tasks[d].port_bytes) for d in staging)
-        me = (t.kind, t.node, t.port_bytes)  # of a streamed output, the staged head is read in the buffer
-        placed = [(mem.where[k][1], leaf_read_bytes(me, tasks[k[1]].node, read_bytes(
-                      t.partial_reads, tasks[k[1]].node, mem.home[k].size_bytes), staged))
+        me = (t.kind, t.node, t.port_bytes, t.partial_reads)  # of a streamed output, the head is read in the buffer
+        placed = [(mem.where[k][1], input_read_bytes(me, tasks[k[1]].node, mem.home[k].size_bytes, staged))
                   for k in deps if k in mem.where]
         placed += [(mem.where[("out", p)][1], tasks[p].port_bytes) for p in staging if ("out", p) in mem.where]
         for r in set(t.reads):
             k = ("leaf", *r, t.replica, t.chip)
             if k in mem.where:
-                placed.append((mem.where[k][1], leaf_read_bytes((t.kind, t.node, t.port_bytes), r[0], read_bytes(
-                    t.partial_reads, r[0], mem.home[k].size_bytes), staged)))
+                placed.append((mem.where[k][1], input_read_bytes(me, r[0], mem.home[k].size_bytes, staged)))
         return [p for p in placed if p[1]]
 
     def read_cycles(self, t: TaskSpec, resource: str, inputs: list[tuple[str, int]]) -> int:
