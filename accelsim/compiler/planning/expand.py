@@ -31,6 +31,7 @@ from accelsim.compiler.planning.prefetch import Prefetcher
 from accelsim.compiler.planning.rank_twins import rank_twins
 from accelsim.schedule.split import MAX_PARTS, Part, part_graph, splits_of
 from accelsim.compiler.planning.stages import partition
+from accelsim.compiler.planning.gradient_reduction import order_gradient_reduction
 from accelsim.compiler.planning.tile_order import order_fused_tiles
 from accelsim.compiler.planning.step_sums import step_summed_gradients
 from accelsim.compiler.planning.tasks import Option, Plan, TaskSpec
@@ -554,4 +555,5 @@ def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = 
     prices of an earlier expansion of the same graph on the same hardware, reused."""
     plan = Planner(graph, hw, options, costs).plan(window)
     order_fused_tiles(graph, plan.tasks)  # fused tiles run depth-first (tile_order.py)
+    order_gradient_reduction(graph, options, plan.tasks)  # all-reduces after the backward pass, if asked
     return plan
