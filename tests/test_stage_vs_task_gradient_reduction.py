@@ -40,6 +40,18 @@ def _late_allreduces(schedule) -> list[int]:
     return [t.id for t in schedule.tasks if t.kind == "allreduce" and t.start < work_end[(t.replica, t.stage)]]
 
 
+def _early_updates(schedule) -> list[int]:
+    """Ids of the update tasks reading an all-reduced gradient that start before every all-reduce of their
+    replica's stage has ended."""
+    reduced: dict[tuple[int, int], int] = {}
+    for t in schedule.tasks:
+        if t.kind == "allreduce":
+            reduced[(t.replica, t.stage)] = max(reduced.get((t.replica, t.stage), 0), t.end)
+    members = {t.id for t in schedule.tasks if t.kind == "allreduce"}
+    return [t.id for t in schedule.tasks if t.phase == "update" and members.intersection(t.deps)
+            and t.start < reduced[(t.replica, t.stage)]]
+
+
 def _exposed_allreduce(schedule) -> int:
     return sum(e.exposed_cycles for e in A.run_summary(schedule).exposed_communication if e.kind == "allreduce")
 
@@ -53,6 +65,7 @@ def after_task(hw, graph):
 def test_after_backward_at_task_level_waits_for_the_stages_backward_work_and_the_simulation_shows_it(after_task):
     assert after_task.options.gradient_reduction == "after-backward"
     assert any(t.kind == "allreduce" for t in after_task.tasks) and _late_allreduces(after_task) == []
+    assert _early_updates(after_task) == []
     assert A.simulate(after_task).makespan_cycles == after_task.makespan_cycles
     assert _exposed_allreduce(after_task) > 0
 
@@ -66,7 +79,7 @@ def test_after_backward_agrees_between_granularities_with_the_allreduce_exposed_
 def test_overlap_runs_the_same_allreduces_beside_the_backward_pass(hw, graph):
     task = A.compile(graph, hw, granularity="task", **STEP)
     assert task.options.gradient_reduction == "overlap"
-    assert _late_allreduces(task) and _exposed_allreduce(task) == 0
+    assert _late_allreduces(task) and _early_updates(task) and _exposed_allreduce(task) == 0
 
 
 def _work(d: int, gradient_bytes: int) -> StepWork:

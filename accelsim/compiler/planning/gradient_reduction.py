@@ -6,7 +6,10 @@ the rest of the backward pass, as PyTorch DDP's buckets do. "after-backward" is 
 (the code of Narayanan et al., SC21: megatron/training.py's train_step calls allreduce_gradients() once
 forward_backward_func has returned): every all-reduce of a stage waits, by ordering edges (TaskSpec.after), for
 that stage's last backward work of its replica (node, accumulation and tensor-parallel all-reduce tasks of the
-backward phase), so the reduction runs after the pass and the update after it. The stage granularity does the
+backward phase for one micro-batch), so the reduction runs after the pass; and the update tasks that read a reduced gradient wait for every all-reduce
+of their stage, so the update runs after the whole reduction (optimizer.step() after allreduce_gradients()). Per-step
+backward work is not waited for: a tied weight's gradient summed from another stage's part (step_sums.py) waits
+for that stage's send, which Megatron-LM sums after the data-parallel all-reduce, not before every one of them. The stage granularity does the
 same in hierarchy/compose.py (AFTER_BACKWARD).
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ from accelsim.compiler.planning.tasks import TaskSpec
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.schedule.options import StepOptions
+from accelsim.schedule.plan import PER_STEP
 
 BACKWARD_WORK_KINDS = frozenset({"node", "accumulate", "tp_allreduce"})
 """Task kinds that are a stage's backward work (a pipeline send, a prefetch or the all-reduce itself is not)."""
@@ -41,18 +45,31 @@ def order_after_backward(tasks: list[TaskSpec]) -> int:
     members = [t for t in tasks if t.kind == "allreduce"]
     work: dict[tuple[int, int], list[int]] = {}
     for t in tasks:
-        if t.phase == "backward" and t.kind in BACKWARD_WORK_KINDS and not after_reduce[t.id]:
+        if t.phase == "backward" and t.kind in BACKWARD_WORK_KINDS and t.microbatch != PER_STEP \
+                and not after_reduce[t.id]:
             work.setdefault((t.replica, t.stage), []).append(t.id)
     key_of = {tid: key for key, ids in work.items() for tid in ids}
     read = {d for tid, key in key_of.items() for d in tasks[tid].preds if key_of.get(d) == key}
     sinks = {key: [tid for tid in ids if tid not in read] for key, ids in work.items()}
     added = 0
+    reduces: dict[tuple[int, int], list[int]] = {}
     for t in members:
+        reduces.setdefault((t.replica, t.stage), []).append(t.id)
         have = set(t.preds)
         new = [s for s in sinks.get((t.replica, t.stage), []) if s not in have]
         if new:
             t.after = sorted(t.after + new)
             added += len(new)
+    # then the update: its tasks that read an all-reduced gradient wait for every all-reduce of their stage, as
+    # Megatron-LM's optimizer.step() follows the whole reduction (the rest of the update follows them)
+    is_member = {t.id for t in members}
+    for t in tasks:
+        if t.phase == "update" and any(d in is_member for d in t.deps):
+            have = set(t.preds)
+            new = [m for m in reduces.get((t.replica, t.stage), []) if m not in have]
+            if new:
+                t.after = sorted(t.after + new)
+                added += len(new)
     return added
 
 
