@@ -54,14 +54,17 @@ def order_after_backward(tasks: list[TaskSpec]) -> int:
     added = 0
     reduces: dict[tuple[int, int], list[int]] = {}
     for t in members:
-        reduces.setdefault((t.replica, t.stage), []).append(t.id)
+        if not any(tasks[d].microbatch == PER_STEP for d in t.deps):  # a step-summed (tied) gradient: see below
+            reduces.setdefault((t.replica, t.stage), []).append(t.id)
         have = set(t.preds)
         new = [s for s in sinks.get((t.replica, t.stage), []) if s not in have]
         if new:
             t.after = sorted(t.after + new)
             added += len(new)
     # then the update: its tasks that read an all-reduced gradient wait for every all-reduce of their stage, as
-    # Megatron-LM's optimizer.step() follows the whole reduction (the rest of the update follows them)
+    # Megatron-LM's optimizer.step() follows the whole reduction (the rest of the update follows them); the
+    # all-reduce of a gradient summed with another stage's part (step_sums.py) waits for that stage's send, and
+    # only its own update waits for it, as compose.py lets only StageWork.sent_update_cycles wait for the sends
     is_member = {t.id for t in members}
     for t in tasks:
         if t.phase == "update" and any(d in is_member for d in t.deps):
