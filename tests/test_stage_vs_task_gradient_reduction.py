@@ -132,3 +132,18 @@ def test_an_inference_step_has_no_gradients_to_reduce_after_its_backward_pass(hw
 def test_compose_refuses_an_unknown_reduction(hw):
     with pytest.raises(ScheduleError, match="reduction must be one of overlap, after-backward"):
         compose(_work(2, 1), "interleaved", hw, reduction="later")
+
+
+def test_after_backward_the_whole_update_waits_for_a_tied_weights_gradient_from_another_stage(hw):
+    """Megatron-LM's optimizer step follows the embedding group's all-reduce: stage 0's whole update (5 cycles)
+    waits for the weight gradient stage 1 sends it, where overlapped only the part updating that weight (2)."""
+    nbytes = 10**8
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0), ChunkWork(1, 10, 20, 0, 0, 0, 0, backward_bytes=nbytes,
+                                                          update_sends=((0, nbytes),)))
+    stages = tuple(StageWork(s, (s,), 5, 0, 0, 0, sent_update_cycles=2) for s in range(2))
+    work = StepWork(stages, chunks, microbatches=1, data_parallel=1, tensor_parallel=1)
+    for reduction, waits in (("overlap", 2), ("after-backward", 5)):
+        comp = compose(work, "1f1b", hw, reduction=reduction)
+        arrival = next(x.end for x in comp.spans if x.kind == "transfer")
+        update = next(x for x in comp.spans if x.stage == 0 and x.kind == "update")
+        assert update.end == arrival + waits == comp.makespan_cycles

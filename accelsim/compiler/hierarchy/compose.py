@@ -164,6 +164,8 @@ class _Step:
     """Stage -> the all-gathers of its updated parameters, in buckets, after its update (ZeRO; else none)."""
     deferred: dict[int, list[tuple[int, Booking]]] = field(default_factory=dict)
     """Stage -> (chunk, collective) of its gradients reduced after its last item (AFTER_BACKWARD; else none)."""
+    deferred_update: bool = False
+    """AFTER_BACKWARD: a stage's whole update waits for the weight gradients other stages send it."""
     arrived: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     """Input key -> (producer's stage, its index in the stage's trace, cycle it ended, cycle the input
     arrived)."""
@@ -265,7 +267,8 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         event = step.sends_done[stage] = env.event()
         yield event
     sends_in = step.sends_in.get(stage, 0)
-    late = update_cycles if sent_update_cycles < 0 else min(sent_update_cycles, update_cycles)
+    # AFTER_BACKWARD: Megatron-LM's optimizer step follows the embedding group's all-reduce, so all of it waits
+    late = update_cycles if sent_update_cycles < 0 or step.deferred_update else min(sent_update_cycles, update_cycles)
     items_end, clock = clock, max(clock, reduced)
     if late == update_cycles:  # all of the update waits for the sends
         clock = max(clock, sends_in)
@@ -290,7 +293,7 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     parameters all-gathered, in buckets of `bucket_bytes`, after the update (the update's cycles are the
     shard's, as templates measure them). `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
     buckets as the backward pass completes them; AFTER_BACKWARD each chunk's whole gradients after the stage's
-    last item (ZeRO 0 only)."""
+    last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only)."""
     sched = pipeline_schedule(schedule)
     check_work(work, hw, bucket_bytes, zero, reduction)
     p, v, M = work.pipeline_stages, work.virtual_stages, work.microbatches
@@ -308,7 +311,7 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     deferred: dict[int, list[tuple[int, Booking]]] = {}
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
-    step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, trace=[[] for _ in range(p)])
+    step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)])
     for plan in plans:
         for planned in plan:
             for to, _ in planned.update_sends:

@@ -54,17 +54,16 @@ def order_after_backward(tasks: list[TaskSpec]) -> int:
     added = 0
     reduces: dict[tuple[int, int], list[int]] = {}
     for t in members:
-        if not any(tasks[d].microbatch == PER_STEP for d in t.deps):  # a step-summed (tied) gradient: see below
-            reduces.setdefault((t.replica, t.stage), []).append(t.id)
+        reduces.setdefault((t.replica, t.stage), []).append(t.id)
         have = set(t.preds)
         new = [s for s in sinks.get((t.replica, t.stage), []) if s not in have]
         if new:
             t.after = sorted(t.after + new)
             added += len(new)
     # then the update: its tasks that read an all-reduced gradient wait for every all-reduce of their stage, as
-    # Megatron-LM's optimizer.step() follows the whole reduction (the rest of the update follows them); the
-    # all-reduce of a gradient summed with another stage's part (step_sums.py) waits for that stage's send, and
-    # only its own update waits for it, as compose.py lets only StageWork.sent_update_cycles wait for the sends
+    # Megatron-LM's optimizer.step() follows the whole reduction and the embedding group's all-reduce of a tied
+    # weight's gradient (the rest of the update follows them): the all-reduce of a gradient summed with another
+    # stage's part (step_sums.py) waits for that stage's send, so the whole update does, as in compose.py
     is_member = {t.id for t in members}
     for t in tasks:
         if t.phase == "update" and any(d in is_member for d in t.deps):
