@@ -17,9 +17,9 @@ all-reduced after its backward pass, then its whole update, as Megatron-LM of 20
 - gpt2-2, d=2, p=2, M 1 and 4, every schedule, after-backward (`--models gpt2 --layers 2 --p 2 --d 2 --t 1 --m 1 4
   --gradient-reduction after-backward`): 0.989 (M=1 ZB-H1) to 1.020 (M=4 GPipe and 1F1B). Its overlap rows at
   M=1 are outside 3%: 1.036 (1F1B) and 1.033 (ZB-H1), the same on main before the option (M=4: 1.023, ZB-H1
-  1.010): the stage level reduces a stage's buckets evenly over its last backward item and updates every
-  parameter after the last bucket, where the task level all-reduces the tied embedding's gradient last, each
-  other gradient as it is final, and updates each parameter once its own gradient is reduced. Not mended here.
+  1.010). Not investigated here; a likely cause: the stage level reduces a stage's buckets evenly over its last
+  backward item and updates every parameter after the last bucket, where the task level all-reduces the tied
+  embedding's gradient last and updates each other parameter once its own gradient is reduced.
 
 Re-measured on a100_x8 (Adam) on h3-agree2, whose kernels now pay the GPU's launch overhead (most of
 transformer_block's nodes cost 14,100 cycles each, so the figures below replace the earlier ones, taken before):
