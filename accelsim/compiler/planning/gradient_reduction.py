@@ -36,9 +36,10 @@ def check_gradient_reduction(graph: Graph, options: StepOptions) -> None:
 def order_after_backward(tasks: list[TaskSpec]) -> int:
     """Make every data-parallel all-reduce member (kind allreduce) wait for the last backward work of its
     replica on its gradient's stage: ordering edges to that work's sinks (tasks no other such task reads).
-    Work that reads an all-reduced gradient is not waited for (it comes after the reduction). The tasks are
-    renumbered first (reduction_last) so that the work waited for has lower ids. Returns the number of edges
-    added; deterministic (ids ascend)."""
+    Work that reads an all-reduced gradient, and per-step work, are not waited for. Then every update task that
+    reads an all-reduce waits for all the all-reduces of its replica's stage. The tasks are renumbered first
+    (reduction_last) so that the work waited for has lower ids. Returns the number of edges added; deterministic
+    (ids ascend)."""
     if not any(t.kind == "allreduce" for t in tasks):
         return 0
     after_reduce = reduction_last(tasks)
