@@ -32,9 +32,12 @@ adds; it was 0.81-0.89 while the recomputed layers' tensor-parallel all-reduces 
 kernels, 0.89-0.98 since they hold the GPU's stream; a 2-layer build's kernel sums give recompute equal to
 forward for the blocks' GEMMs, the difference being the LM head);
 selective `--remat every:1` skips the attention output projection and second MLP GEMM: ~0.5-0.7);
-`DP tail`: the slowest stage's data-parallel gradient all-reduce run whole after the backward pass, as a share
-of the step (serial_gradient_allreduce_cycles: Megatron-LM's local DDP of 2021 does so; accelsim's step overlaps
-it in buckets, as issue 27 asks, so this is not in its figure: it is what the paper's step pays beside it);
+`DP tail`: the data-parallel gradient all-reduce's exposed cycles on the step's critical path, as a share of
+the step (Composition.exposed_cycles['allreduce']): every row runs with the paper's reduction, REDUCTION =
+after-backward (StepOptions.gradient_reduction), so each stage all-reduces its chunks' whole gradients once its
+last backward item ends and updates after them; `whole`: the same all-reduce of the slowest stage's gradients
+costed alone (serial_gradient_allreduce_cycles), the check that the simulated tail is that collective, unhidden
+(`--gradient-reduction overlap` gives accelsim's default, buckets beside the backward pass, where it is ~0);
 `serial/busy`: one rank's kernel times per micro-batch over the composed chunks' busy time (1.00: one compute
 stream; below 1 with t > 1 by the tensor-parallel all-reduces, which hold the stream but are not kernels; `-`
 for templated rows, which are never built whole); `TC share`: the Tensor
@@ -45,52 +48,57 @@ share of the stages' time).
 Tensor Core GEMMs are timed by the chip's `gpu_gemm:` (cost/gpu_gemm.py): cuBLAS's thread-block tiles in waves
 over 108 SMs, at most the best measured A100 GEMM's 85.9% of the 312 peak; they run at 244-261 TFLOP/s here.
 Run: python experiments/megatron_table.py [--rows 1.7B,GPT-3 175B] [--layers-per-chunk 8] [--full] [--remat every:1]
+     [--gradient-reduction after-backward|overlap]
 
-Measured 2026-11-26 with full:1 (`python experiments/megatron_table.py`; 126 s CPU for the table, 0.2 GB), after
-two modelling fixes (both on every A100 config, both sourced, neither fitted to this table): links at the rates
-NCCL reaches (hwconfigs/a100_superpod.yaml [NT]: NVLink 240 of 300 GB/s, HDR 23 of 25 GB/s per NIC) and
-tensor-parallel all-reduces that hold the GPU's compute stream (schedule/kinds.py blocks_stream: Megatron calls
-them synchronously; the list scheduler used to hide ~30% of them behind backward and recomputed kernels).
-`before` is the same table before them (full:1, datasheet links, overlapped all-reduces):
-  row          layers      paper  accelsim  ratio  bubble  recomp  DP tail   before
-  1.7B         8 of 24       137     148.5   1.08    0.0%    0.87     1.6%     1.08
-  3.6B         8 of 30       138     140.8   1.02    0.0%    0.89     2.6%     1.06
-  7.5B         8 of 36       142     146.8   1.03    0.1%    0.89     4.9%     1.12
-  18.4B        8 of 40       135     140.7   1.04    0.1%    0.90     4.5%     1.18
-  39.1B       16 of 48       138     146.8   1.06    6.9%    0.94     3.2%     1.18
-  76.1B        whole         140     161.3   1.15    4.1%    0.96     3.0%     1.26
-  145.6B       whole         148     164.4   1.11    7.0%    0.97     1.8%     1.20
-  310.1B       whole         155     176.2   1.14    6.7%    0.97     1.3%     1.21
-  529.6B       whole         163     183.7   1.13    8.4%    0.98     0.7%     1.17
-  1T           whole         163     180.5   1.11   13.1%    0.98     0.3%     1.14
-  GPT-3 175B   whole         140     159.3   1.14    6.3%    0.97     0.8%     1.21
-  (Tensor Cores at 245-261 TFLOP/s in the cost model; exposed communication under 0.2% of the stages' time.)
-  Within 15%: 10 of 11 rows (1.02-1.14). Not within: 76.1B, 1.152 (161.3 / 140), 0.2% above the bar.
-Each row's remaining difference (accelsim above the paper on every row), from the breakdown:
-- 1.7B (1.08; t = 1, fused, M = 1): no tensor-parallel communication, so what remains is kernels: no dropout
-  (Megatron-LM's default 0.1 on the attention probabilities and after both projections: memory-bound passes
-  and their masks in forward, recomputation and backward), GEMMs at the cost model's cuBLAS tiles rather than
-  measured kernels of these shapes, no data loading or launch gaps beyond the 10 us/1 us per kernel; plus the
-  DP tail (1.6%) Megatron pays after its backward pass.
-- 3.6B, 7.5B, 18.4B (1.02-1.04; t = 2, 4, 8, p = 1): as 1.7B, less the unfused elementwise kernels of the
-  tensor-parallel graphs (slower than Megatron's fused ones, which pulls accelsim down); their DP tails (2.6-4.9%,
-  d = 32 over HDR) would bring them to 0.98-1.00.
-- 39.1B to 1T and GPT-3 175B (1.06-1.15; t = 8, p = 2-64): the bubbles (4-13%) are near (p - 1) / (v M), and
-  recomputation re-runs 0.94-0.98 of the forward (the rest is the LM head and loss, which Megatron does not
-  recompute either), so what remains is in the chunks' busy time: no dropout (on attention probabilities of
-  b a/t s^2 elements a layer, the largest elementwise tensors of the step), Megatron's pipeline sends, which
-  its p2p code waits for (megatron/p2p_communication.py: batch_isend_irecv, req.wait(), then
-  torch.cuda.synchronize() "to protect against race condition"; accelsim overlaps them: 'transfer' under
-  0.1%), and the DP tail (0.3-3.2%).
-- 76.1B (1.15): the row with most gradient bytes per GPU (2.4 B parameters per GPU at d = 32) and the most sends
-  (v = 3, micro-batch 2): its DP tail alone is 3.0% (161.3 / 1.030 = 156.6 TFLOP/s, 1.12), before dropout and
-  the synchronous sends, which the table does not measure.
-What the table does not model and would move it: dropout (not in the zoo's GPT), the DP all-reduce after the
-backward pass (megatron/training.py train_step calls allreduce_gradients() after forward_backward_func with the
-default DDP_impl local; accelsim overlaps it, as issue 27 asks), synchronous pipeline sends, and Megatron's
-scatter/gather of them (each rank sends 1/t of the activation over its NIC, then an all-gather over NVLink;
-accelsim's ChunkWork.activation_bytes is each rank's whole copy, over its own NIC, overlapped); and, the other
-way, the t > 1 rows' unfused kernels.
+Measured 2026-11-26 with full:1 and the paper's after-backward reduction (`python experiments/megatron_table.py`;
+133 s CPU for the table, 193 MiB max RSS, `/usr/bin/time -v`). `overlap` is the same table with the all-reduce
+in buckets beside the backward pass (the table's figures before the option existed; full:1, NCCL-rate links,
+tensor-parallel all-reduces holding the GPU's stream):
+  row          layers      paper  accelsim  ratio  bubble  recomp  DP tail  overlap
+  1.7B         8 of 24       137     146.1  1.066    1.6%    0.87     1.6%    1.08
+  3.6B         8 of 30       138     137.7  0.998    2.5%    0.89     2.5%    1.02
+  7.5B         8 of 36       142     140.5  0.990    4.7%    0.89     4.7%    1.03
+  18.4B        8 of 40       135     135.0  1.000    4.3%    0.90     4.3%    1.04
+  39.1B       16 of 48       138     142.5  1.032    9.6%    0.94     3.1%    1.06
+  76.1B        whole         140     157.1  1.122    6.6%    0.96     2.9%    1.153
+  145.6B       whole         148     162.0  1.095    8.4%    0.97     1.7%    1.11
+  310.1B       whole         155     174.7  1.127    7.5%    0.97     1.2%    1.14
+  529.6B       whole         163     182.9  1.122    8.8%    0.98     0.7%    1.13
+  1T           whole         163     180.3  1.106   13.2%    0.98     0.3%    1.11
+  GPT-3 175B   whole         140     158.4  1.131    6.8%    0.97     0.8%    1.14
+  (Tensor Cores at 245-261 TFLOP/s in the cost model; `DP tail` equals `whole` on every row: nothing hides the
+  all-reduce after the backward pass; the bubble column now counts the chips' wait for it, besides the pipeline
+  bubble; pipeline transfers exposed 0.1% or less.)
+  Within 15%: 11 of 11 rows (0.990-1.131).
+Each row's remaining difference, from the breakdown:
+- 1.7B (1.066; t = 1, fused, M = 1): no tensor-parallel communication, and its DP tail (1.6%) is now in the
+  step, so what remains is kernels: no dropout (Megatron-LM's default 0.1 on the attention probabilities and
+  after both projections: memory-bound passes and their masks in forward, recomputation and backward), GEMMs at
+  the cost model's cuBLAS tiles rather than measured kernels of these shapes, no data loading or launch gaps
+  beyond the 10 us/1 us per kernel.
+- 3.6B, 7.5B, 18.4B (0.990-1.000; t = 2, 4, 8, p = 1, d = 32 over HDR, the largest DP tails: 2.5-4.7%): as 1.7B
+  (no dropout: accelsim faster), less the unfused elementwise kernels of the tensor-parallel graphs (slower
+  than Megatron's fused ones: accelsim slower); the two about cancel here.
+- 39.1B to 1T and GPT-3 175B (1.032-1.131; t = 8, p = 2-64): the bubbles are near (p - 1) / (v M) plus the DP
+  tail (0.3-3.1%), and recomputation re-runs 0.94-0.98 of the forward (the rest is the LM head and loss, which
+  Megatron does not recompute either), so what remains is in the chunks' busy time: no dropout (on attention
+  probabilities of b a/t s^2 elements a layer, the largest elementwise tensors of the step), and Megatron's
+  pipeline sends, which its p2p code waits for (megatron/p2p_communication.py: batch_isend_irecv, req.wait(),
+  then torch.cuda.synchronize() "to protect against race condition"; accelsim overlaps them: 'transfer' 0.1% or
+  less). Interleaving (v = 2-3) multiplies the sends by v: the rows with v > 1 are 1.095-1.131, the pipelined
+  rows with v = 1 are 1.032 (39.1B, p = 2) and 1.106 (1T, p = 64).
+- 76.1B (1.122, was 1.153 overlapped): the row with most gradient bytes per GPU (2.4 B parameters per GPU at
+  d = 32); its DP tail (2.9%) is now paid as the paper's code paid it. It remains among the highest by its
+  sends (v = 3, micro-batch 2), the synchronous sends and dropout not being measured.
+What the table does not model and would move it: dropout (not in the zoo's GPT), synchronous pipeline sends, and
+Megatron's scatter/gather of them (each rank sends 1/t of the activation over its NIC, then an all-gather over
+NVLink; accelsim's ChunkWork.activation_bytes is each rank's whole copy, over its own NIC, overlapped); Megatron
+2021's all-reduce of the tied embedding's gradient between the first and last stages after the data-parallel
+one (accelsim sends it once per step as soon as it is summed, overlapped); and, the other way, the t > 1 rows'
+unfused kernels. The reduction after the backward pass is the code's (megatron/training.py train_step: each
+model chunk's allreduce_gradients() once forward_backward_func has returned, DDP_impl local by default;
+megatron/model/distributed.py: one all_reduce of the chunk's contiguous gradient buffer), read in the stored
+copy of github.com/NVIDIA/Megatron-LM, whose train_step and local DDP keep this form from 2021 on.
 """
 from __future__ import annotations
 
@@ -108,11 +116,15 @@ from accelsim.models.transformer import GPT2_SIZES
 from accelsim.ops.registry import get_op
 from accelsim.remat import rematerialize
 from accelsim.schedule.collectives import collective_cost
-from accelsim.schedule.options import StepOptions
+from accelsim.schedule.options import GRADIENT_REDUCTIONS, StepOptions
 from accelsim.step_flops import megatron_flops
 
 SEQ, VOCAB = 2048, 51_200
 PASSES = ["fuse_epilogue", "fuse_elementwise", "fuse_optimizer"]
+REDUCTION = "after-backward"
+"""The paper's data-parallel gradient reduction (StepOptions.gradient_reduction): Megatron-LM's local DDP of 2021
+all-reduces each model chunk's whole gradient buffer after forward_backward_func returns (megatron/training.py
+train_step, megatron/model/distributed.py allreduce_gradients), not overlapped with the backward pass."""
 REMAT = "full:1"
 """Megatron's full recomputation with a checkpoint per layer (remat/policy.py; `--remat every:1` gives accelsim's
 selective recomputation of what the backward pass reads, the table's figures before full:K existed)."""
@@ -254,14 +266,15 @@ def compile_row(row: Row, layers: int, hw: A.HwSpec, options: dict):
     return A.compile(graph, hw, **options), rematerialize(graph, remat)
 
 
-def run(row: Row, layers_per_chunk: int, full: bool = False, remat: str = REMAT) -> str:
+def run(row: Row, layers_per_chunk: int, full: bool = False, remat: str = REMAT, reduction: str = REDUCTION) -> str:
     """One row's line: whole where that is cheap (rows not in REDUCED, or every row with `full`), falling back
     to `layers_per_chunk` layers per model chunk where the whole step does not compile (the line says so)."""
     start = time.process_time()
     reduced = min(row.layers, layers_per_chunk * row.p * row.v)
     hw = A.load_hw("a100_superpod", overrides=parse_assignments([f"chips.0.count={row.gpus}"]))
     options = dict(data_parallel=row.d, pipeline_stages=row.p, microbatches=row.microbatches, remat=remat,
-                   granularity="stage", pipeline_schedule="interleaved" if row.v > 1 else "1f1b")
+                   granularity="stage", pipeline_schedule="interleaved" if row.v > 1 else "1f1b",
+                   gradient_reduction=reduction)
     if row.v > 1:
         options["virtual_stages"] = row.v
     layers, note = (row.layers, "") if full or row.name not in REDUCED else (reduced, "")
@@ -288,9 +301,10 @@ def run(row: Row, layers_per_chunk: int, full: bool = False, remat: str = REMAT)
     serial = "     -" if templated(row, layers) else f"{k.cycles / busy:6.2f}"  # a small build's kernels: no sum
     forward = sum(c.forward_cycles for c in step.work.chunks)
     recompute = sum(c.recompute_cycles for c in step.work.chunks)
-    dp_tail = serial_gradient_allreduce_cycles(step, hw, row) / step.makespan_cycles
-    return (f"{label}  {row.paper_tflops:6.0f}  {tflops:8.1f}  {tflops / row.paper_tflops:5.2f}  "
-            f"{step.bubble_fraction:6.1%}  {recompute / forward:6.2f}  {dp_tail:7.1%}  {serial}  "
+    dp_tail = step.exposed_cycles["allreduce"] / step.makespan_cycles
+    whole = serial_gradient_allreduce_cycles(step, hw, row) / step.makespan_cycles
+    return (f"{label}  {row.paper_tflops:6.0f}  {tflops:8.1f}  {tflops / row.paper_tflops:5.3f}  "
+            f"{step.bubble_fraction:6.1%}  {recompute / forward:6.2f}  {dp_tail:7.1%}  {whole:7.1%}  {serial}  "
             f"{k.tensor_cycles / k.cycles:6.1%}  "
             f"{tensor_rate:6.0f}  {exposed or 'none'}  ({time.process_time() - start:.0f} s CPU)")
 
@@ -301,6 +315,9 @@ def main() -> None:
     parser.add_argument("--layers-per-chunk", type=int, default=8, help="reduce the rows of REDUCED (and any row "
                         "whose whole step does not compile) to this many layers per model chunk (default 8)")
     parser.add_argument("--full", action="store_true", help="try every row whole first")
+    parser.add_argument("--gradient-reduction", default=REDUCTION, choices=GRADIENT_REDUCTIONS,
+                        help=f"how data-parallel gradients are reduced (default {REDUCTION}: as the paper's Megatron-LM; "
+                        "overlap: in buckets beside the backward pass, accelsim's default)")
     parser.add_argument("--remat", default=REMAT, help=f"rematerialization policy (default {REMAT}: Megatron's full "
                         "recomputation per layer; every:1 recomputes only what the backward pass reads)")
     args = parser.parse_args()
@@ -310,10 +327,10 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown rows {', '.join(unknown)}; known: {', '.join(known)}")
     print(f"{'row':10s} {'config':22s} {'paper':>6s}  {'accelsim':>8s}  {'ratio':>5s}  {'bubble':>6s}  {'recomp':>6s}  "
-          f"{'DP tail':>7s}  {'serial/busy':>6s}  {'TC share':>8s}  {'TC TFLOP/s':>6s}  "
+          f"{'DP tail':>7s}  {'whole':>7s}  {'serial/busy':>6s}  {'TC share':>8s}  {'TC TFLOP/s':>6s}  "
           "exposed communication (share of the stages' time)")
     for name in names:
-        print(run(known[name], args.layers_per_chunk, args.full, args.remat), flush=True)
+        print(run(known[name], args.layers_per_chunk, args.full, args.remat, args.gradient_reduction), flush=True)
 
 
 if __name__ == "__main__":

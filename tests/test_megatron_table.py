@@ -79,3 +79,19 @@ def test_the_serial_gradient_allreduce_is_a_ring_over_the_replicas_nics(table):
     assert 2 * 7 / 8 * nbytes / rate <= cycles <= 2 * 7 / 8 * nbytes / rate * 1.01
     one = table.Row("x", "megatron-1.7b", 8, 1, 1, 8, 8, None, 100)
     assert table.serial_gradient_allreduce_cycles(step, hw, one) == 0
+
+
+@pytest.mark.parametrize("given, expected", [((), "after-backward"), (("overlap",), "overlap")])
+def test_every_row_reduces_gradients_after_the_backward_pass_as_the_papers_code_did(table, monkeypatch, given,
+                                                                                    expected):
+    """The paper's Megatron-LM all-reduces gradients after forward_backward_func (REDUCTION); the table compiles
+    every row so unless told otherwise (compile_row stopped at once: the options are what is checked)."""
+    seen = []
+
+    def refuse(row, layers, hw, options):
+        seen.append(options["gradient_reduction"])
+        raise A.AccelsimError("stopped here")
+
+    monkeypatch.setattr(table, "compile_row", refuse)
+    line = table.run(table.ROWS[0], 8, False, table.REMAT, *given)
+    assert "stopped here" in line and seen and set(seen) == {expected}

@@ -9,8 +9,8 @@ from typing import Any
 
 from accelsim.cli.common import exact_seconds_arg, positive_int, remat_arg
 from accelsim.compiler.exact import MAX_EXACT_TASKS
-from accelsim.schedule.options import (DEFAULT_EXACT_SECONDS, EFFORTS, GRANULARITIES, PIPELINE_SCHEDULES, SPLIT_WORDS,
-                                       STEP_PRECISIONS, ZERO_STAGES, StepOptions)
+from accelsim.schedule.options import (DEFAULT_EXACT_SECONDS, EFFORTS, GRADIENT_REDUCTIONS, GRANULARITIES,
+                                       PIPELINE_SCHEDULES, SPLIT_WORDS, STEP_PRECISIONS, ZERO_STAGES, StepOptions)
 
 
 
@@ -70,10 +70,12 @@ FLAGS: dict[str, Flag] = {
     "fusion_chains": Flag({"default": None, "metavar": "ID:T,..."},
                           "with --fusion auto: fuse exactly these chains (the id of a chain's first layer, its tile "
                           "count), as a schedule of auto records them; default: auto chooses"),
+    "gradient_reduction": Flag({"choices": GRADIENT_REDUCTIONS, "default": "overlap"},
+                               "default overlap; with one replica there is nothing to reduce"),
 }
 PARALLEL = ("microbatches", "data_parallel", "pipeline_stages", "max_in_flight", "tensor_parallel", "zero", "split",
             "pipeline_schedule", "virtual_stages", "granularity", "effort", "stage_layers", "stage_boundaries",
-            "precision", "fusion", "fusion_chains")
+            "precision", "fusion", "fusion_chains", "gradient_reduction")
 """The flags of every command that compiles a step; `remat` and `exact` go with the commands that build and
 solve the whole step (run, compile, check)."""
 

@@ -45,6 +45,9 @@ GRANULARITIES = ("auto", "task", "stage")
 FUSION_WORDS = ("off", "auto")
 """`fusion` besides a tile count (FUSION_TILES)."""
 EFFORTS = ("fast", "default", "thorough")
+GRADIENT_REDUCTIONS = ("overlap", "after-backward")
+"""How data-parallel gradients are reduced: in buckets overlapped with the backward pass (PyTorch DDP, today's
+Megatron-LM), or each stage's whole gradients after its backward pass (Megatron-LM of 2021: SC21's code)."""
 
 
 def split_word(value: Any) -> Any:
@@ -115,12 +118,28 @@ class StepOptions(BaseModel):
         default=None, description="with fusion auto, the chains fused: (id of the chain's first layer in the graph "
                                   "compiled, tile count) pairs, ascending by id; a schedule records auto's per-chain "
                                   "choice here, and given, compile fuses exactly these chains (None: auto chooses)")
+    gradient_reduction: Literal["overlap", "after-backward"] = Field(
+        default="overlap", description="how data-parallel gradients are all-reduced: overlap (in buckets, each as the "
+                                       "backward pass completes it, beside the rest of the pass: PyTorch DDP) or "
+                                       "after-backward (each stage's gradients once that stage's last backward work "
+                                       "is done, then its update: Megatron-LM's local DDP of 2021, as Narayanan et "
+                                       "al., SC21, ran); not with ZeRO, whose reduce-scatter is its own")
 
     ADDED_LATER: ClassVar[tuple[str, ...]] = ("tensor_parallel", "zero", "remat", "exact", "pipeline_schedule",
                                               "virtual_stages", "granularity", "effort", "stage_layers",
                                               "stage_boundaries", "precision", "mapping", "fusion",
-                                              "fusion_chains")
+                                              "fusion_chains", "gradient_reduction")
     """Fields a schedule's JSON leaves out at their defaults (see the module docstring)."""
+
+    @field_validator("gradient_reduction")
+    @classmethod
+    def _reduction_without_zero(cls, value: str, info: ValidationInfo) -> str:
+        """after-backward is the all-reduce of whole replicas' gradients; ZeRO reduce-scatters shards instead."""
+        if value != "overlap" and info.data.get("zero"):
+            raise ValueError(f"{value!r} all-reduces every replica's whole gradients after the backward pass; ZeRO "
+                             f"stage {info.data['zero']} reduce-scatters them into shards as the pass produces them: "
+                             f"use gradient_reduction 'overlap' with ZeRO, or zero 0")
+        return value
 
     @field_validator("split", mode="before")
     @classmethod

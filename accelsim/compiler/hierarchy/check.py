@@ -8,6 +8,7 @@ import numbers
 from accelsim.compiler.hierarchy.work import StepWork
 from accelsim.errors import ScheduleError
 from accelsim.hw.spec import HwSpec
+from accelsim.schedule.options import GRADIENT_REDUCTIONS
 
 MAX_COMPOSE_ITEMS = 5_000_000
 """The most work items (forward, backward, weight-gradient passes over all chips) one composition simulates:
@@ -23,7 +24,7 @@ def _need(problems: list[str], where: str, value: object, least: int, what: str)
         problems.append(f"{where} must be {what}, got {value!r}")
 
 
-def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0) -> None:
+def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0, reduction: str = "overlap") -> None:
     """ScheduleError listing every problem of `work` on `hw`, in one paragraph; nothing when it is sound."""
     if not isinstance(work, StepWork):
         raise ScheduleError(f"compose needs a StepWork, got {type(work).__name__}")
@@ -36,6 +37,12 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0) -> 
     if not _count(zero) or zero not in (0, 1, 2):
         problems.append(f"zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got {zero!r} (ZeRO 3 gathers "
                         f"parameters layer by layer inside the stage's work: compile it at task granularity)")
+    if reduction not in GRADIENT_REDUCTIONS:
+        problems.append(f"reduction must be one of {', '.join(GRADIENT_REDUCTIONS)} (StepOptions.gradient_reduction), "
+                        f"got {reduction!r}")
+    elif reduction != "overlap" and zero:
+        problems.append(f"reduction {reduction!r} all-reduces whole gradients; ZeRO stage {zero} reduce-scatters "
+                        f"them: use 'overlap' with ZeRO")
     if not work.stages:
         problems.append("stages is empty: a step needs at least one pipeline stage")
     if problems:

@@ -33,6 +33,11 @@ SPAN_KINDS: tuple[str, ...] = ("forward", "backward", "weight_grad", "update") +
 DDP_BUCKET_BYTES = 25 * 2**20
 """Gradient bytes per all-reduce bucket: PyTorch DDP's default bucket_cap_mb=25 (Megatron's buckets are of
 the same order)."""
+AFTER_BACKWARD = "after-backward"
+"""StepOptions.gradient_reduction's word for Megatron-LM 2021's all-reduce: megatron/training.py's train_step
+calls each model chunk's allreduce_gradients() in turn once forward_backward_func has returned, and its local
+DDP (megatron/model/distributed.py) all-reduces the chunk's whole contiguous gradient buffer at once; so here
+each chunk's gradients are one collective, all of a stage's booked (chunk order) when its last item ends."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,10 @@ class _Step:
     """How gradient buckets are reduced: allreduce, or reduce_scatter under ZeRO."""
     gathers: dict[int, list[Booking]]
     """Stage -> the all-gathers of its updated parameters, in buckets, after its update (ZeRO; else none)."""
+    deferred: dict[int, list[tuple[int, Booking]]] = field(default_factory=dict)
+    """Stage -> (chunk, collective) of its gradients reduced after its last item (AFTER_BACKWARD; else none)."""
+    deferred_update: bool = False
+    """AFTER_BACKWARD: a stage's whole update waits for the weight gradients other stages send it."""
     arrived: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     """Input key -> (producer's stage, its index in the stage's trace, cycle it ended, cycle the input
     arrived)."""
@@ -247,11 +256,19 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             step.pending_sends[to] -= 1
             if not step.pending_sends[to] and to in step.sends_done:
                 step.sends_done.pop(to).succeed()
+    if step.deferred.get(stage):  # AFTER_BACKWARD: the whole gradients once the stage's last item ended
+        if clock > env.now:
+            yield env.timeout(clock - env.now)
+        for chunk, booking in step.deferred[stage]:
+            b_start, b_end = book.book_collective(booking, clock)
+            spans.append((b_start, stage, step.reduce_kind, chunk, -1, b_end))
+            reduced = max(reduced, b_end)
     if step.pending_sends.get(stage):
         event = step.sends_done[stage] = env.event()
         yield event
     sends_in = step.sends_in.get(stage, 0)
-    late = update_cycles if sent_update_cycles < 0 else min(sent_update_cycles, update_cycles)
+    # AFTER_BACKWARD: Megatron-LM's optimizer step follows the embedding group's all-reduce, so all of it waits
+    late = update_cycles if sent_update_cycles < 0 or step.deferred_update else min(sent_update_cycles, update_cycles)
     items_end, clock = clock, max(clock, reduced)
     if late == update_cycles:  # all of the update waits for the sends
         clock = max(clock, sends_in)
@@ -270,13 +287,15 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
 
 
 def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_BUCKET_BYTES,
-            zero: int = 0) -> Composition:
+            zero: int = 0, reduction: str = "overlap") -> Composition:
     """Time one step of `work` under the pipeline schedule named `schedule` on `hw` (cycles). `zero` is the
     ZeRO stage (0, 1 or 2): from 1 on, gradient buckets are reduce-scattered over the replicas and the updated
     parameters all-gathered, in buckets of `bucket_bytes`, after the update (the update's cycles are the
-    shard's, as templates measure them)."""
+    shard's, as templates measure them). `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
+    buckets as the backward pass completes them; AFTER_BACKWARD each chunk's whole gradients after the stage's
+    last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only)."""
     sched = pipeline_schedule(schedule)
-    check_work(work, hw, bucket_bytes, zero)
+    check_work(work, hw, bucket_bytes, zero, reduction)
     p, v, M = work.pipeline_stages, work.virtual_stages, work.microbatches
     sched.check(p, v, M)
     order = sched.order(p, v, M)
@@ -284,10 +303,15 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     split = sched.splits_weight_grad
     book = LinkBook()
     reduce_kind = "reduce_scatter" if zero else "allreduce"
-    buckets = _buckets(work, topo, reduce_kind, bucket_bytes, book)
+    after = reduction == AFTER_BACKWARD
+    buckets = _buckets(work, topo, reduce_kind, None if after else bucket_bytes, book)
     gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
-    plans = _plan(work, order, split, _transfers(work, topo, book), buckets, _sender(work, topo, book))
-    step = _Step(simpy.Environment(), book, reduce_kind, gathers, trace=[[] for _ in range(p)])
+    plans = _plan(work, order, split, _transfers(work, topo, book), {} if after else buckets,
+                  _sender(work, topo, book))
+    deferred: dict[int, list[tuple[int, Booking]]] = {}
+    for (s, c), bookings in (sorted(buckets.items()) if after else ()):
+        deferred.setdefault(s, []).extend((c, b) for b in bookings)
+    step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)])
     for plan in plans:
         for planned in plan:
             for to, _ in planned.update_sends:
@@ -381,10 +405,11 @@ def _sent_bytes(work: StepWork, c: int, to: int) -> int:
     return max(0, chunk.backward_bytes - sum(n for _, n in chunk.update_sends))
 
 
-def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int,
+def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int | None,
              book: LinkBook) -> dict[tuple[int, int], list[Booking]]:
     """Per (stage, chunk): the collectives (of `kind`) of its gradient buckets. A stage's gradient bytes are
-    split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller)."""
+    split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller; None: one
+    bucket of the chunk's whole gradients)."""
     p, t, d, v = work.pipeline_stages, work.tensor_parallel, work.data_parallel, work.virtual_stages
     out: dict[tuple[int, int], list[Booking]] = {}
     if d == 1 or topo is None:
@@ -394,8 +419,8 @@ def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int
         bookings: dict[int, Booking | None] = {}  # bucket bytes -> its all-reduce (None: no links)
         for j in range(v):
             nbytes = stage.gradient_bytes // v + (stage.gradient_bytes % v if j == 0 else 0)
-            sizes = [bucket_bytes] * (nbytes // bucket_bytes) + ([nbytes % bucket_bytes] if nbytes % bucket_bytes
-                                                                 else [])
+            cap = bucket_bytes or max(1, nbytes)
+            sizes = [cap] * (nbytes // cap) + ([nbytes % cap] if nbytes % cap else [])
             for n in sizes:
                 if n not in bookings:
                     hold = collective_hold(topo, kind, groups, n)

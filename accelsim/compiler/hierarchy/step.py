@@ -240,10 +240,11 @@ def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, te
     """The StageStep of `work` (measured from `graph`: the step's, or its layer templates') composed under
     the options' pipeline schedule, with the filler its idle time cannot hold added to the updates."""
     schedule = options.pipeline_schedule
-    composition = compose(work, schedule, hw)
+    reduction = options.gradient_reduction
+    composition = compose(work, schedule, hw, reduction=reduction)
     if any(s.filler_cycles for s in work.stages):
         work = with_filler(work, composition)
-        composition = compose(work, schedule, hw)
+        composition = compose(work, schedule, hw, reduction=reduction)
     return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
                      training=any(n.phase == "update" for n in graph.nodes),
                      samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,

@@ -7,6 +7,7 @@ gradients from step_sums.py; fused tiles are ordered afterwards (tile_order.py).
 from __future__ import annotations
 
 from accelsim.compiler.planning.chip_map import chip_map
+from accelsim.compiler.planning.gradient_reduction import order_gradient_reduction
 from accelsim.compiler.planning.node_costs import CostTable
 from accelsim.compiler.planning.prefetch import Prefetcher, streaming
 from accelsim.compiler.planning.stages import partition
@@ -350,4 +351,5 @@ def expand(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None = 
     prices of an earlier expansion of the same graph on the same hardware, reused."""
     plan = Planner(graph, hw, options, costs).plan(window)
     order_fused_tiles(graph, plan.tasks)  # fused tiles run depth-first (tile_order.py)
+    order_gradient_reduction(graph, options, plan.tasks)  # all-reduces after the backward pass, if asked
     return plan
