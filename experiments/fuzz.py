@@ -276,9 +276,10 @@ def _run(tally: Tally, examples: int, body: Callable[[st.DataObject, Path], tupl
     return tally
 
 
-def fuzz_yaml(examples: int, seed_value: int | None = 0, guard_s: float | None = None, deep: bool = True) -> Tally:
+def fuzz_yaml(examples: int, seed_value: int | None = 0, guard_s: float | None = None, deep: bool = True,
+              effort: str = "default") -> Tally:
     """Mutations of the shipped hardware descriptions through A.load_hw; with `deep`, an accepted one also
-    costs, compiles and simulates a tiny mlp step."""
+    costs, compiles (at `effort`) and simulates a tiny mlp step."""
     bases = {p.name: (p.read_text(), yaml.safe_load(p.read_text())) for p in HWCONFIGS}
     graph = _tiny_graph()
 
@@ -298,7 +299,7 @@ def fuzz_yaml(examples: int, seed_value: int | None = 0, guard_s: float | None =
             hw = A.load_hw(path)
             if deep:  # what an accepted description must survive: cost, compile and replay a tiny step
                 A.cost.graph_costs(hw, graph)
-                A.simulate(A.compile(graph, hw), hw)
+                A.simulate(A.compile(graph, hw, effort=effort), hw)
         return f"{name}: {what}", check
 
     return _run(Tally("yaml"), examples, body, seed_value, guard_s)
@@ -403,8 +404,9 @@ def graph_bases() -> dict[str, str]:
     return out
 
 
-def fuzz_graph(examples: int, seed_value: int | None = 0, guard_s: float | None = None) -> Tally:
-    """Mutations of graph files through load_graph; an accepted graph is compiled and replayed."""
+def fuzz_graph(examples: int, seed_value: int | None = 0, guard_s: float | None = None,
+               effort: str = "default") -> Tally:
+    """Mutations of graph files through load_graph; an accepted graph is compiled (at `effort`) and replayed."""
     from accelsim.frontends.graph_file import load_graph
 
     tally = Tally("graph")
@@ -426,7 +428,7 @@ def fuzz_graph(examples: int, seed_value: int | None = 0, guard_s: float | None 
 
         def check() -> None:
             graph = load_graph(path)
-            A.simulate(A.compile(graph, hw), hw)
+            A.simulate(A.compile(graph, hw, effort=effort), hw)
         return f"{name}: {what}", check
 
     return _run(tally, examples, body, seed_value, guard_s)
@@ -549,9 +551,10 @@ def _mutate_onnx(data: st.DataObject, model: Any) -> str:
     return f"drop node {i}"
 
 
-def fuzz_onnx(examples: int, seed_value: int | None = 0, guard_s: float | None = None) -> Tally:
+def fuzz_onnx(examples: int, seed_value: int | None = 0, guard_s: float | None = None,
+              effort: str = "default") -> Tally:
     """Mutations of small ONNX models (protobuf fields or raw bytes) through load_onnx; an accepted model's
-    graph is compiled and replayed."""
+    graph is compiled (at `effort`) and replayed."""
     import onnx
 
     from accelsim.frontends.onnx_import import load_onnx
@@ -579,7 +582,7 @@ def fuzz_onnx(examples: int, seed_value: int | None = 0, guard_s: float | None =
 
         def check() -> None:
             graph = load_onnx(path)
-            A.simulate(A.compile(graph, hw), hw, graph=graph)
+            A.simulate(A.compile(graph, hw, effort=effort), hw, graph=graph)
         return f"{name}: {what}", check
 
     return _run(tally, examples, body, seed_value, guard_s)
