@@ -1,6 +1,10 @@
 """Fused tiles run depth-first (compiler/planning/tile_order.py): the fusion groups are read back from the fused
 graph (fusion_groups.py), and on the schedule tile t of a group starts only after tile t - TILES_IN_FLIGHT ended."""
+import pytest
+from rich.console import Console
+
 import accelsim as A
+from accelsim.cli.layer_table import energy_table, time_table
 from accelsim.compiler.fusion import step_graph
 from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT
 from accelsim.compiler.verify import verify_schedule
@@ -53,21 +57,71 @@ def test_each_tile_starts_after_the_tile_two_before_it_ended():
     verify_schedule(s, fused, A.load_hw("tpu_v1_like"))  # the plan expanded again has the same edges
 
 
-def test_the_per_layer_report_names_each_tile_layers_fusion_group():
-    from accelsim.per_layer import layer_report
-
+@pytest.fixture(scope="module")
+def fused_step():
+    """superres (8 x 8) on tpu_v1_like fused into 2 tiles: its schedule and fused graph."""
     g = _superres(size=8)
     s = A.compile(g, "tpu_v1_like", fusion=2, effort="fast")
-    fused, _ = step_graph(g, s)
-    report = layer_report(s, "tpu_v1_like", fused)
+    return s, step_graph(g, s)[0], g
+
+
+@pytest.fixture(scope="module")
+def reports(fused_step):
+    """The per-layer reports of the fused step and of the same graph unfused."""
+    from accelsim.per_layer import layer_report
+
+    s, fused, g = fused_step
+    return layer_report(s, "tpu_v1_like", fused), layer_report(A.compile(g, "tpu_v1_like", effort="fast"),
+                                                                "tpu_v1_like", g)
+
+
+def test_the_per_layer_report_names_each_tile_layers_fusion_group(reports):
+    report, plain = reports
     groups = {r.layer: r.fusion_group for r in report.layers}
     assert groups["conv1[tile 1/2]"] == groups["conv4[tile 2/2]"] == groups["conv4"] == "conv1 .. conv4"
     assert groups["conv1"] == ""  # the bias reshape, outside the tiles
     rows = {r["layer"]: r for r in report.rows()}
     assert "fusion_group" in report.columns() and rows["conv2[tile 2/2]"]["fusion_group"] == "conv1 .. conv4"
     assert [r.to_dict().get("fusion_group") for r in report.layers[:1]] == [None]
-    plain = layer_report(A.compile(g, "tpu_v1_like", effort="fast"), "tpu_v1_like", g)
     assert "fusion_group" not in plain.columns() and not any(r.fusion_group for r in plain.layers)
+
+
+def _printed(table) -> list[str]:
+    console = Console(record=True, width=400)
+    console.print(table)
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("make_table", [time_table, energy_table])
+def test_the_cli_layer_tables_name_the_fusion_group_only_of_a_fused_step(reports, make_table):
+    report, plain = reports
+    lines = _printed(make_table(report))
+    header = next(line for line in lines if "┃ layer" in line)
+    assert "fusion group" in header
+    rows = {r.layer: r.fusion_group or "-" for r in report.layers}
+    shown = [line for line in lines if line.split("│")[1:2] and line.split("│")[1].strip() in rows]
+    assert shown and all(line.split("│")[-2].strip() == rows[line.split("│")[1].strip()] for line in shown)
+    assert any("conv1 .. conv4" in line for line in shown)
+    assert any("[tile 1/2]" in line for line in shown)  # the tile's layer printed whole, not eaten as markup
+    assert not any("fusion group" in line for line in _printed(make_table(plain)))
+
+
+def test_the_trace_names_a_fused_tasks_group_and_the_timeline_its_tile(fused_step, tmp_path):
+    from accelsim.layer_names import layer_names
+    from accelsim.viz import plot_timeline, write_perfetto
+
+    s, fused, _ = fused_step
+    result = A.simulate(s, "tpu_v1_like", graph=fused)
+    groups, names = group_of_nodes(fused), layer_names(fused)
+    events = [e for e in write_perfetto(result, tmp_path / "t.json", layers=names, groups=groups)["traceEvents"]
+              if e["ph"] == "X"]
+    assert {e["args"].get("fusion_group") for e in events} == {"conv1 .. conv4", None}
+    assert all((e["args"].get("fusion_group") is not None) == (e["args"]["node"] in groups) for e in events)
+    assert {e["name"] for e in events if e["args"].get("fusion_group")} >= {"conv1[tile 1/2]", "conv4[tile 2/2]"}
+    longest = max((sp for sp in result.spans if sp.node in groups and sp.node != max(groups)),
+                  key=lambda sp: (sp.end - sp.start, -sp.task))
+    fig = plot_timeline(result, layers=names, window=(longest.start, longest.end))
+    assert "[tile " in names[longest.node] and names[longest.node] in {t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == "op_label"}
 
 
 def test_a_unit_with_four_instances_keeps_four_tiles_in_flight():
