@@ -1,5 +1,6 @@
-"""Fused tiles run depth-first (compiler/planning/tile_order.py): the fusion groups are read back from the fused
-graph (fusion_groups.py), and on the schedule tile t of a group starts only after tile t - TILES_IN_FLIGHT ended."""
+"""Fused tiles run depth-first (compiler/planning/tile_order.py): the fusion groups are read back from the records
+the fusion pass leaves on the fused graph's nodes (fusion_groups.py), never from layer names, and on the schedule
+tile t of a group starts only after tile t - TILES_IN_FLIGHT ended."""
 import pytest
 from rich.console import Console
 
@@ -8,7 +9,9 @@ from accelsim.cli.layer_table import energy_table, time_table
 from accelsim.compiler.fusion import step_graph
 from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT
 from accelsim.compiler.verify import verify_schedule
-from accelsim.fusion_groups import fusion_groups, group_of_nodes, tile_layer, untiled
+from accelsim import ops as F
+from accelsim.fusion_groups import fusion_groups, group_internal_nodes, group_of_nodes, tile_layer
+from accelsim.graph.ir import FusedTile
 from accelsim.passes import inference_graph
 from accelsim.passes.fuse_layers import fuse_layers
 
@@ -26,35 +29,36 @@ def test_the_fusion_groups_are_read_back_from_the_fused_graph():
     assert fused.nodes[group.concat].op == "concat"
     assert fused.nodes[group.concat].inputs == tuple(tile[-1] for tile in group.tiles)
     for t, tile in enumerate(group.tiles, 1):
-        assert {untiled(fused.nodes[i].layer)[1:] for i in tile} == {(t, 4)}
+        assert {fused.nodes[i].fused for i in tile} == {FusedTile(1, t, 4, "conv1 .. conv4")}
+        assert {fused.nodes[i].layer.endswith(f"[tile {t}/4]") for i in tile} == {True}  # what people see
         assert [fused.nodes[i].op for i in tile].count("conv2d") == 4
+    assert fused.nodes[group.concat].fused == FusedTile(1, 0, 4, "conv1 .. conv4")
     assert set(group_of_nodes(fused)) == set(group.nodes())
 
 
-def test_a_tile_label_round_trips_and_a_plain_layer_has_no_tile():
-    assert untiled(tile_layer("layer1.0.conv2", 3, 8)) == ("layer1.0.conv2", 3, 8)
-    assert untiled("conv1") == ("conv1", 0, 0)
-    assert untiled("conv1[tile 0/2]") == ("conv1[tile 0/2]", 0, 0)
+def _hand_tiled(name) -> A.Graph:
+    """A user's graph of three row bands of one convolution and the concat of their outputs, its band layers
+    named name(band, 3): built by hand, not by the fusion pass."""
+    g = A.Graph("lookalike", dtype="float32")
+    x = g.input("x", (1, 4, 8, 8))
+    w = g.param("w", (4, 4, 3, 3))
+    outs = []
+    for t, (start, stop) in enumerate(((0, 4), (2, 6), (4, 8)), 1):
+        with g.layer(name(t, 3)):
+            outs.append(F.relu(F.conv2d(F.slice(x, (0, 0, start), (1, 4, stop)), w)))
+    with g.layer("conv"):
+        g.output("y", F.concat(outs, axis=2))
+    return g
 
 
-def test_each_tile_starts_after_the_tile_two_before_it_ended():
-    g = _superres()
-    s = A.compile(g, "tpu_v1_like", fusion=4, effort="fast")
-    fused, _ = step_graph(g, s)
-    (group,) = fusion_groups(fused)
-    by_node: dict[int, list] = {}
-    for t in s.tasks:
-        by_node.setdefault(t.node, []).append(t)
-    ordered = 0
-    for k in range(TILES_IN_FLIGHT, len(group.tiles)):
-        done = max(t.end for t in by_node[group.tiles[k - TILES_IN_FLIGHT][-1]])
-        started = min(t.start for i in group.tiles[k] for t in by_node.get(i, []))
-        assert started >= done
-        ordered += 1
-    assert ordered == 2
-    edges = {a for i in group.tiles[2] for t in by_node.get(i, []) for a in t.after}
-    assert any(s.tasks[a].node == group.tiles[0][-1] for a in edges)
-    verify_schedule(s, fused, A.load_hw("tpu_v1_like"))  # the plan expanded again has the same edges
+def test_a_layer_named_like_a_tile_is_not_a_fusion_group():
+    g = _hand_tiled(lambda t, of: tile_layer("conv", t, of))
+    assert [n.layer for n in g.nodes if n.op == "conv2d"] == ["conv[tile 1/3]", "conv[tile 2/3]", "conv[tile 3/3]"]
+    assert fusion_groups(g) == () and group_of_nodes(g) == {} and group_internal_nodes(g) == frozenset()
+    plain = _hand_tiled(lambda t, of: f"conv.band{t}")
+    timing = [[(t.node, t.start, t.end, t.after) for t in A.compile(graph, "tpu_v1_like", effort="fast").tasks]
+              for graph in (g, plain)]
+    assert timing[0] == timing[1]  # no depth-first edge, no tile kept on chip: the names change nothing
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,22 @@ the T output tiles: depth-first (layer-fused) execution as in Alwani et al., "Fu
 accelerators" (MICRO 2016) and Stream (Symons et al., "Towards Heterogeneous Multi-core Accelerators
 Exploiting Fine-grained Scheduling of Layer-Fused Deep Neural Networks", 2023). Each tile's layer is an
 ordinary node, so an ordinary task: the memory planner keeps the small intermediate tiles on chip, and
-ports, the simulators and `check` need nothing new. Its costs are real and counted as such: the halo
+ports, the simulators and `check` need nothing new; each tile's nodes and the concat record their fusion group
+(Node.fused), which the planner and the reports read (fusion_groups.py). Its costs are real and counted as such: the halo
 rows that overlapping tiles recompute (FLOPs), and the weights every tile reads again (traffic).
 Values are the unfused graph's: every output element is computed from the same inputs by the same op.
 Inference graphs only: a training graph's backward pass reads the intermediates fusion would drop.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
 from accelsim.errors import GraphError
 from accelsim.fusion_groups import tile_layer
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import FusedTile, Graph
 from accelsim.layer_names import layer_names
 from accelsim.limits import FUSION_TILES  # noqa: F401  (re-exported: the tile counts of the fusion passes)
 from accelsim.passes.fuse_chains import Chain, Member, plan_fusion
@@ -91,24 +93,37 @@ def _tile_member(rb: Rebuild, m: Member, x: int, band: Band, layer: str, suffix:
     return out
 
 
-def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...]) -> tuple[int, int]:
-    """Emit `chain` as `tiles` depth-first tiles and their concat: its id, and the rows its layers compute
-    beyond the unfused graph's (the halo that overlapping tiles recompute)."""
+def _tag(rb: Rebuild, since: int, tag: FusedTile) -> None:
+    """Record `tag` on the computed nodes emitted since id `since` (one tile's, or the group's concat)."""
+    for i in range(since, len(rb.out.nodes)):
+        if not rb.node(i).is_leaf:
+            rb.out.nodes[i] = replace(rb.node(i), fused=tag)
+
+
+def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...], group: int) -> tuple[int, int]:
+    """Emit `chain` as `tiles` depth-first tiles and their concat, recording fusion group `group` on their
+    nodes (Node.fused): the concat's id, and the rows its layers compute beyond the unfused graph's (the halo
+    that overlapping tiles recompute)."""
     members = chain.members
     windows = [m.window for m in members]
     in_rows = [rb.source.nodes[m.node.inputs[m.operand]].shape[2] for m in members]
     source_x = rb.new_id[members[0].node.inputs[0]]
+    label = f"{names[members[0].node.id]} .. {names[chain.last.id]}"
     outs, rows_computed = [], 0
     for t, (start, stop) in enumerate(tile_rows(chain.last.shape[2], tiles)):
+        since = len(rb.out.nodes)
         bands = chain_bands(windows, in_rows, start, stop)
         x = _rows(rb, source_x, bands[0].start, bands[0].stop, tile_layer(names[members[0].node.id], t + 1, tiles))
         for m, band in zip(members, bands):
             x = _tile_member(rb, m, x, band, tile_layer(names[m.node.id], t + 1, tiles), f".t{t + 1}")
             rows_computed += rb.node(x).shape[2]
+        _tag(rb, since, FusedTile(group, t + 1, tiles, label))
         outs.append(x)
+    since = len(rb.out.nodes)
     with rb.out.layer(names[chain.last.id]):
         out = rb.emit("concat", tuple(outs), {"axis": 2}, "forward", name=f"{chain.last.name}.tiles")
     assert out is not None
+    _tag(rb, since, FusedTile(group, 0, tiles, label))
     rows_needed = sum(m.node.shape[2] for m in members)
     return out, rows_computed - rows_needed
 
@@ -131,13 +146,15 @@ def fuse_layers(graph: Graph, tiles: int, only: frozenset[int] | None = None) ->
     chosen = _check_only(only)
     by_last = {c.last.id: c for c in plan_fusion(graph, tiles).chains if chosen is None or c.anchor in chosen}
     names = layer_names(graph) if by_last else ()
+    made = max((n.fused.group for n in graph.nodes if n.fused is not None), default=0)  # groups made before
     rb = Rebuild(graph)
     for old in graph.nodes:
         chain = by_last.get(old.id)
         if chain is None:
             rb.copy(old)
             continue
-        out, halo = _fuse(rb, chain, tiles, names)
+        made += 1
+        out, halo = _fuse(rb, chain, tiles, names, made)
         group = f"layers {names[chain.anchor]} .. {names[chain.last.id]}"
         if not rb.replace(old, out, f"chain {chain.describe()}, {group} -> {tiles} tiles along H, {halo} halo "
                                     "row(s) recomputed"):
