@@ -36,6 +36,14 @@ def test_the_fusion_groups_are_read_back_from_the_fused_graph():
     assert set(group_of_nodes(fused)) == set(group.nodes())
 
 
+def test_a_fusion_group_survives_a_later_pass_that_rewrites_its_tiles():
+    g = _superres(size=8)
+    fused = A.optimize(g, ["fuse_layers_t2", "fuse_epilogue"], verify=False)
+    (group,) = fusion_groups(fused)
+    assert [[fused.nodes[i].op for i in tile].count("conv2d_epilogue") for tile in group.tiles] == [4, 4]
+    assert {fused.nodes[i].fused.tile for i in group.tiles[1]} == {2}  # the epilogue stands in the tile it replaced
+
+
 def _hand_tiled(name) -> A.Graph:
     """A user's graph of three row bands of one convolution and the concat of their outputs, its band layers
     named name(band, 3): built by hand, not by the fusion pass."""
@@ -59,6 +67,26 @@ def test_a_layer_named_like_a_tile_is_not_a_fusion_group():
     timing = [[(t.node, t.start, t.end, t.after) for t in A.compile(graph, "tpu_v1_like", effort="fast").tasks]
               for graph in (g, plain)]
     assert timing[0] == timing[1]  # no depth-first edge, no tile kept on chip: the names change nothing
+
+
+def test_each_tile_starts_after_the_tile_two_before_it_ended():
+    g = _superres()
+    s = A.compile(g, "tpu_v1_like", fusion=4, effort="fast")
+    fused, _ = step_graph(g, s)
+    (group,) = fusion_groups(fused)
+    by_node: dict[int, list] = {}
+    for t in s.tasks:
+        by_node.setdefault(t.node, []).append(t)
+    ordered = 0
+    for k in range(TILES_IN_FLIGHT, len(group.tiles)):
+        done = max(t.end for t in by_node[group.tiles[k - TILES_IN_FLIGHT][-1]])
+        started = min(t.start for i in group.tiles[k] for t in by_node.get(i, []))
+        assert started >= done
+        ordered += 1
+    assert ordered == 2
+    edges = {a for i in group.tiles[2] for t in by_node.get(i, []) for a in t.after}
+    assert any(s.tasks[a].node == group.tiles[0][-1] for a in edges)
+    verify_schedule(s, fused, A.load_hw("tpu_v1_like"))  # the plan expanded again has the same edges
 
 
 @pytest.fixture(scope="module")
