@@ -1,8 +1,8 @@
 """Fusion groups of a graph (Graph -> the layer-fused chains and their tiles), for the planner's tile order,
 the per-layer report and the timeline.
 
-The layer-fusion pass (passes/fuse_layers.py) builds tile t of T of a chain one tile after the other
-(depth-first), ends the chain with the concat of the tiles, and records on each of those nodes where it put it
+The layer-fusion pass (passes/fuse_layers.py) stages a chain's weights once, builds tile t of T of the chain one
+tile after the other (depth-first), ends the chain with the concat of the tiles, and records on each of those nodes where it put it
 (Node.fused: its group, tile and label); later passes carry the record (passes/rebuild.py). This module reads
 the groups from those records, never from layer names: a user's layer named "conv[tile 1/2]" is just a name.
 The tile's layer name (`tile_layer`) is for people: reports and plots show it. It imports nothing but the IR,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelsim.graph.ir import FusedTile, Graph
+from accelsim.graph.ir import CONCAT, STAGED, FusedTile, Graph
 
 
 def tile_layer(layer: str, tile: int, tiles: int) -> str:
@@ -29,10 +29,11 @@ class FusionGroup:
     label: str
     tiles: tuple[tuple[int, ...], ...]
     concat: int
+    staged: tuple[int, ...] = ()  # the copies of its weights made once before its tiles, which they all read
 
     def nodes(self) -> tuple[int, ...]:
-        """Every computed node of the group, its concat included."""
-        return tuple(i for tile in self.tiles for i in tile) + (self.concat,)
+        """Every computed node of the group, its staged weights and its concat included."""
+        return self.staged + tuple(i for tile in self.tiles for i in tile) + (self.concat,)
 
 
 def fusion_groups(graph: Graph) -> tuple[FusionGroup, ...]:
@@ -42,14 +43,17 @@ def fusion_groups(graph: Graph) -> tuple[FusionGroup, ...]:
     none."""
     tiles: dict[int, dict[int, list[int]]] = {}
     concats: dict[int, list[int]] = {}
+    staged: dict[int, list[int]] = {}
     tags: dict[int, FusedTile] = {}
     for n in graph.nodes:
         tag = n.fused
         if tag is None or n.is_leaf:
             continue
         tags.setdefault(tag.group, tag)
-        if tag.tile == 0:
+        if tag.tile == CONCAT:
             concats.setdefault(tag.group, []).append(n.id)
+        elif tag.tile == STAGED:
+            staged.setdefault(tag.group, []).append(n.id)
         else:
             tiles.setdefault(tag.group, {}).setdefault(tag.tile, []).append(n.id)
     groups = []
@@ -59,7 +63,7 @@ def fusion_groups(graph: Graph) -> tuple[FusionGroup, ...]:
         concat = graph.nodes[ids[-1]]
         if (len(ids) == 1 and concat.op == "concat" and set(by_tile) == set(range(1, tag.tiles + 1))
                 and tuple(concat.inputs) == tuple(tile[-1] for tile in per_tile)):
-            groups.append(FusionGroup(tag.label, per_tile, concat.id))
+            groups.append(FusionGroup(tag.label, per_tile, concat.id, tuple(staged.get(group, ()))))
     return tuple(sorted(groups, key=lambda g: g.concat))
 
 

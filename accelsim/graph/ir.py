@@ -43,12 +43,19 @@ def _short_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+CONCAT = 0
+"""FusedTile.tile of a fusion group's concat of its tiles."""
+STAGED = -1
+"""FusedTile.tile of a weight a fusion group stages once for all its tiles."""
+
+
 @dataclass(frozen=True, slots=True)
 class FusedTile:
     """Where layer fusion (passes/fuse_layers.py) put a node: in fusion group `group` (numbered from 1 in the
-    order the passes made them), tile `tile` of `tiles` (1-based), or tile 0: the group's concat of its tiles;
-    `label` names the group ("first .. last" layer). A typed record, so that a layer merely named like a tile
-    is never taken for one (fusion_groups.py reads these, never the layer names)."""
+    order the passes made them), tile `tile` of `tiles` (1-based), or CONCAT: the group's concat of its tiles,
+    or STAGED: a weight's copy every tile reads; `label` names the group ("first .. last" layer). A typed record,
+    so that a layer merely named like a tile is never taken for one (fusion_groups.py reads these, never the
+    layer names)."""
 
     group: int
     tile: int

@@ -9,9 +9,12 @@ the T output tiles: depth-first (layer-fused) execution as in Alwani et al., "Fu
 accelerators" (MICRO 2016) and Stream (Symons et al., "Towards Heterogeneous Multi-core Accelerators
 Exploiting Fine-grained Scheduling of Layer-Fused Deep Neural Networks", 2023). Each tile's layer is an
 ordinary node, so an ordinary task: the memory planner keeps the small intermediate tiles on chip, and
-ports, the simulators and `check` need nothing new; each tile's nodes and the concat record their fusion group
+ports, the simulators and `check` need nothing new. Each weight is staged once per group (a copy the tiles
+read, kept on chip where the memory planner finds room, as Stream keeps a group's weights in its cores), so it
+crosses from where parameters live once, not once per tile; each tile's nodes and the concat record their fusion group
 (Node.fused), which the planner and the reports read (fusion_groups.py). Its costs are real and counted as such: the halo
-rows that overlapping tiles recompute (FLOPs), and the weights every tile reads again (traffic).
+rows that overlapping tiles recompute (FLOPs), the weights' staging copies, and where a staged weight finds
+no room on chip, the weights every tile reads again (traffic).
 Values are the unfused graph's: every output element is computed from the same inputs by the same op.
 Inference graphs only: a training graph's backward pass reads the intermediates fusion would drop.
 """
@@ -24,7 +27,7 @@ import numpy as np
 
 from accelsim.errors import GraphError
 from accelsim.fusion_groups import tile_layer
-from accelsim.graph.ir import FusedTile, Graph
+from accelsim.graph.ir import CONCAT, STAGED, FusedTile, Graph
 from accelsim.layer_names import layer_names
 from accelsim.limits import FUSION_TILES  # noqa: F401  (re-exported: the tile counts of the fusion passes)
 from accelsim.passes.fuse_chains import Chain, Member, plan_fusion
@@ -74,10 +77,35 @@ def _padded(rb: Rebuild, x: int, band: Band, value: float, layer: str) -> int:
     return out
 
 
-def _tile_member(rb: Rebuild, m: Member, x: int, band: Band, layer: str, suffix: str) -> int:
-    """Member `m` computed on its tile input `x` (rows band.start..band.stop of its real input)."""
+def _staged(rb: Rebuild, m: Member, layer: str, staged: dict[int, int], tag: FusedTile) -> list[int]:
+    """`m`'s inputs, each parameter read through the group's one copy of it (`staged`: new id -> its copy's),
+    made here at its first reader (so a runtime that starts ready tasks in id order stages a weight just before
+    the first tile needs it): a full slice in the layer of that reader, recording `tag`. The copy is a value the
+    group produces and consumes, so the memory planner keeps it on chip where there is room
+    (fusion_groups.group_internal_nodes): the weight then crosses from where parameters live once per group, not
+    once per tile; with no room it goes where the planner finds some, and every tile reads it there."""
+    inputs = list(rb.mapped(m.node))
+    for k, i in enumerate(inputs):
+        leaf = rb.node(i)
+        if k == m.operand or leaf.op != "param" or not leaf.shape:
+            continue
+        if i not in staged:
+            with rb.out.layer(layer):
+                copy = rb.emit("slice", (i,), {"starts": (0,), "stops": (leaf.shape[0],)}, "forward",
+                               name=f"{leaf.name}.staged")
+            assert copy is not None
+            rb.out.nodes[copy] = replace(rb.node(copy), fused=tag)
+            staged[i] = copy
+        inputs[k] = staged[i]
+    return inputs
+
+
+def _tile_member(rb: Rebuild, m: Member, x: int, band: Band, layer: str, suffix: str,
+                 inputs: list[int]) -> int:
+    """Member `m` computed on its tile input `x` (rows band.start..band.stop of its real input), given its
+    `inputs` (new ids; its parameters' staged copies)."""
     node = m.node
-    inputs = list(rb.mapped(node))
+    inputs = list(inputs)
     attrs = dict(node.attrs)
     if m.windowed:
         x = _padded(rb, x, band, _pad_value(node.op, node.dtype), layer)
@@ -94,9 +122,10 @@ def _tile_member(rb: Rebuild, m: Member, x: int, band: Band, layer: str, suffix:
 
 
 def _tag(rb: Rebuild, since: int, tag: FusedTile) -> None:
-    """Record `tag` on the computed nodes emitted since id `since` (one tile's, or the group's concat)."""
+    """Record `tag` on the computed nodes emitted since id `since` that have none (one tile's but its staged
+    weights, or the group's concat)."""
     for i in range(since, len(rb.out.nodes)):
-        if not rb.node(i).is_leaf:
+        if not rb.node(i).is_leaf and rb.node(i).fused is None:
             rb.out.nodes[i] = replace(rb.node(i), fused=tag)
 
 
@@ -110,12 +139,14 @@ def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...], group: 
     source_x = rb.new_id[members[0].node.inputs[0]]
     label = f"{names[members[0].node.id]} .. {names[chain.last.id]}"
     outs, rows_computed = [], 0
+    staged: dict[int, int] = {}
     for t, (start, stop) in enumerate(tile_rows(chain.last.shape[2], tiles)):
         since = len(rb.out.nodes)
         bands = chain_bands(windows, in_rows, start, stop)
         x = _rows(rb, source_x, bands[0].start, bands[0].stop, tile_layer(names[members[0].node.id], t + 1, tiles))
         for m, band in zip(members, bands):
-            x = _tile_member(rb, m, x, band, tile_layer(names[m.node.id], t + 1, tiles), f".t{t + 1}")
+            inputs = _staged(rb, m, names[m.node.id], staged, FusedTile(group, STAGED, tiles, label))
+            x = _tile_member(rb, m, x, band, tile_layer(names[m.node.id], t + 1, tiles), f".t{t + 1}", inputs)
             rows_computed += rb.node(x).shape[2]
         _tag(rb, since, FusedTile(group, t + 1, tiles, label))
         outs.append(x)
@@ -123,7 +154,7 @@ def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...], group: 
     with rb.out.layer(names[chain.last.id]):
         out = rb.emit("concat", tuple(outs), {"axis": 2}, "forward", name=f"{chain.last.name}.tiles")
     assert out is not None
-    _tag(rb, since, FusedTile(group, 0, tiles, label))
+    _tag(rb, since, FusedTile(group, CONCAT, tiles, label))
     rows_needed = sum(m.node.shape[2] for m in members)
     return out, rows_computed - rows_needed
 
