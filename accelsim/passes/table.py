@@ -80,6 +80,6 @@ PASSES: dict[str, PassDef] = {p.name: p for p in (
 ) + tuple(
     PassDef(pass_name(t), fuse_layers(t), ("inference",),
             f"layer fusion: each chain of consecutive conv/pool/elementwise layers whose intermediates have no "
-            f"other reader -> {t} depth-first tiles along H (halo rows recomputed, weights read per tile), then "
-            f"a concat", sited=True, searched=False)
+            f"other reader -> {t} depth-first tiles along H (halo rows recomputed, each weight staged once for the "
+            f"tiles), then a concat", sited=True, searched=False)
     for t in FUSION_TILES)}
