@@ -23,8 +23,8 @@ Measured (stream-dse 2.1.1; accelsim as committed with this file; 65 s of CPU on
 (before a fused group staged its weights once, h6-fusion's parent: auto 1.209 / 0.963, 8 tiles 2.319 / 1.868,
 auto sram 0.813 / 0.640, 8 tiles sram 2.003 / 1.622; fusion off is unchanged. auto now fuses four chains: the
 stem with the max pool and layer1's two residual blocks (conv1 .. relu_1) at 4 tiles, layer2.0's block at 2;
-before it also fused layer2.1's block at 2, whose step now compiles 0.7% longer than the four-chain one, which
-auto keeps: 9,291,400 compiled cycles against 9,354,736 with the five chains before.)
+before it also fused layer2.1's block at 2 (whether its estimate or the compiled candidates dropped it is not
+yet looked into): 9,291,400 compiled cycles against 9,354,736 with the five chains before.)
 
 The chip file says where Stream's bytes live and how wide they are (its placement, hw/placement.py):
 - Activations in the DRAM. Stream's layer-by-layer solve is one fusion group per layer, and a group starts and
