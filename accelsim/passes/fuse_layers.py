@@ -37,9 +37,14 @@ from accelsim.passes.rebuild import Rebuild, Rewrite
 
 
 
-def pass_name(tiles: int) -> str:
-    """The pass that fuses every chain into `tiles` tiles."""
-    return f"fuse_layers_t{tiles}"
+UNSTAGED = "_unstaged"
+"""The suffix of a fusion pass whose tiles each read the weights themselves (no staged copy)."""
+
+
+def pass_name(tiles: int, stage_weights: bool = True) -> str:
+    """The pass that fuses every chain into `tiles` tiles, staging each weight once for the tiles or not
+    (compile falls back to the unstaged pass where the staged copies do not fit: compiler/fusion.py)."""
+    return f"fuse_layers_t{tiles}" + ("" if stage_weights else UNSTAGED)
 
 
 def _pad_value(op: str, dtype: str) -> float:
@@ -129,10 +134,11 @@ def _tag(rb: Rebuild, since: int, tag: FusedTile) -> None:
             rb.out.nodes[i] = replace(rb.node(i), fused=tag)
 
 
-def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...], group: int) -> tuple[int, int]:
+def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...], group: int,
+          stage_weights: bool) -> tuple[int, int]:
     """Emit `chain` as `tiles` depth-first tiles and their concat, recording fusion group `group` on their
-    nodes (Node.fused): the concat's id, and the rows its layers compute beyond the unfused graph's (the halo
-    that overlapping tiles recompute)."""
+    nodes (Node.fused), each weight staged once for the tiles or read by every tile itself: the concat's id,
+    and the rows its layers compute beyond the unfused graph's (the halo that overlapping tiles recompute)."""
     members = chain.members
     windows = [m.window for m in members]
     in_rows = [rb.source.nodes[m.node.inputs[m.operand]].shape[2] for m in members]
@@ -145,7 +151,8 @@ def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...], group: 
         bands = chain_bands(windows, in_rows, start, stop)
         x = _rows(rb, source_x, bands[0].start, bands[0].stop, tile_layer(names[members[0].node.id], t + 1, tiles))
         for m, band in zip(members, bands):
-            inputs = _staged(rb, m, names[m.node.id], staged, FusedTile(group, STAGED, tiles, label))
+            inputs = (_staged(rb, m, names[m.node.id], staged, FusedTile(group, STAGED, tiles, label))
+                      if stage_weights else list(rb.mapped(m.node)))
             x = _tile_member(rb, m, x, band, tile_layer(names[m.node.id], t + 1, tiles), f".t{t + 1}", inputs)
             rows_computed += rb.node(x).shape[2]
         _tag(rb, since, FusedTile(group, t + 1, tiles, label))
@@ -169,11 +176,16 @@ def _check_only(only: object) -> frozenset[int] | None:
     return frozenset(only)
 
 
-def fuse_layers(graph: Graph, tiles: int, only: frozenset[int] | None = None) -> Rewrite:
+def fuse_layers(graph: Graph, tiles: int, only: frozenset[int] | None = None,
+                stage_weights: bool = True) -> Rewrite:
     """Fuse every chain of `graph` (only those whose first layer's id is in `only`, when given) into
-    `tiles` tiles; one line per fused chain, naming its layers, tiles and recomputed halo rows."""
+    `tiles` tiles; one line per fused chain, naming its layers, tiles and recomputed halo rows. With
+    `stage_weights` False every tile reads the weights itself (no staged copy that lives across the group's
+    tiles: what compile falls back to where the staged copies do not fit memory)."""
     if not isinstance(tiles, int) or isinstance(tiles, bool) or tiles not in FUSION_TILES:
         raise GraphError(f"fuse_layers: tiles must be one of {', '.join(map(str, FUSION_TILES))}, got {tiles!r:.40}")
+    if not isinstance(stage_weights, bool):
+        raise GraphError(f"fuse_layers: stage_weights must be True or False, got {stage_weights!r:.40}")
     chosen = _check_only(only)
     by_last = {c.last.id: c for c in plan_fusion(graph, tiles).chains if chosen is None or c.anchor in chosen}
     names = layer_names(graph) if by_last else ()
@@ -185,19 +197,21 @@ def fuse_layers(graph: Graph, tiles: int, only: frozenset[int] | None = None) ->
             rb.copy(old)
             continue
         made += 1
-        out, halo = _fuse(rb, chain, tiles, names, made)
+        out, halo = _fuse(rb, chain, tiles, names, made, stage_weights)
         group = f"layers {names[chain.anchor]} .. {names[chain.last.id]}"
+        weights = "" if stage_weights else ", weights re-read per tile"
         if not rb.replace(old, out, f"chain {chain.describe()}, {group} -> {tiles} tiles along H, {halo} halo "
-                                    "row(s) recomputed"):
+                                    f"row(s) recomputed{weights}"):
             rb.copy(old)
             continue
         rb.site(chain.anchor)
     return rb.finish()
 
 
-def runner(tiles: int) -> Callable[..., Rewrite]:
-    """The pass function of `fuse_layers_t<tiles>` (PassDef.run: graph, only=None -> Rewrite)."""
+def runner(tiles: int, stage_weights: bool = True) -> Callable[..., Rewrite]:
+    """The pass function of `pass_name(tiles, stage_weights)` (PassDef.run: graph, only=None -> Rewrite)."""
     def run(graph: Graph, only: frozenset[int] | None = None) -> Rewrite:
-        return fuse_layers(graph, tiles, only)
-    run.__doc__ = f"Fuse every chain of consecutive layers into {tiles} tiles along H (fuse_layers)."
+        return fuse_layers(graph, tiles, only, stage_weights)
+    weights = "each weight staged once" if stage_weights else "every tile reading the weights itself"
+    run.__doc__ = f"Fuse every chain of consecutive layers into {tiles} tiles along H, {weights} (fuse_layers)."
     return run
