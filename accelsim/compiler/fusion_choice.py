@@ -196,12 +196,14 @@ def ranked_pairs(choices: tuple[ChainChoice, ...]) -> tuple[tuple[int, int], ...
     return tuple((c.anchor, c.tiles) for c in chosen)
 
 
-def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...]) -> tuple[AppliedPass, ...]:
+def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...],
+                  stage_weights: bool = True) -> tuple[AppliedPass, ...]:
     """The fusion passes that fuse each chain of `chosen` ((anchor, tile count) pairs) with its tile count: one
     pass per run of chains sharing a count, last chain first, so that each pass's anchors (`only`) are ids of
     nodes before every chain rewritten so far, which keep their ids. One pass over every chain when they all
-    share a count and every chain that count fuses is chosen. A pair naming no chain of `graph` fusible at its
-    count is refused naming the chains there are."""
+    share a count and every chain that count fuses is chosen. `stage_weights`: the passes that stage each
+    weight once per group, or those whose tiles read the weights themselves. A pair naming no chain of `graph`
+    fusible at its count is refused naming the chains there are."""
     for anchor, tiles in chosen:
         anchors = [c.anchor for c in plan_fusion(graph, tiles).chains]
         if anchor not in anchors:
@@ -212,11 +214,11 @@ def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...]) -> tuple[Ap
     if len(counts) == 1:
         (tiles,) = counts
         if {a for a, _ in order} == {c.anchor for c in plan_fusion(graph, tiles).chains}:
-            return (AppliedPass(pass_name(tiles)),)
+            return (AppliedPass(pass_name(tiles, stage_weights)),)
     runs: list[tuple[int, list[int]]] = []
     for anchor, tiles in order:
         if runs and runs[-1][0] == tiles:
             runs[-1][1].append(anchor)
         else:
             runs.append((tiles, [anchor]))
-    return tuple(AppliedPass(pass_name(t), tuple(sorted(anchors))) for t, anchors in runs)
+    return tuple(AppliedPass(pass_name(t, stage_weights), tuple(sorted(anchors))) for t, anchors in runs)
