@@ -8,7 +8,7 @@ import pytest
 import accelsim as A
 from accelsim import ops as F
 from accelsim.compiler.fusion import UNSTAGED_NOTE, step_graph
-from accelsim.errors import MemoryFitError
+from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.passes.fuse_layers import pass_name
 
 HW_FILE = Path(__file__).resolve().parent.parent / "experiments" / "hw" / "stream_tpu_like_quad_core.yaml"
@@ -61,3 +61,21 @@ def test_a_step_that_fits_with_its_weights_staged_keeps_them_staged():
     s = A.compile(g, hw, fusion=2, effort="fast")
     assert _without_fusion_option(s) == A.compile(A.optimize(g, [pass_name(2)]), hw, effort="fast").model_dump_json()
     assert not any(UNSTAGED_NOTE in line for line in step_graph(g, s)[1])
+
+
+def test_a_fused_step_that_fits_neither_way_is_refused_with_the_staged_steps_error():
+    g = _conv_chain()
+    hw = A.load_hw(HW_FILE, {**SMALL, "chips.0.memories.1.capacity_bytes": 20992})  # 4 KiB less DRAM
+    with pytest.raises(MemoryFitError, match="no memory can hold"):
+        A.compile(A.optimize(g, [pass_name(2, stage_weights=False)]), hw, effort="fast")
+    with pytest.raises(MemoryFitError, match="no memory can hold"):
+        A.compile(g, hw, fusion=2, effort="fast")
+
+
+def test_step_graph_refuses_a_graph_whose_fusion_is_not_the_one_compiled():
+    hw = A.load_hw(HW_FILE, SMALL)
+    s = A.compile(_conv_chain(), hw, fusion=2, effort="fast")
+    other = _conv_chain()
+    F.relu(other.var(len(other.nodes) - 1))  # one node more: another graph, fused either way
+    with pytest.raises(ScheduleError, match="fusing it into 2 tiles gives another graph than the one compiled"):
+        step_graph(other, s)

@@ -112,7 +112,8 @@ def step_graph(graph: Graph, schedule: Schedule) -> tuple[Graph, tuple[str, ...]
     if tiles == "auto":
         out, why, groups = _per_chain(graph, schedule)
     else:
-        out, why, groups = _matching(schedule, lambda staged: fused(graph, None, tiles, staged))
+        out, why, groups = _matching(schedule, lambda staged: fused(graph, None, tiles, staged),
+                                     f"fusing it into {tiles} tiles")
     if out is None:
         raise ScheduleError(f"the schedule of {schedule.graph_name!r} was compiled with fusion={tiles}, which does "
                             f"not apply to graph {graph.name!r}: {why}")
@@ -128,22 +129,22 @@ def _per_chain(graph: Graph, schedule: Schedule) -> tuple[Graph | None, str, tup
         fusion_passes(graph, chains)
     except ScheduleError as e:
         return None, str(e), ()
-    out, why, groups = _matching(schedule, lambda staged: fused_by(graph, None, fusion_passes(graph, chains, staged)))
-    if out is None and not why:
-        return None, f"fusing its chains {list(chains)} gives another graph than the one compiled", ()
-    return out, why, groups
+    return _matching(schedule, lambda staged: fused_by(graph, None, fusion_passes(graph, chains, staged)),
+                     f"fusing its chains {list(chains)}")
 
 
-def _matching(schedule: Schedule, fuse: Callable[[bool], Fused]) -> Fused:
+def _matching(schedule: Schedule, fuse: Callable[[bool], Fused], what: str) -> Fused:
     """The fused graph `schedule` was compiled from: `fuse(True)` (weights staged) or, where that is another
-    graph than the one compiled (graph hash), `fuse(False)`, the fallback's, its lines saying so; None with ""
-    when neither is."""
+    graph than the one compiled (graph hash), `fuse(False)`, the fallback's, its lines saying so; None and why
+    when neither is (`what`: the fusion, for the message)."""
     out, why, groups = fuse(True)
     if out is None or graph_hash(out) == schedule.graph_hash:
         return out, why, groups
     out, why, groups = fuse(False)
-    if out is None or graph_hash(out) != schedule.graph_hash:
+    if out is None:
         return None, why, ()
+    if graph_hash(out) != schedule.graph_hash:
+        return None, f"{what} gives another graph than the one compiled, its weights staged or not", ()
     return out, why, tuple(f"{line}: {UNSTAGED_NOTE}" for line in groups)
 
 
