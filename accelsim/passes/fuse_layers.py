@@ -11,7 +11,9 @@ Exploiting Fine-grained Scheduling of Layer-Fused Deep Neural Networks", 2023). 
 ordinary node, so an ordinary task: the memory planner keeps the small intermediate tiles on chip, and
 ports, the simulators and `check` need nothing new. Each weight is staged once per group (a copy the tiles
 read, kept on chip where the memory planner finds room, as Stream keeps a group's weights in its cores), so it
-crosses from where parameters live once, not once per tile; each tile's nodes and the concat record their fusion group
+crosses from where parameters live once, not once per tile (with stage_weights=False, the passes
+fuse_layers_t<T>_unstaged, every tile reads the weights itself: compile's fallback where the copies do not
+fit memory, compiler/fusion.py); each tile's nodes and the concat record their fusion group
 (Node.fused), which the planner and the reports read (fusion_groups.py). Its costs are real and counted as such: the halo
 rows that overlapping tiles recompute (FLOPs), the weights' staging copies, and where a staged weight finds
 no room on chip, the weights every tile reads again (traffic).
