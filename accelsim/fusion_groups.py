@@ -1,30 +1,23 @@
 """Fusion groups of a graph (Graph -> the layer-fused chains and their tiles), for the planner's tile order,
 the per-layer report and the timeline.
 
-The layer-fusion pass (passes/fuse_layers.py) builds tile t of T of a chain in layer `tile_layer(name, t, T)`,
-one tile after the other (depth-first), and ends the chain with the concat of the tiles in the chain's last
-layer. The label is the one fact the pass leaves on its nodes, so this module both writes it (tile_layer) and
-reads it back (fusion_groups); it imports nothing but the IR, so the simulator and the reports may use it.
+The layer-fusion pass (passes/fuse_layers.py) stages a chain's weights once, builds tile t of T of the chain one
+tile after the other (depth-first), ends the chain with the concat of the tiles, and records on each of those nodes where it put it
+(Node.fused: its group, tile and label); later passes carry the record (passes/rebuild.py). This module reads
+the groups from those records, never from layer names: a user's layer named "conv[tile 1/2]" is just a name.
+The tile's layer name (`tile_layer`) is for people: reports and plots show it. It imports nothing but the IR,
+so the simulator and the reports may use it.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from accelsim.graph.ir import Graph
-
-_TILE = re.compile(r"^(?P<layer>.*)\[tile (?P<t>[1-9][0-9]*)/(?P<of>[1-9][0-9]*)\]$")
+from accelsim.graph.ir import CONCAT, STAGED, FusedTile, Graph
 
 
 def tile_layer(layer: str, tile: int, tiles: int) -> str:
-    """The layer of tile `tile` (1-based) of `tiles` of a fused chain's layer `layer`."""
+    """The layer name shown for tile `tile` (1-based) of `tiles` of a fused chain's layer `layer`."""
     return f"{layer}[tile {tile}/{tiles}]"
-
-
-def untiled(layer: str) -> tuple[str, int, int]:
-    """`layer` without its tile tag, and the tag's (tile, tiles); (layer, 0, 0) when it has none."""
-    m = _TILE.match(layer) if layer.endswith("]") else None
-    return (m["layer"], int(m["t"]), int(m["of"])) if m else (layer, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -36,35 +29,42 @@ class FusionGroup:
     label: str
     tiles: tuple[tuple[int, ...], ...]
     concat: int
+    staged: tuple[int, ...] = ()  # the copies of its weights made once before its tiles, which they all read
 
     def nodes(self) -> tuple[int, ...]:
-        """Every computed node of the group, its concat included."""
-        return tuple(i for tile in self.tiles for i in tile) + (self.concat,)
+        """Every computed node of the group, its staged weights and its concat included."""
+        return self.staged + tuple(i for tile in self.tiles for i in tile) + (self.concat,)
 
 
 def fusion_groups(graph: Graph) -> tuple[FusionGroup, ...]:
-    """The fusion groups of `graph` in id order (() for a graph no fusion pass rewrote): each a run of
-    computed nodes in tile layers 1..T, in tile order, closed by the concat of the T tile outputs."""
-    groups: list[FusionGroup] = []
-    tiles: list[list[int]] = []
-    first = ""
+    """The fusion groups of `graph` in id order of their concats (() for a graph no fusion pass rewrote): the
+    computed nodes recording tiles 1..T of one group (Node.fused), closed by the group's concat of the T tile
+    outputs. A group whose record a later rewrite broke (a tile missing, a concat reading other nodes) is
+    none."""
+    tiles: dict[int, dict[int, list[int]]] = {}
+    concats: dict[int, list[int]] = {}
+    staged: dict[int, list[int]] = {}
+    tags: dict[int, FusedTile] = {}
     for n in graph.nodes:
-        if n.is_leaf:
+        tag = n.fused
+        if tag is None or n.is_leaf:
             continue
-        layer, t, of = untiled(n.layer)
-        if t:
-            if t == len(tiles) + 1:
-                tiles.append([])
-                first = layer if t == 1 else first
-            if t != len(tiles) or not tiles:  # not the tile being built nor the next: a label of another kind
-                tiles, first = [], ""
-                continue
-            tiles[-1].append(n.id)
-            continue
-        if tiles and n.op == "concat" and tuple(n.inputs) == tuple(tile[-1] for tile in tiles):
-            groups.append(FusionGroup(f"{first} .. {layer}", tuple(map(tuple, tiles)), n.id))
-        tiles, first = [], ""
-    return tuple(groups)
+        tags.setdefault(tag.group, tag)
+        if tag.tile == CONCAT:
+            concats.setdefault(tag.group, []).append(n.id)
+        elif tag.tile == STAGED:
+            staged.setdefault(tag.group, []).append(n.id)
+        else:
+            tiles.setdefault(tag.group, {}).setdefault(tag.tile, []).append(n.id)
+    groups = []
+    for group, ids in concats.items():
+        tag, by_tile = tags[group], tiles.get(group, {})
+        per_tile = tuple(tuple(by_tile.get(t, ())) for t in range(1, tag.tiles + 1))
+        concat = graph.nodes[ids[-1]]
+        if (len(ids) == 1 and concat.op == "concat" and set(by_tile) == set(range(1, tag.tiles + 1))
+                and tuple(concat.inputs) == tuple(tile[-1] for tile in per_tile)):
+            groups.append(FusionGroup(tag.label, per_tile, concat.id, tuple(staged.get(group, ()))))
+    return tuple(sorted(groups, key=lambda g: g.concat))
 
 
 def group_internal_nodes(graph: Graph) -> frozenset[int]:

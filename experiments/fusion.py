@@ -6,26 +6,32 @@ the halo rows recomputed, and what `fusion=auto` keeps; then `check` on the fuse
 Depth-first tiling as in Alwani et al., "Fused-layer CNN accelerators" (MICRO 2016) and Stream (Symons et al.).
 Run: nice python experiments/fusion.py [--quick]
 
-Measured on the h5-fusion branch (2 shared cores), tpu_v1_like with chips.0.memories.unified_buffer.capacity_bytes
-= 1 MiB (makespan cycles / DRAM bytes; FLOPs grow by the recomputed halo). Fused tiles run depth-first (tile t waits
-for tile t-2: compiler/planning/tile_order.py); auto chooses per chain (compiler/fusion_choice.py) and prints each
-chain's estimates:
-  superres 128x128:      off 342,095 / 9.64 MB; T=2 391,055 / 12.31 MB; T=4 232,466 / 0.39 MB;
-                         T=8 257,782 / 0.62 MB; auto keeps T=4 (+7.6% FLOPs): -32% makespan, -96% DRAM bytes;
-                         check of the fused step passes (relative error 7.7e-7, tolerance 1e-4).
-  resnet50 stem 224x224: off 64,024 / 1.82 MB; T=2 72,552 / 1.84 MB; T=4 45,138 / 0.24 MB; T=8 51,330 / 0.28 MB;
-                         auto keeps T=4: -29.5% makespan, -87% DRAM bytes.
-  resnet50 stem+layer1:  off 447,726 / 15.5 MB; T=2 650,676 / 23.7 MB; T=4 677,617 / 23.9 MB; T=8 983,611 / 38.1 MB;
-                         auto estimates stem T=4 and layer1.0 T=2 worth fusing (layer1.1, 1.2 not), compiles both
-                         (444,527) and the stem alone (430,604 / 13.9 MB) and keeps the stem alone: -3.8% makespan,
-                         -10% DRAM bytes. A fused bottleneck block loses: its input is read by conv1 and the
-                         residual, and every tile's slices and the concat are copies on the activation unit that
-                         also runs batch norm, relu and add (layer1.0 at T=2: 28K + 26K of its 115K unit cycles).
-  resnet50 224x224:      off 1,135,798 / 45.6 MB; T=4 for every chain 3,205,989 / 144 MB; auto estimates 5 of 17
-                         chains worth fusing, compiles 5, 2 and 1 of them and keeps the stem alone at T=4:
-                         1,118,494 / 44.1 MB (-1.5% makespan, -3.5% DRAM bytes), 27 s CPU.
-On the full 24 MiB buffer every activation stays on chip and fusion only adds the weights re-read per tile and
-the halo: auto keeps the unfused step (tests/test_compile_fusion.py). Whole run: about 81 s CPU.
+Measured on the h6-fusion branch (2 heavily shared cores), tpu_v1_like with
+chips.0.memories.unified_buffer.capacity_bytes = 1 MiB (makespan cycles / DRAM bytes; FLOPs grow by the recomputed
+halo). Fused tiles run depth-first (tile t waits for tile t-2: compiler/planning/tile_order.py), a fused chain
+stages each weight once for its tiles (a copy the memory planner keeps on chip where it has room:
+passes/fuse_layers.py), and auto chooses per chain (compiler/fusion_choice.py) and prints each chain's estimates.
+In brackets the figures before weights were staged (each tile read its weights from the weight DRAM):
+  superres 128x128:      off 353,019 / 10.17 MB; T=2 391,113 / 12.25 MB [405,417 / 12.82]; T=4 268,899 / 3.19 MB
+                         [263,048 / 4.96]; T=8 257,834 / 0.21 MB [258,565 / 4.87]; auto keeps T=8 (as before):
+                         -27% makespan, -98% DRAM bytes; check of the fused step passes (6.9e-7, tolerance 1e-4).
+  resnet50 stem 224x224: off 65,180 / 1.87 MB; T=2 72,056 / 1.83 MB [71,982 / 1.95]; T=4 43,502 / 0.21 MB
+                         [43,784 / 0.46]; T=8 46,538 / 0.21 MB [48,141 / 0.73]; auto keeps T=4 (as before): -33%.
+  resnet50 stem+layer1:  off 451,720 / 16.4 MB; T=2 576,320 / 20.4 MB [568,445 / 22.3]; T=4 513,706 / 19.3 MB
+                         [the same]: staged, its tensors fit the buffer in total but do not pack into it
+                         (MemoryFitError), so compile falls back to every tile reading the weights itself
+                         (compiler/fusion.py; the schedule's source and `step_graph` say "weights re-read per tile:
+                         staged copies did not fit"); T=8 433,553 / 9.8 MB [504,612 / 19.3];
+                         auto now keeps the stem at T=8 and layer1.0 at T=4: 418,541 / 12.8 MB, -7.3% makespan
+                         [the stem alone at T=4: 428,560 / 15.0 MB, -5.1%]. layer1.1 and 1.2 stay unfused: every
+                         tile's slices and the concat are copies on the activation unit that also runs batch norm,
+                         relu and add.
+  resnet50 224x224:      off 1,150,246 / 47.8 MB; T=4 for every chain 3,090,634 / 129.5 MB [2,844,833 / 127.0];
+                         auto estimates 5 chains worth fusing (the stem at T=8, layer1.0 at T=4, layer2.1-2.3 at 2)
+                         and keeps the stem alone at T=4 (as before): 1,130,128 / 46.1 MB, -1.7% [1,130,410 / 46.4].
+On the full 24 MiB buffer every activation stays on chip and fusion only adds the weights' staging copies and
+the halo: auto keeps the unfused step (tests/test_compile_fusion.py). Whole run: 127 s CPU on the loaded
+machine (122 s before the fallback; every other row is unchanged by it).
 """
 from __future__ import annotations
 

@@ -11,17 +11,20 @@ the DRAM's capacity (hw/tech.py), which Stream does not model. Within tolerance:
 Run: python experiments/stream_compare.py [--tiles T]   (prints the table, the energy splits, the layer-by-layer
 cycles per op type and the CPU seconds; about 30 s of CPU, most of it fusion auto's compiles).
 
-Measured (stream-dse 2.1.1; accelsim as committed with this file; 30 s of CPU on a shared machine):
+Measured (stream-dse 2.1.1; accelsim as committed with this file; 65 s of CPU on a heavily shared machine):
 
   accelsim fusion      Stream    cycles       Stream cycles  ratio  energy pJ  Stream pJ  ratio  within 25%
   off                  layer     14,663,510   12,697,310     1.155  1.484e10   1.405e10   1.056  yes
-  auto                 fused      9,360,560    7,739,942     1.209  9.388e9    9.749e9    0.963  yes
-  8 tiles              fused     17,948,414    7,739,942     2.319  1.822e10   9.749e9    1.868  no
-  auto, sram           fused      6,295,370    7,739,942     0.813  6.234e9    9.749e9    0.640  cycles only
-  8 tiles, sram        fused     15,506,672    7,739,942     2.003  1.581e10   9.749e9    1.622  no
+  auto                 fused      9,338,694    7,739,942     1.207  9.487e9    9.749e9    0.973  yes
+  8 tiles              fused     13,749,112    7,739,942     1.776  1.395e10   9.749e9    1.431  no
+  auto, sram           fused      6,267,920    7,739,942     0.810  6.146e9    9.749e9    0.630  cycles only
+  8 tiles, sram        fused     11,544,792    7,739,942     1.492  1.155e10   9.749e9    1.184  energy only
 
-(auto fuses five chains: the stem with the max pool, and layer1's two residual blocks (conv1 .. relu_1) at 4
-tiles; layer2's two blocks at 2.)
+(before a fused group staged its weights once, h6-fusion's parent: auto 1.209 / 0.963, 8 tiles 2.319 / 1.868,
+auto sram 0.813 / 0.640, 8 tiles sram 2.003 / 1.622; fusion off is unchanged. auto now fuses four chains: the
+stem with the max pool and layer1's two residual blocks (conv1 .. relu_1) at 4 tiles, layer2.0's block at 2;
+before it also fused layer2.1's block at 2 (whether its estimate or the compiled candidates dropped it is not
+yet looked into): 9,291,400 compiled cycles against 9,354,736 with the five chains before.)
 
 The chip file says where Stream's bytes live and how wide they are (its placement, hw/placement.py):
 - Activations in the DRAM. Stream's layer-by-layer solve is one fusion group per layer, and a group starts and
@@ -60,24 +63,24 @@ and 1.107x; 8 tiles 2.981x and 2.396x). Why, and what is left:
   that rule auto kept the unfused step (1.895x, 1.522x) and 8 tiles was 4.49x, 3.61x. With activations kept in
   SRAM everywhere (on_chip_activations; rows "sram") the group boundaries are left out too: 0.81 of Stream's
   cycles with auto and 0.64 of its energy (5.93e9 pJ off chip: little more than the weights, 46.7 MB).
-- What still crosses the DRAM in accelsim's fused steps (auto 72.6 MB, 8 tiles 142.6 MB, against Stream's
-  57.4): the tiles' convolutions 53.4 | 124.3 MB, of which weights 48.6 | 121.3 MB (a tile is a node reading its
-  parameter, so 8 tiles read each fused layer's weights 8 times at 4 B; fusion off reads them once, 44.7 MB),
-  the tiles' slices 5.7 | 8.8 MB (a slice reads its window, its band of rows with the halo: OpDef.input_reads,
-  schedule/traffic.read_bytes; when every task read its inputs whole they moved 16.9 | 49.8 MB), the add and relu
-  tasks 8.1 | 3.7 MB, the groups' outputs (their concats) 3.2 | 3.6 MB, the classifier 2.05 MB.
-- Weights: Stream reads a fused group's weights once, accelsim once per tile. Stream's layer1.0 group moves 2.44e6
-  pJ per iteration over 112 iterations, 2.19 MB in all at 125 pJ/B: about its input and output (0.80 MB each at 4
-  B) and its two convolutions' weights (0.29 MB) once, where re-reading the weights per iteration would move 0.29
-  MB every iteration; layer4.0's conv2 group moves 9.76 MB over 8 iterations, its 2.36M weights once. The weights
-  stay on the cores across a group's tiles. accelsim's placement keeps parameters resident in the DRAM (the file's
-  parameters key) and every reader reads a resident leaf from its memory (levels.read_cycles); the memory planner
-  makes no on-chip copy of a leaf for a group's tiles (a streamed class is read again for every task too,
-  hw/placement.py), so the weights cross the DRAM once per tile although the SRAM (8 MiB) would hold any one
-  layer's but layer4's 512-channel 3x3 convolutions' (9.4 MB at 4 B). That is 3.9 MB more than once with auto and
-  76.6 MB with 8 tiles (9.6M cycles at 8 B per cycle, near 8 tiles' 10.2M-cycle gap to Stream), and why 8 tiles is
-  2.0x even with activations on chip. Keeping a weight that fits in the SRAM for a group's tiles would need the
-  memory planner to stage a leaf on chip once per group: not built.
+- What still crosses the DRAM in accelsim's fused steps (8 tiles 108.5 MB, against Stream's 57.4; it was 142.6
+  MB before the staged weights): the convolutions 74.5 MB (was 124.3: a fused tile reads its weights' staged copy
+  on chip; the rest are the copies that found no room, read by every tile, and the layers 8 tiles do not fuse),
+  the staging copies 15.7 MB, the tiles' slices 8.8 MB (a slice reads its window, its band of rows with the halo:
+  OpDef.input_reads, schedule/traffic.read_bytes; when every task read its inputs whole they moved 49.8 MB), the
+  groups' outputs (their concats) 3.6 MB, the add and relu tasks 3.7 MB, the classifier 2.05 MB.
+- Weights: Stream reads a fused group's weights once, and so does accelsim where they fit. Stream's layer1.0
+  group moves 2.44e6 pJ per iteration over 112 iterations, 2.19 MB in all at 125 pJ/B: about its input and output
+  (0.80 MB each at 4 B) and its two convolutions' weights (0.29 MB) once; layer4.0's conv2 group moves 9.76 MB
+  over 8 iterations, its 2.36M weights once. The weights stay on the cores across a group's tiles. accelsim's
+  fusion pass reads each of a chain's weights through one copy made before the tiles need it (a staged weight,
+  passes/fuse_layers.py), a value the group produces and consumes, so the memory planner keeps it in the SRAM
+  where it has room: the weight crosses the DRAM once per group. Where it has none (with 8 tiles, 4.7 MB of the
+  10.9 MB staged: the large layer3-4 weights beside the tiles' values) the copy goes to the DRAM and every tile
+  reads it there, as before plus the copy. With 8 tiles the fused convolutions now move 74.5 MB through the DRAM
+  (was 124.3), the staging copies 15.7 MB, and the copies hold the SIMD core 1.96M cycles (they are slices on
+  it); 13.7M cycles against Stream's 7.7M. What is left: the spilled copies, the copies on the SIMD core beside
+  ReLU and Add, and the chains 8 tiles cannot cut (layer3-4's 14 and 7 rows), which stay layer by layer.
 - Core allocation: Stream splits each fused layer over the four cores and gives ReLU, Add and pooling their
   own cores; accelsim's list scheduler spreads the fused tiles over the four array instances where the DRAM
   port leaves room (tests/test_stream_compare.py checks it on a small chain on the file's chip).

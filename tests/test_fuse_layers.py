@@ -6,6 +6,7 @@ import pytest
 import accelsim as A
 from accelsim import ops as F
 from accelsim.errors import GraphError
+from accelsim.fusion_groups import fusion_groups
 from accelsim.layer_names import layer_names
 from accelsim.passes import optimize_with_log
 from accelsim.passes.fuse_chains import plan_fusion
@@ -142,7 +143,7 @@ def test_a_training_graph_is_skipped_with_the_reason():
 
 def test_fusion_is_deterministic_and_every_tile_count_has_a_pass():
     assert [pass_name(t) for t in FUSION_TILES] == [f"fuse_layers_t{t}" for t in FUSION_TILES]
-    assert all(name in A.passes.PASSES for name in map(pass_name, FUSION_TILES))
+    assert all(pass_name(t, staged) in A.passes.PASSES for t in FUSION_TILES for staged in (True, False))
     assert fuse_layers(_chain(), 4).graph.dump() == fuse_layers(_chain(), 4).graph.dump()
 
 
@@ -157,3 +158,20 @@ def test_a_residual_read_by_the_chain_is_sliced_to_each_tiles_rows():
     residual_slices = [n for n in out.graph.nodes if n.op == "slice" and n.shape[2] == 5]
     assert len(residual_slices) == 2  # the add reads rows 0..4 and 5..9 of x, the convs a halo more
     _assert_same(g, out.graph, 1e-12)
+
+
+def test_unstaged_fusion_has_every_tile_read_the_weights_itself_with_the_same_values():
+    g = _chain()
+    staged, unstaged = fuse_layers(g, 2).graph, fuse_layers(g, 2, stage_weights=False).graph
+    params = {n.id for n in unstaged.nodes if n.op == "param"}
+    (group,) = fusion_groups(unstaged)
+    assert group.staged == () and len(fusion_groups(staged)[0].staged) > 0
+    convs = [n for n in unstaged.nodes if n.op == "conv2d"]
+    assert len(convs) == 4 and all(n.inputs[1] in params for n in convs)  # the param itself, no copy
+    assert len(unstaged.nodes) < len(staged.nodes)
+    _assert_same(g, unstaged, 1e-12)
+    assert pass_name(2, stage_weights=False) == "fuse_layers_t2_unstaged"
+    out, log = optimize_with_log(g, [pass_name(2, stage_weights=False)])
+    assert out.dump() == unstaged.dump() and "weights re-read per tile" in log.records[0].rewrites[0]
+    with pytest.raises(GraphError, match="stage_weights must be True or False"):
+        fuse_layers(g, 2, stage_weights="no")

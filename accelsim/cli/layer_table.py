@@ -1,7 +1,9 @@
 """`accelsim run`'s per-layer tables (LayerReport -> two rich Tables): the layers that took the most unit time
-and the most dynamic energy, ten rows each."""
+and the most dynamic energy, ten rows each; a fused step's tables name each layer's fusion group too. Names are
+printed as text, never as rich markup: a fused tile's layer ends in "[tile 2/4]", which markup would drop."""
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from accelsim import fmt
@@ -25,16 +27,30 @@ def time_table(report: LayerReport, rows: int = TOP_ROWS) -> Table:
     table = Table(title=f"top {rows} layers by time ({report.timeline} timeline; cycles summed over tasks: "
                         "busy = ideal + latency + memory stall + communication)")
     mapped = any(r.mapping is not None for r in report.layers)  # a unit searched mappings: show them
+    fused = _fused(report)
     for col in ("layer", "op", "busy cycles", "share", "ideal", "memory stall", "wait", "utilization",
-                "mapping eff.") + ("mapping",) * mapped:
-        table.add_column(col, justify="left" if col in ("layer", "op", "mapping") else "right")
+                "mapping eff.") + ("mapping",) * mapped + (FUSION_COLUMN,) * fused:
+        table.add_column(col, justify="left" if col in ("layer", "op", "mapping", FUSION_COLUMN) else "right")
     for r in report.top_by_time(rows):
         w = r.work
-        table.add_row(r.layer, _ops(r), fmt.count(w.busy_cycles), _share(w.busy_cycles, total),
+        table.add_row(escape(r.layer), _ops(r), fmt.count(w.busy_cycles), _share(w.busy_cycles, total),
                       fmt.count(w.ideal_cycles), fmt.count(w.memory_stall_cycles), fmt.count(w.wait_cycles),
                       _optional_percent(w.utilization), _optional_percent(w.mapping_efficiency),
-                      *((_main_mapping(r),) if mapped else ()))
+                      *((_main_mapping(r),) if mapped else ()), *((_group(r),) if fused else ()))
     return table
+
+
+FUSION_COLUMN = "fusion group"
+"""The column naming the fused chain ("first .. last" layer) a layer's tiles or concat belong to; only a step
+with some fusion group has it, so an unfused step's tables are as before."""
+
+
+def _fused(report: LayerReport) -> bool:
+    return any(r.fusion_group for r in report.layers)
+
+
+def _group(r: LayerRow) -> str:
+    return escape(r.fusion_group) or "-"
 
 
 def _main_mapping(r: LayerRow) -> str:
@@ -53,13 +69,17 @@ def energy_table(report: LayerReport, rows: int = TOP_ROWS) -> Table | None:
     total = sum(r.total_energy_pj for r in report.layers)
     table = Table(title=f"top {rows} layers by dynamic energy (static {fmt.si(report.static_energy_pj * 1e-12, 'J')} "
                         "is the step's, not a layer's)")
-    for col in ("layer", "op", "energy", "share", "largest component", "bytes read", "bytes written"):
-        table.add_column(col, justify="left" if col in ("layer", "op", "largest component") else "right")
+    fused = _fused(report)
+    for col in ("layer", "op", "energy", "share", "largest component", "bytes read", "bytes written") + \
+            (FUSION_COLUMN,) * fused:
+        table.add_column(col, justify="left" if col in ("layer", "op", "largest component", FUSION_COLUMN)
+                         else "right")
     for r in report.top_by_energy(rows):
         largest = max(r.energy_pj, key=lambda kv: kv[1], default=("-", 0.0))
-        table.add_row(r.layer, _ops(r), fmt.si(r.total_energy_pj * 1e-12, "J"), _share(r.total_energy_pj, total),
+        table.add_row(escape(r.layer), _ops(r), fmt.si(r.total_energy_pj * 1e-12, "J"), _share(r.total_energy_pj, total),
                       f"{largest[0]} {_share(largest[1], r.total_energy_pj)}",
-                      fmt.nbytes(sum(b for _, b in r.bytes_read)), fmt.nbytes(sum(b for _, b in r.bytes_written)))
+                      fmt.nbytes(sum(b for _, b in r.bytes_read)), fmt.nbytes(sum(b for _, b in r.bytes_written)),
+                      *((_group(r),) if fused else ()))
     return table
 
 

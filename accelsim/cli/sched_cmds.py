@@ -25,6 +25,7 @@ from accelsim.hw import load_hw
 from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.spec import HwSpec
 from accelsim.kernels.registry import BACKENDS, load_backend
+from accelsim.fusion_groups import group_of_nodes
 from accelsim.layer_names import layer_names
 from accelsim.per_layer import LayerReport, build_layer_report
 from accelsim.per_layer_io import check_report_path, write_layer_report
@@ -237,6 +238,7 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console,
         else schedule.graph_name
     out = Path(args.out or f"plots/{model}_{hw.name}")
     layers = None if graph is None else layer_names(graph)
+    groups = None if graph is None else group_of_nodes(graph)
     report = {}
     for mode in modes:
         start = time.perf_counter()
@@ -249,7 +251,7 @@ def _simulate_and_plot(schedule, hw, args: argparse.Namespace, console: Console,
                 plot_timeline(result, out / f"timeline{suffix}.png", layers=layers)
                 plot_utilization(result, out / f"utilization{suffix}.png")
                 plot_memory(result, out / f"memory{suffix}.png")
-                write_perfetto(result, out / f"trace{suffix}.json", layers=layers)
+                write_perfetto(result, out / f"trace{suffix}.json", layers=layers, groups=groups)
         except OSError as e:
             raise AccelsimError(f"cannot write plots to {out}: {write_problem(out, e)}") from None
         stalls = ", ".join(f"{k.replace('_', ' ')} {fmt.count(v)}" for k, v in result.stall_cycles().items())

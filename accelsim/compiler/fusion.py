@@ -11,6 +11,12 @@ memory, `auto` compiles every tile count instead and keeps the shortest that fit
 left as it is. The schedule records what it used (`options.fusion`: a tile count when every chain was fused
 with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept the unfused step).
 
+A fused chain stages each weight once for its tiles (passes/fuse_layers.py); those copies live across the
+group's tiles, and where the fused step then does not fit memory (MemoryFitError), every candidate (a tile count,
+the chains given, each of auto's) is compiled again with each tile reading the weights itself (the
+`fuse_layers_t<T>_unstaged` passes): deterministic, recorded in the schedule's source passes, and said by
+`step_graph`'s lines ("weights re-read per tile: staged copies did not fit").
+
 A fused step is the schedule of the rewritten graph: its source records the fusion passes like any pass
 optimize applied (one per run of chains sharing a tile count, each naming its chains' first layers), so
 `check` and `simulate` rebuild the fused graph from a zoo model's schedule.
@@ -52,10 +58,17 @@ def dram_bytes(schedule: Schedule, hw: HwSpec) -> int:
     return total
 
 
-def fused(graph: Graph, hw: HwSpec | None, tiles: int) -> tuple[Graph | None, str, tuple[str, ...]]:
+Fused = tuple[Graph | None, str, tuple[str, ...]]
+"""A fused graph (None: not fused, and why), and the fusion passes' rewrite lines (one per fusion group)."""
+
+UNSTAGED_NOTE = "staged copies did not fit"
+"""What `step_graph` adds to each fusion group's line of a step compiled by the fallback (module docstring)."""
+
+
+def fused(graph: Graph, hw: HwSpec | None, tiles: int, stage_weights: bool = True) -> Fused:
     """`graph` with every chain fused into `tiles` tiles by the verified pass (the numeric check on when
-    `hw` is given: compiling; off when replaying a schedule's choice), or None and why not; and the pass's
-    rewrite lines (the fusion groups)."""
+    `hw` is given: compiling; off when replaying a schedule's choice), each weight staged once or read by
+    every tile, or None and why not; and the pass's rewrite lines (the fusion groups)."""
     why = _refused(graph)
     if why:
         return None, why, ()
@@ -63,7 +76,7 @@ def fused(graph: Graph, hw: HwSpec | None, tiles: int) -> tuple[Graph | None, st
     if not plan.chains:
         why = "; ".join(plan.refused[:3]) + (f"; and {len(plan.refused) - 3} more" if len(plan.refused) > 3 else "")
         return None, f"no chain of {graph.name!r} fuses into {tiles} tiles ({why or 'it has no conv or pool chain'})", ()
-    return fused_by(graph, hw, (AppliedPass(pass_name(tiles)),))
+    return fused_by(graph, hw, (AppliedPass(pass_name(tiles, stage_weights)),))
 
 
 def _refused(graph: Graph) -> str:
@@ -99,7 +112,8 @@ def step_graph(graph: Graph, schedule: Schedule) -> tuple[Graph, tuple[str, ...]
     if tiles == "auto":
         out, why, groups = _per_chain(graph, schedule)
     else:
-        out, why, groups = fused(graph, None, tiles)
+        out, why, groups = _matching(schedule, lambda staged: fused(graph, None, tiles, staged),
+                                     f"fusing it into {tiles} tiles")
     if out is None:
         raise ScheduleError(f"the schedule of {schedule.graph_name!r} was compiled with fusion={tiles}, which does "
                             f"not apply to graph {graph.name!r}: {why}")
@@ -112,13 +126,26 @@ def _per_chain(graph: Graph, schedule: Schedule) -> tuple[Graph | None, str, tup
     if not chains:
         return None, "it records no chains fused (options.fusion_chains)", ()
     try:
-        passes = fusion_passes(graph, chains)
+        fusion_passes(graph, chains)
     except ScheduleError as e:
         return None, str(e), ()
-    out, why, groups = fused_by(graph, None, passes)
-    if out is not None and graph_hash(out) != schedule.graph_hash:
-        return None, f"fusing its chains {list(chains)} gives another graph than the one compiled", ()
-    return out, why, groups
+    return _matching(schedule, lambda staged: fused_by(graph, None, fusion_passes(graph, chains, staged)),
+                     f"fusing its chains {list(chains)}")
+
+
+def _matching(schedule: Schedule, fuse: Callable[[bool], Fused], what: str) -> Fused:
+    """The fused graph `schedule` was compiled from: `fuse(True)` (weights staged) or, where that is another
+    graph than the one compiled (graph hash), `fuse(False)`, the fallback's, its lines saying so; None and why
+    when neither is (`what`: the fusion, for the message)."""
+    out, why, groups = fuse(True)
+    if out is None or graph_hash(out) == schedule.graph_hash:
+        return out, why, groups
+    out, why, groups = fuse(False)
+    if out is None:
+        return None, why, ()
+    if graph_hash(out) != schedule.graph_hash:
+        return None, f"{what} gives another graph than the one compiled, its weights staged or not", ()
+    return out, why, tuple(f"{line}: {UNSTAGED_NOTE}" for line in groups)
 
 
 def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step: CompileStep) -> Schedule:
@@ -128,10 +155,10 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
     unfused_options = options.model_copy(update={"fusion": "off", "fusion_chains": None})
     compile_step = _task_level(compile_step)
     if options.fusion != "auto":
-        graph_fused, why, _ = fused(graph, hw, options.fusion)
-        if graph_fused is None:
-            raise ScheduleError(f"fusion={options.fusion}: {why}; compile with fusion='off'")
-        return _recorded(compile_step(graph_fused, unfused_options), options.fusion)
+        tiles = options.fusion
+        schedule = _compile_fused(lambda staged: fused(graph, hw, tiles, staged), unfused_options, compile_step,
+                                  f"fusion={tiles}", "; compile with fusion='off'")
+        return _recorded(schedule, tiles)
     if _refused(graph):
         if options.fusion_chains:
             raise ScheduleError(f"fusion_chains: {_refused(graph)}")
@@ -176,10 +203,8 @@ def _fused_chains(graph: Graph, hw: HwSpec, chosen: tuple[tuple[int, int], ...],
     """The step with the chains of `chosen` ((anchor, tile count) pairs) fused, recording the choice: the tile
     count when it is one pass over every chain, else auto with the pairs."""
     passes = fusion_passes(graph, chosen)
-    graph_fused, why, _ = fused_by(graph, hw, passes)
-    if graph_fused is None:
-        raise ScheduleError(f"fusion_chains {list(chosen)}: {why}")
-    schedule = compile_step(graph_fused, options)
+    schedule = _compile_fused(lambda staged: fused_by(graph, hw, fusion_passes(graph, chosen, staged)), options,
+                              compile_step, f"fusion_chains {list(chosen)}", "")
     if len(passes) == 1 and passes[0].only is None:
         return _recorded(schedule, chosen[0][1])
     return schedule.model_copy(update={"options": schedule.options.model_copy(
@@ -199,12 +224,10 @@ def _fitting(graph: Graph, hw: HwSpec, options: StepOptions, compile_step: Compi
     or `unfused_error` when none does."""
     best, best_key = None, None
     for tiles in FUSION_TILES:
-        graph_fused, _, _ = fused(graph, hw, tiles)
-        if graph_fused is None:
-            continue
         try:
-            candidate = compile_step(graph_fused, options)
-        except AccelsimError:  # a fused step that does not fit or compile is not a candidate
+            candidate = _compile_fused(lambda staged: fused(graph, hw, tiles, staged), options, compile_step,
+                                       f"fusion={tiles}", "")
+        except AccelsimError:  # a fused step that does not fuse, fit or compile is not a candidate
             continue
         key = (candidate.makespan_cycles, dram_bytes(candidate, hw))
         if best_key is None or key < best_key:
@@ -212,6 +235,28 @@ def _fitting(graph: Graph, hw: HwSpec, options: StepOptions, compile_step: Compi
     if best is None:
         raise unfused_error
     return best
+
+
+def _compile_fused(fuse: Callable[[bool], Fused], options: StepOptions, compile_step: CompileStep, what: str,
+                   hint: str) -> Schedule:
+    """The step of `fuse(True)`'s graph (each weight staged once per group), or where it does not fit memory
+    and has staged weights, of `fuse(False)`'s (every tile reading the weights itself: module docstring); the
+    staged step's MemoryFitError when neither fits. A graph that does not fuse is refused as `what` with why."""
+    graph_fused, why, _ = fuse(True)
+    if graph_fused is None:
+        raise ScheduleError(f"{what}: {why}{hint}")
+    try:
+        return compile_step(graph_fused, options)
+    except MemoryFitError as staged_error:
+        if not any(group.staged for group in fusion_groups(graph_fused)):
+            raise
+        unstaged, _, _ = fuse(False)
+        if unstaged is None:
+            raise
+        try:
+            return compile_step(unstaged, options)
+        except MemoryFitError:
+            raise staged_error from None
 
 
 def _task_level(compile_step: CompileStep) -> CompileStep:

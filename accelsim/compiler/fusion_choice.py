@@ -4,14 +4,15 @@ and the fusion passes that apply the choice).
 Compiling the step once per chain and tile count is too slow for a network with dozens of chains, so each
 chain is priced alone, from numbers the compiler has anyway: the unfused schedule says which of the chain's
 intermediates it placed in DRAM (fusion saves writing and reading them back) and which of its weights live
-there (every tile reads them again), and an expansion of the graph fused at each tile count prices every tile
+there (a fused chain stages each weight once for its tiles; where the staged weights do not fit the on-chip
+memory, every tile reads them again), and an expansion of the graph fused at each tile count prices every tile
 task on its cheapest unit (the halo rows recomputed, the slices, padding blocks and concat that cut and join
 the tiles). Unfused, the chain's layers and spills follow one another: the estimate is their sum. Fused, the
 tiles in flight overlap on different units and on a unit's instances: the busiest unit's cycles (divided by
 the instances the tiles in flight keep busy), plus the DRAM bytes fusion adds (the
-weights re-read, the slices of an off-chip input, the concat's round trip of an off-chip output) at DRAM's
-bandwidth. A tile's intermediates are taken to stay on chip when TILES_IN_FLIGHT of the largest fit the
-on-chip memory holding the unfused step's activations; otherwise every one of them is charged the DRAM round
+weights re-read where their staged copies find no room, the slices of an off-chip input, the concat's round trip of an off-chip output) at DRAM's
+bandwidth. A tile's intermediates are taken to stay on chip when TILES_IN_FLIGHT of the largest fit, beside the
+staged weights, the on-chip memory holding the unfused step's activations; otherwise every one of them is charged the DRAM round
 trip. A ranking, not a makespan: compiler/fusion.py compiles the chosen chains (and the halves ranked best by
 estimated saving) and keeps a fused step only when it is shorter than the unfused one.
 """
@@ -155,7 +156,9 @@ def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Sched
         for chain, group in zip(fusible, groups):
             inner = [i for tile in group.tiles for i in tile[:-1]]
             largest = max((tensor_bytes(fused, fused.nodes[i], hw) for i in inner), default=0)
-            spills = TILES_IN_FLIGHT * largest > on_chip
+            staged = sum(tensor_bytes(fused, fused.nodes[i], hw) for i in group.staged)
+            kept = staged <= on_chip  # the staged weights are placed first, before any tile's values
+            spills = TILES_IN_FLIGHT * largest + (staged if kept else 0) > on_chip
             inter = sum(tensor_bytes(fused, fused.nodes[i], hw) for i in inner)
             weights = sum(off_chip.get(p, 0) for p in _params(graph, chain))
             # the tiles' slices read the chain's input again where it is off chip (a residual's rows too), and
@@ -165,7 +168,9 @@ def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Sched
             source = chain.members[0].node.inputs[0]
             out_bytes = tensor_bytes(graph, chain.last, hw)
             joins = 2 * out_bytes if off_chip.get(chain.last.id) or 2 * out_bytes > on_chip else 0
-            dram = ((tiles - 1) * weights + (slices if off_chip.get(source) else 0) + joins
+            # off-chip weights are read once to stage them (as unfused); a copy with no room on chip is written
+            # off chip too and read again by every tile
+            dram = ((0 if kept else (tiles + 1) * weights) + (slices if off_chip.get(source) else 0) + joins
                     + (2 * inter if spills else 0))
             # DRAM's port is not overlapped: a tile waits for its slices, the concat for every tile
             fused_at[chain.anchor][tiles] = round(_busiest(tile_cycles, group.nodes()) + once(dram))
@@ -191,12 +196,14 @@ def ranked_pairs(choices: tuple[ChainChoice, ...]) -> tuple[tuple[int, int], ...
     return tuple((c.anchor, c.tiles) for c in chosen)
 
 
-def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...]) -> tuple[AppliedPass, ...]:
+def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...],
+                  stage_weights: bool = True) -> tuple[AppliedPass, ...]:
     """The fusion passes that fuse each chain of `chosen` ((anchor, tile count) pairs) with its tile count: one
     pass per run of chains sharing a count, last chain first, so that each pass's anchors (`only`) are ids of
     nodes before every chain rewritten so far, which keep their ids. One pass over every chain when they all
-    share a count and every chain that count fuses is chosen. A pair naming no chain of `graph` fusible at its
-    count is refused naming the chains there are."""
+    share a count and every chain that count fuses is chosen. `stage_weights`: the passes that stage each
+    weight once per group, or those whose tiles read the weights themselves. A pair naming no chain of `graph`
+    fusible at its count is refused naming the chains there are."""
     for anchor, tiles in chosen:
         anchors = [c.anchor for c in plan_fusion(graph, tiles).chains]
         if anchor not in anchors:
@@ -207,11 +214,11 @@ def fusion_passes(graph: Graph, chosen: tuple[tuple[int, int], ...]) -> tuple[Ap
     if len(counts) == 1:
         (tiles,) = counts
         if {a for a, _ in order} == {c.anchor for c in plan_fusion(graph, tiles).chains}:
-            return (AppliedPass(pass_name(tiles)),)
+            return (AppliedPass(pass_name(tiles, stage_weights)),)
     runs: list[tuple[int, list[int]]] = []
     for anchor, tiles in order:
         if runs and runs[-1][0] == tiles:
             runs[-1][1].append(anchor)
         else:
             runs.append((tiles, [anchor]))
-    return tuple(AppliedPass(pass_name(t), tuple(sorted(anchors))) for t, anchors in runs)
+    return tuple(AppliedPass(pass_name(t, stage_weights), tuple(sorted(anchors))) for t, anchors in runs)

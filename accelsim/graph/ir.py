@@ -43,6 +43,26 @@ def _short_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+CONCAT = 0
+"""FusedTile.tile of a fusion group's concat of its tiles."""
+STAGED = -1
+"""FusedTile.tile of a weight a fusion group stages once for all its tiles."""
+
+
+@dataclass(frozen=True, slots=True)
+class FusedTile:
+    """Where layer fusion (passes/fuse_layers.py) put a node: in fusion group `group` (numbered from 1 in the
+    order the passes made them), tile `tile` of `tiles` (1-based), or CONCAT: the group's concat of its tiles,
+    or STAGED: a weight's copy every tile reads; `label` names the group ("first .. last" layer). A typed record,
+    so that a layer merely named like a tile is never taken for one (fusion_groups.py reads these, never the
+    layer names)."""
+
+    group: int
+    tile: int
+    tiles: int
+    label: str
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     """One use of an op: produces one tensor of `shape` and `dtype`. Immutable."""
@@ -57,6 +77,7 @@ class Node:
     phase: str
     rank: int = -1  # the tensor-parallel rank that computes it; -1: every rank (replicated)
     layer: str = ""  # the model layer it belongs to ("layer3.1.conv2", "h4.attn.q"); "": none (layer_names.py)
+    fused: FusedTile | None = None  # its place in a layer-fused chain; None: none (not part of the computation)
 
     @property
     def is_leaf(self) -> bool:

@@ -9,20 +9,27 @@ the T output tiles: depth-first (layer-fused) execution as in Alwani et al., "Fu
 accelerators" (MICRO 2016) and Stream (Symons et al., "Towards Heterogeneous Multi-core Accelerators
 Exploiting Fine-grained Scheduling of Layer-Fused Deep Neural Networks", 2023). Each tile's layer is an
 ordinary node, so an ordinary task: the memory planner keeps the small intermediate tiles on chip, and
-ports, the simulators and `check` need nothing new. Its costs are real and counted as such: the halo
-rows that overlapping tiles recompute (FLOPs), and the weights every tile reads again (traffic).
+ports, the simulators and `check` need nothing new. Each weight is staged once per group (a copy the tiles
+read, kept on chip where the memory planner finds room, as Stream keeps a group's weights in its cores), so it
+crosses from where parameters live once, not once per tile (with stage_weights=False, the passes
+fuse_layers_t<T>_unstaged, every tile reads the weights itself: compile's fallback where the copies do not
+fit memory, compiler/fusion.py); each tile's nodes and the concat record their fusion group
+(Node.fused), which the planner and the reports read (fusion_groups.py). Its costs are real and counted as such: the halo
+rows that overlapping tiles recompute (FLOPs), the weights' staging copies, and where a staged weight finds
+no room on chip, the weights every tile reads again (traffic).
 Values are the unfused graph's: every output element is computed from the same inputs by the same op.
 Inference graphs only: a training graph's backward pass reads the intermediates fusion would drop.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
 from accelsim.errors import GraphError
 from accelsim.fusion_groups import tile_layer
-from accelsim.graph.ir import Graph
+from accelsim.graph.ir import CONCAT, STAGED, FusedTile, Graph
 from accelsim.layer_names import layer_names
 from accelsim.limits import FUSION_TILES  # noqa: F401  (re-exported: the tile counts of the fusion passes)
 from accelsim.passes.fuse_chains import Chain, Member, plan_fusion
@@ -32,9 +39,14 @@ from accelsim.passes.rebuild import Rebuild, Rewrite
 
 
 
-def pass_name(tiles: int) -> str:
-    """The pass that fuses every chain into `tiles` tiles."""
-    return f"fuse_layers_t{tiles}"
+UNSTAGED = "_unstaged"
+"""The suffix of a fusion pass whose tiles each read the weights themselves (no staged copy)."""
+
+
+def pass_name(tiles: int, stage_weights: bool = True) -> str:
+    """The pass that fuses every chain into `tiles` tiles, staging each weight once for the tiles or not
+    (compile falls back to the unstaged pass where the staged copies do not fit: compiler/fusion.py)."""
+    return f"fuse_layers_t{tiles}" + ("" if stage_weights else UNSTAGED)
 
 
 def _pad_value(op: str, dtype: str) -> float:
@@ -72,10 +84,35 @@ def _padded(rb: Rebuild, x: int, band: Band, value: float, layer: str) -> int:
     return out
 
 
-def _tile_member(rb: Rebuild, m: Member, x: int, band: Band, layer: str, suffix: str) -> int:
-    """Member `m` computed on its tile input `x` (rows band.start..band.stop of its real input)."""
+def _staged(rb: Rebuild, m: Member, layer: str, staged: dict[int, int], tag: FusedTile) -> list[int]:
+    """`m`'s inputs, each parameter read through the group's one copy of it (`staged`: new id -> its copy's),
+    made here at its first reader (so a runtime that starts ready tasks in id order stages a weight just before
+    the first tile needs it): a full slice in the layer of that reader, recording `tag`. The copy is a value the
+    group produces and consumes, so the memory planner keeps it on chip where there is room
+    (fusion_groups.group_internal_nodes): the weight then crosses from where parameters live once per group, not
+    once per tile; with no room it goes where the planner finds some, and every tile reads it there."""
+    inputs = list(rb.mapped(m.node))
+    for k, i in enumerate(inputs):
+        leaf = rb.node(i)
+        if k == m.operand or leaf.op != "param" or not leaf.shape:
+            continue
+        if i not in staged:
+            with rb.out.layer(layer):
+                copy = rb.emit("slice", (i,), {"starts": (0,), "stops": (leaf.shape[0],)}, "forward",
+                               name=f"{leaf.name}.staged")
+            assert copy is not None
+            rb.out.nodes[copy] = replace(rb.node(copy), fused=tag)
+            staged[i] = copy
+        inputs[k] = staged[i]
+    return inputs
+
+
+def _tile_member(rb: Rebuild, m: Member, x: int, band: Band, layer: str, suffix: str,
+                 inputs: list[int]) -> int:
+    """Member `m` computed on its tile input `x` (rows band.start..band.stop of its real input), given its
+    `inputs` (new ids; its parameters' staged copies)."""
     node = m.node
-    inputs = list(rb.mapped(node))
+    inputs = list(inputs)
     attrs = dict(node.attrs)
     if m.windowed:
         x = _padded(rb, x, band, _pad_value(node.op, node.dtype), layer)
@@ -91,24 +128,42 @@ def _tile_member(rb: Rebuild, m: Member, x: int, band: Band, layer: str, suffix:
     return out
 
 
-def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...]) -> tuple[int, int]:
-    """Emit `chain` as `tiles` depth-first tiles and their concat: its id, and the rows its layers compute
-    beyond the unfused graph's (the halo that overlapping tiles recompute)."""
+def _tag(rb: Rebuild, since: int, tag: FusedTile) -> None:
+    """Record `tag` on the computed nodes emitted since id `since` that have none (one tile's but its staged
+    weights, or the group's concat)."""
+    for i in range(since, len(rb.out.nodes)):
+        if not rb.node(i).is_leaf and rb.node(i).fused is None:
+            rb.out.nodes[i] = replace(rb.node(i), fused=tag)
+
+
+def _fuse(rb: Rebuild, chain: Chain, tiles: int, names: tuple[str, ...], group: int,
+          stage_weights: bool) -> tuple[int, int]:
+    """Emit `chain` as `tiles` depth-first tiles and their concat, recording fusion group `group` on their
+    nodes (Node.fused), each weight staged once for the tiles or read by every tile itself: the concat's id,
+    and the rows its layers compute beyond the unfused graph's (the halo that overlapping tiles recompute)."""
     members = chain.members
     windows = [m.window for m in members]
     in_rows = [rb.source.nodes[m.node.inputs[m.operand]].shape[2] for m in members]
     source_x = rb.new_id[members[0].node.inputs[0]]
+    label = f"{names[members[0].node.id]} .. {names[chain.last.id]}"
     outs, rows_computed = [], 0
+    staged: dict[int, int] = {}
     for t, (start, stop) in enumerate(tile_rows(chain.last.shape[2], tiles)):
+        since = len(rb.out.nodes)
         bands = chain_bands(windows, in_rows, start, stop)
         x = _rows(rb, source_x, bands[0].start, bands[0].stop, tile_layer(names[members[0].node.id], t + 1, tiles))
         for m, band in zip(members, bands):
-            x = _tile_member(rb, m, x, band, tile_layer(names[m.node.id], t + 1, tiles), f".t{t + 1}")
+            inputs = (_staged(rb, m, names[m.node.id], staged, FusedTile(group, STAGED, tiles, label))
+                      if stage_weights else list(rb.mapped(m.node)))
+            x = _tile_member(rb, m, x, band, tile_layer(names[m.node.id], t + 1, tiles), f".t{t + 1}", inputs)
             rows_computed += rb.node(x).shape[2]
+        _tag(rb, since, FusedTile(group, t + 1, tiles, label))
         outs.append(x)
+    since = len(rb.out.nodes)
     with rb.out.layer(names[chain.last.id]):
         out = rb.emit("concat", tuple(outs), {"axis": 2}, "forward", name=f"{chain.last.name}.tiles")
     assert out is not None
+    _tag(rb, since, FusedTile(group, CONCAT, tiles, label))
     rows_needed = sum(m.node.shape[2] for m in members)
     return out, rows_computed - rows_needed
 
@@ -123,33 +178,42 @@ def _check_only(only: object) -> frozenset[int] | None:
     return frozenset(only)
 
 
-def fuse_layers(graph: Graph, tiles: int, only: frozenset[int] | None = None) -> Rewrite:
+def fuse_layers(graph: Graph, tiles: int, only: frozenset[int] | None = None,
+                stage_weights: bool = True) -> Rewrite:
     """Fuse every chain of `graph` (only those whose first layer's id is in `only`, when given) into
-    `tiles` tiles; one line per fused chain, naming its layers, tiles and recomputed halo rows."""
+    `tiles` tiles; one line per fused chain, naming its layers, tiles and recomputed halo rows. With
+    `stage_weights` False every tile reads the weights itself (no staged copy that lives across the group's
+    tiles: what compile falls back to where the staged copies do not fit memory)."""
     if not isinstance(tiles, int) or isinstance(tiles, bool) or tiles not in FUSION_TILES:
         raise GraphError(f"fuse_layers: tiles must be one of {', '.join(map(str, FUSION_TILES))}, got {tiles!r:.40}")
+    if not isinstance(stage_weights, bool):
+        raise GraphError(f"fuse_layers: stage_weights must be True or False, got {stage_weights!r:.40}")
     chosen = _check_only(only)
     by_last = {c.last.id: c for c in plan_fusion(graph, tiles).chains if chosen is None or c.anchor in chosen}
     names = layer_names(graph) if by_last else ()
+    made = max((n.fused.group for n in graph.nodes if n.fused is not None), default=0)  # groups made before
     rb = Rebuild(graph)
     for old in graph.nodes:
         chain = by_last.get(old.id)
         if chain is None:
             rb.copy(old)
             continue
-        out, halo = _fuse(rb, chain, tiles, names)
+        made += 1
+        out, halo = _fuse(rb, chain, tiles, names, made, stage_weights)
         group = f"layers {names[chain.anchor]} .. {names[chain.last.id]}"
+        weights = "" if stage_weights else ", weights re-read per tile"
         if not rb.replace(old, out, f"chain {chain.describe()}, {group} -> {tiles} tiles along H, {halo} halo "
-                                    "row(s) recomputed"):
+                                    f"row(s) recomputed{weights}"):
             rb.copy(old)
             continue
         rb.site(chain.anchor)
     return rb.finish()
 
 
-def runner(tiles: int) -> Callable[..., Rewrite]:
-    """The pass function of `fuse_layers_t<tiles>` (PassDef.run: graph, only=None -> Rewrite)."""
+def runner(tiles: int, stage_weights: bool = True) -> Callable[..., Rewrite]:
+    """The pass function of `pass_name(tiles, stage_weights)` (PassDef.run: graph, only=None -> Rewrite)."""
     def run(graph: Graph, only: frozenset[int] | None = None) -> Rewrite:
-        return fuse_layers(graph, tiles, only)
-    run.__doc__ = f"Fuse every chain of consecutive layers into {tiles} tiles along H (fuse_layers)."
+        return fuse_layers(graph, tiles, only, stage_weights)
+    weights = "each weight staged once" if stage_weights else "every tile reading the weights itself"
+    run.__doc__ = f"Fuse every chain of consecutive layers into {tiles} tiles along H, {weights} (fuse_layers)."
     return run

@@ -129,7 +129,9 @@ class Rebuild:
                 return False
         self.new_id[old.id] = new_id
         if not rep.is_leaf and not rep.layer and old.layer:  # an emitted node reports as the layer it stands for
-            self.out.nodes[new_id] = replace(rep, layer=old.layer)
+            rep = self.out.nodes[new_id] = replace(rep, layer=old.layer)
+        if not rep.is_leaf and rep.fused is None and old.fused is not None:  # and in the fused tile it stands for
+            self.out.nodes[new_id] = replace(rep, fused=old.fused)
         self.rewrites.append(f"%{old.id} {old.op} {old.name!r}: {why}")
         return True
 

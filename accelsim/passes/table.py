@@ -78,8 +78,10 @@ PASSES: dict[str, PassDef] = {p.name: p for p in (
             "each layer's Adam or SGD update nodes (~14 elementwise nodes per parameter) -> one multi-tensor "
             "fused_adam/fused_sgd node per layer and rank"),
 ) + tuple(
-    PassDef(pass_name(t), fuse_layers(t), ("inference",),
+    PassDef(pass_name(t, staged), fuse_layers(t, staged), ("inference",),
             f"layer fusion: each chain of consecutive conv/pool/elementwise layers whose intermediates have no "
-            f"other reader -> {t} depth-first tiles along H (halo rows recomputed, weights read per tile), then "
-            f"a concat", sited=True, searched=False)
-    for t in FUSION_TILES)}
+            f"other reader -> {t} depth-first tiles along H (halo rows recomputed, "
+            + ("each weight staged once for the tiles" if staged else
+               "every tile reading the weights itself: compile's fallback where the staged copies do not fit")
+            + "), then a concat", sited=True, searched=False)
+    for t in FUSION_TILES for staged in (True, False))}

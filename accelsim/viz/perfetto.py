@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from accelsim.errors import AccelsimError
 from accelsim.sim.trace import Result
 from accelsim.viz.timeline import check_layers, check_result, row_label, span_label, timeline_rows
 
 
-def write_perfetto(result: Result, path: str | Path, layers: Sequence[str] | None = None) -> dict:
+def write_perfetto(result: Result, path: str | Path, layers: Sequence[str] | None = None,
+                   groups: Mapping[int, str] | None = None) -> dict:
     """Write the trace to `path` (parents created) and return the dict written; ts/dur in µs. `layers`:
-    layer_names(graph), by node id: events are named by layer (their op in args); None: by op."""
+    layer_names(graph), by node id: events are named by layer (their op in args); None: by op. `groups`:
+    fusion_groups.group_of_nodes(graph): a fused tile's or concat's event names its group in args."""
     check_result(result)
+    groups = groups or {}
     check_layers(result, layers)
     rows = timeline_rows(result)
     chips = sorted({r[0] for r in rows} | {m.chip for m in result.memories})
@@ -43,6 +46,7 @@ def write_perfetto(result: Result, path: str | Path, layers: Sequence[str] | Non
             "tid": tid_of[(s.chip, s.resource, s.instance)],
             "ts": _us(s.start, result), "dur": _us(s.end - s.start, result),
             "args": {"task": s.task, "kind": s.kind, **({"op": s.op} if layers is not None else {}), "node": s.node,
+                     **({"fusion_group": groups[s.node]} if s.node in groups else {}),
                      "microbatch": s.microbatch, "replica": s.replica, "phase": s.phase, "start_cycle": s.start, "end_cycle": s.end,
                      "ready_cycle": s.ready, "planned_start_cycle": s.planned_start,
                      "stall_cycles": sum(c for _, c in s.stalls), "stalls": dict(s.stalls)},

@@ -1,0 +1,81 @@
+"""A fused step whose staged weights do not fit memory falls back to the same fusion with every tile reading the
+weights itself (compiler/fusion.py): deterministic, recorded in the schedule's source passes and said by
+step_graph's lines."""
+from pathlib import Path
+
+import pytest
+
+import accelsim as A
+from accelsim import ops as F
+from accelsim.compiler.fusion import UNSTAGED_NOTE, step_graph
+from accelsim.errors import MemoryFitError, ScheduleError
+from accelsim.passes.fuse_layers import pass_name
+
+HW_FILE = Path(__file__).resolve().parent.parent / "experiments" / "hw" / "stream_tpu_like_quad_core.yaml"
+CHANNELS, SIZE = 8, 16
+# 2 KiB of SRAM holds no weight's copy (8 x 8 x 3 x 3 at 4 B: 2,304 B); the DRAM holds the two weights, the
+# input and the output (4 x 2,304 + 2 x 8,192 B at 4 B per element) and 8 KiB more: room for the tiles reading
+# the weights there, none for two staged copies beside what the tiles keep in flight
+SMALL = {"chips.0.memories.0.capacity_bytes": 2048, "chips.0.memories.1.capacity_bytes": 25088}
+
+
+def _conv_chain() -> A.Graph:
+    """conv -> relu -> conv -> relu, one chain that fusion tiles along H."""
+    g = A.Graph("conv_chain", dtype="float32")
+    x = g.input("x", (1, CHANNELS, SIZE, SIZE))
+    h = F.relu(F.conv2d(x, g.param("w1", (CHANNELS, CHANNELS, 3, 3)), padding=1))
+    g.output("y", F.relu(F.conv2d(h, g.param("w2", (CHANNELS, CHANNELS, 3, 3)), padding=1)))
+    return g
+
+
+def _without_fusion_option(s: A.Schedule) -> str:
+    return s.model_copy(update={"options": s.options.model_copy(update={"fusion": "off", "fusion_chains": None})}
+                        ).model_dump_json()
+
+
+def test_a_fused_step_whose_staged_weights_do_not_fit_is_the_unstaged_passs_schedule():
+    g, hw = _conv_chain(), A.load_hw(HW_FILE, SMALL)
+    with pytest.raises(MemoryFitError):  # the staged fusion alone does not fit
+        A.compile(A.optimize(g, [pass_name(2)]), hw, effort="fast")
+    unstaged = A.optimize(g, [pass_name(2, stage_weights=False)])
+    reference = A.compile(unstaged, hw, effort="fast")
+    s = A.compile(g, hw, fusion=2, effort="fast")
+    assert s.options.fusion == 2 and _without_fusion_option(s) == reference.model_dump_json()
+    fused, lines = step_graph(g, s)
+    assert fused.dump() == unstaged.dump()
+    assert len(lines) == 1 and lines[0].endswith(f"weights re-read per tile: {UNSTAGED_NOTE}")
+    assert A.compile(g, hw, fusion=2, effort="fast").model_dump_json() == s.model_dump_json()  # deterministic
+
+
+def test_autos_chosen_chains_get_the_same_fallback():
+    g, hw = _conv_chain(), A.load_hw(HW_FILE, SMALL)
+    anchor = next(n.id for n in g.nodes if n.op == "conv2d")
+    s = A.compile(g, hw, fusion="auto", fusion_chains=((anchor, 2),), effort="fast")
+    reference = A.compile(A.optimize(g, [pass_name(2, stage_weights=False)]), hw, effort="fast")
+    assert _without_fusion_option(s) == reference.model_dump_json()
+    assert step_graph(g, s)[1][0].endswith(UNSTAGED_NOTE)
+
+
+def test_a_step_that_fits_with_its_weights_staged_keeps_them_staged():
+    g, hw = _conv_chain(), A.load_hw(HW_FILE)
+    s = A.compile(g, hw, fusion=2, effort="fast")
+    assert _without_fusion_option(s) == A.compile(A.optimize(g, [pass_name(2)]), hw, effort="fast").model_dump_json()
+    assert not any(UNSTAGED_NOTE in line for line in step_graph(g, s)[1])
+
+
+def test_a_fused_step_that_fits_neither_way_is_refused_with_the_staged_steps_error():
+    g = _conv_chain()
+    hw = A.load_hw(HW_FILE, {**SMALL, "chips.0.memories.1.capacity_bytes": 20992})  # 4 KiB less DRAM
+    with pytest.raises(MemoryFitError, match="no memory can hold"):
+        A.compile(A.optimize(g, [pass_name(2, stage_weights=False)]), hw, effort="fast")
+    with pytest.raises(MemoryFitError, match="no memory can hold"):
+        A.compile(g, hw, fusion=2, effort="fast")
+
+
+def test_step_graph_refuses_a_graph_whose_fusion_is_not_the_one_compiled():
+    hw = A.load_hw(HW_FILE, SMALL)
+    s = A.compile(_conv_chain(), hw, fusion=2, effort="fast")
+    other = _conv_chain()
+    F.relu(other.var(len(other.nodes) - 1))  # one node more: another graph, fused either way
+    with pytest.raises(ScheduleError, match="fusing it into 2 tiles gives another graph than the one compiled"):
+        step_graph(other, s)
