@@ -33,7 +33,6 @@ from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.ops.registry import get_op
 from accelsim.passes import inference_graph
-from tpu_breakdown import stream_breakdown
 from tpu_lstm import LSTM_APPS, lstm_graph
 
 # Abts et al., "Think Fast: A Tensor Streaming Processor (TSP) for Accelerating Deep Learning Workloads",
@@ -205,7 +204,7 @@ def tpu() -> list[tuple]:
           f"{a.fold_overlap}, weights streamed from DDR3 at {bw / 1e9:.0f} GB/s as whole {stream.tile_shape[0]}x"
           f"{stream.tile_shape[1]} tiles")
     print(f"{'app':6s} {'analogue':32s} {'TOPS':>6s} {'paper':>6s} {'ratio':>6s} {'stream':>6s} {'ctrs':>5s} "
-          f"{'fold eff':>8s} {'weight reads/streamed MB':>24s} {'strm/RAW/oth':>14s}  bound; busy")
+          f"{'fold eff':>8s} {'weight reads/streamed MB':>24s}  bound; busy")
     rows = []
     for name in TPU_ORDER:
         paper, graph, analogue, batch = _tpu_analogue(name)
@@ -217,32 +216,25 @@ def tpu() -> list[tuple]:
         own, moved = _streamed_bytes(graph, sched, hw)
         stream_tops = ops / (moved / bw) / 1e12  # the weight-stream roofline of this analogue
         counters = (f"{_table3_tops(name, hw, batch, own / moved) / paper:5.2f}" if name in TPU_TABLE3 else "-")
-        split = str(stream_breakdown(res)) if name in TPU_TABLE3 else "-"
         print(f"{name:6s} {analogue:32s} {tops:6.2f} {paper:6.1f} {tops / paper:6.2f} {stream_tops:6.2f} "
-              f"{counters:>5s} {work.efficiency(a.rows, a.cols):8.1%} {own / 1e6:14.1f}/{moved / 1e6:<9.1f} "
-              f"{split:>14s}  {sched.bounds.resource}; {_busy(res)}", flush=True)
+              f"{counters:>5s} {work.efficiency(a.rows, a.cols):8.1%} {own / 1e6:14.1f}/{moved / 1e6:<9.1f}  "
+              f"{sched.bounds.resource}; {_busy(res)}", flush=True)
         rows.append(("tpu_v1_like", f"{name} ({analogue}), TOPS", "int8 / int8", tops, paper))
     print("  stream: the analogue's weight-stream roofline, 2 x MACs / (streamed bytes / 34 GB/s); ctrs: the TOPS the "
           "paper's Table 3 counters imply for it (a 64 KiB tile\n  per 1,349 cycles in the cycles of rows 1, 4 and 5, "
           "none in row 6's non-matrix cycles), over the paper's measured TOPS (row 9), with this analogue's tile "
           "padding.\n"
           "  Every weight streams from DDR3 through the four-tile Weight FIFO as whole 64 KiB tiles (Section 7: "
-          "600x600 takes 9 tile steps, 18 us), so the MLPs and LSTMs\n  sit near their stream roofline: an MXU task "
+          "600x600 takes 9 tile steps, 18 us), so the MLPs and LSTMs\n  sit on their stream roofline: an MXU task "
           "lasts as long as its tiles' stream (Table 3's weight stall cycles).\n"
-          "  strm/RAW/oth: % of the time the weight stream runs / idles while the activation unit works (the RAW "
-          "wait) / neither (experiments/tpu_breakdown.py); the\n  256-cycle weight shift runs under each tile's "
-          "1,349-cycle stream (double-buffered), so it takes no time of its own here (Table 3 counts it in the "
-          "matrix unit's cycles).\n"
-          "  The chip issues in order (hwconfigs/tpu_v1_like.yaml issue: in_order; Section 2's 4-stage pipeline of "
-          "CISC instructions): a layer's Read_Weights and\n  MatrixMultiply follow the previous layer's Activate "
-          "in the program, so the stream waits while the vector work that feeds them finishes (Table 3's RAW "
-          "stalls).\n  The LSTMs (experiments/tpu_lstm.py) run every gate's W x_t and U h_{t-1} product on the MXU "
-          "and the cell's sigmoid, tanh, products and sums on the 256-lane\n  activation unit; each cell's vector "
-          "work after its last product is exposed (issued as dataflow, --hw-set chips.0.issue=dataflow, the next "
-          "step's\n  x_t @ W products would run under it: LSTM1 1.42x, LSTM0 1.17x, MLP0 1.02x, MLP1 0.86x). "
-          "LSTM1's remaining difference: Table 3 row 6 gives it 10.3% non-matrix\n  cycles (RAW stalls 10.6%), "
-          "more than this cell's exposed vector work, and even its own counters imply more than the measured 2.8 "
-          "TOPS\n  (ctrs; the paper: rows 1-8 and row 9 'are not perfectly consistent').\n"
+          "  The LSTMs (experiments/tpu_lstm.py) run every gate's W x_t and U h_{t-1} product on the MXU and the "
+          "cell's sigmoid, tanh, products and sums on the 256-lane\n  activation unit; step t's U products wait for "
+          "step t-1's h (the RAW dependence), but its W x_t products do not, and the weight stream runs on under "
+          "them\n  while the cell's vector work finishes: the RAW wait is hidden (as it is with a one-tile FIFO "
+          "lead, --hw-set chips.0.placement.parameters.stream.prefetch_depth=1).\n  LSTM1's remaining difference: "
+          "Table 3 row 6 gives it 10.3% non-matrix cycles (RAW stalls 10.6%, input "
+          "stalls 2.4%) that this model does not produce, and even its\n  own counters imply more than the measured 2.8 "
+          "TOPS (ctrs; the paper: rows 1-8 and row 9 'are not perfectly consistent').\n"
           "  Table 1 counts FC, Conv, Vector and Pool layers, no batch norm (served models usually fold it into "
           "the weights); accelsim has no such pass and runs\n  each batch_norm on the 256-lane activation unit, "
           "which bounds the ResNet-50 analogues.")

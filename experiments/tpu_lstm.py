@@ -12,10 +12,7 @@ What the paper gives, and how each figure enters (the rest is said as an assumpt
   Buffer; "the matrix unit waits for explicit synchronization before safely reading from the Unified Buffer"
   when a layer needs the previous one's activations (Table 3 row 7's RAW stalls). In an LSTM that is every
   time step: step t's recurrent product h_{t-1} @ U needs the h that step t-1's cell arithmetic wrote. Its
-  input products x_t @ W do not, but the chip issues one instruction stream in order (hwconfigs/tpu_v1_like.yaml
-  `issue: in_order`): step t's products and their Read_Weights follow step t-1's cell in the program, so the
-  weight stream waits while the cell's vector work after its last product finishes (Table 3 row 7's RAW stalls;
-  LSTM1 10.6%). Issued as dataflow, the x_t @ W products and their weights would run under it.
+  input products x_t @ W do not, so the matrix unit and the weight stream have work while the cell finishes.
 
 The cell, per layer and time step (hidden units H, batch B), with one H x H weight matrix per gate and input
 (W for x_t, U for h_{t-1}), as the 600x600 matrix of Section 7 says:

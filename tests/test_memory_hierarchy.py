@@ -28,8 +28,6 @@ def small_ub_tpu(capacity: str = "64 KiB", mxus: int = 1) -> A.HwSpec:
     spec["chips"][0]["memories"][0]["capacity_bytes"] = capacity
     spec["chips"][0]["memories"][1]["bandwidth_bytes_per_s"] = "2 GB/s"
     spec["chips"][0]["units"][0]["count"] = mxus
-    if mxus > 1:  # several matrix units working at once: not one in-order instruction stream (issue_order.py)
-        spec["chips"][0]["issue"] = "dataflow"
     return A.load_hw(spec)
 
 

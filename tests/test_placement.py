@@ -143,11 +143,8 @@ def test_static_replay_of_a_streamed_schedule_is_the_compiled_timeline(streamed_
 
 
 def test_deeper_prefetch_hides_more_of_a_weight_stream_behind_earlier_work():
-    """Issued as dataflow: the prefetches run ahead of the earlier work (in order, they wait for the task ahead of
-    them in the program: tests/test_tpu_issue_order.py)."""
     g = warm_then_weights()
-    makespans = [A.compile(g, A.load_hw("tpu_v1_like", overrides={f"{STREAM_KEY}.prefetch_depth": d,
-                                                                  "chips.0.issue": "dataflow"})).makespan_cycles
+    makespans = [A.compile(g, A.load_hw("tpu_v1_like", overrides={f"{STREAM_KEY}.prefetch_depth": d})).makespan_cycles
                  for d in (1, 2, 3, 4)]
     assert all(a >= b for a, b in zip(makespans, makespans[1:])), makespans
     assert makespans[-1] < makespans[0]
@@ -212,7 +209,6 @@ def test_placed_parameters_live_in_their_memory():
 def two_streamed_tpus() -> A.HwSpec:
     d = tpu_dict()
     d["chips"][0]["count"] = 2
-    d["chips"][0]["issue"] = "dataflow"  # in-order issue is modelled on one chip (schedule/issue_order.py)
     d["interconnect"] = {"topology": "ring", "bandwidth_bytes_per_s": "10 GB/s"}
     return A.load_hw(d)
 

@@ -53,14 +53,14 @@ def test_each_lstm_stack_holds_the_papers_weights_in_whole_layers(app):
 
 
 @pytest.mark.parametrize("fifo_tiles", [4, 1])
-def test_an_lstm1_layer_issued_as_dataflow_hides_its_vector_work_under_the_stream(fifo_tiles):
-    """One layer of LSTM1 (hidden 600, batch 96), two steps, on tpu_v1_like issuing as dataflow (not in order as
-    shipped: tests/test_tpu_issue_order.py). Every 600x600 product streams 9 whole 64 KiB tiles at 34 GB/s, so the
-    layer cannot beat 2 x 96 x 34e9 x 600^2 / 768^2 ops/s; the cell's vector work runs on the activation unit and
-    the recurrent products wait for the previous h, but the next step's input products x_t @ W do not, so the
-    stream runs on under them: within 2% of the bound, with the Weight FIFO's four tiles of lead or only one."""
+def test_an_lstm1_layer_streams_whole_tiles_and_hides_its_vector_work_under_the_stream(fifo_tiles):
+    """One layer of LSTM1 (hidden 600, batch 96), two steps, on tpu_v1_like. Every 600x600 product streams 9
+    whole 64 KiB tiles at 34 GB/s, so the layer cannot beat 2 x 96 x 34e9 x 600^2 / 768^2 ops/s; the cell's
+    vector work runs on the activation unit and the recurrent products wait for the previous h, but the next
+    step's input products x_t @ W do not, so the stream runs on under them: within 2% of the bound, with the
+    Weight FIFO's four tiles of lead or only one."""
     hw = A.load_hw("tpu_v1_like", overrides=parse_assignments(
-        [f"chips.0.placement.parameters.stream.prefetch_depth={fifo_tiles}", "chips.0.issue=dataflow"]))
+        [f"chips.0.placement.parameters.stream.prefetch_depth={fifo_tiles}"]))
     g = lstm_stack(hidden=600, cells=1, batch=96, steps=2)
     sched = A.compile(g, hw, effort="fast")  # the stream bounds every order the search could try
     res = A.simulate(sched, hw, graph=g)

@@ -24,7 +24,6 @@ from accelsim.compiler.exact import (MAX_EXACT_TASKS, Option, Placement, check_e
 from accelsim.compiler.planning.expand import expand
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.compiler.timing.improve import makespan_of
-from accelsim.compiler.timing.issue_order import refuse_exact
 from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
 from accelsim.schedule.plan import COLLECTIVE, LINK, ExactReport
 from accelsim.schedule.options import DEFAULT_EXACT_SECONDS, MAX_EXACT_SECONDS, StepOptions
@@ -60,7 +59,6 @@ def check_exact_step(graph: Graph, hw: HwSpec, options: StepOptions) -> None:
     """Refuse, before the step is list-scheduled, the exact mode without OR-Tools or for a step too large:
     the task estimate is an upper bound (exact without pipeline stages), so only a step estimated above
     the limit is expanded to count its tasks (the count does not depend on the micro-batches in flight)."""
-    refuse_exact(hw)
     import_cp_model()
     o = options
     if estimate_tasks(graph, o.microbatches, o.data_parallel, o.pipeline_stages, o.zero) > MAX_EXACT_TASKS:

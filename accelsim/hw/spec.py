@@ -244,9 +244,6 @@ class Chip(Spec):
         "a GPU-like chip's per-kernel launch and tail latency and achievable HBM fraction"))
     gpu_gemm: GpuGemm | None = Field(None, exclude_if=lambda v: v is None, description=(
         "a GPU-like chip's SMs and GEMM thread-block tiles: tile and wave quantization (hw/gpu_gemm.py)"))
-    issue: Literal["dataflow", "in_order"] = Field("dataflow", exclude_if=lambda v: v == "dataflow", description=(
-        "dataflow: a task starts once its inputs and unit are ready; in_order: the chip runs one instruction "
-        "stream, so its tasks start in program order (schedule/issue_order.py)"))
 
     def memory(self, name: str) -> Memory:
         """The memory named `name` (a unit's reads and writes are validated to name one of them)."""
@@ -275,9 +272,6 @@ class Chip(Spec):
                              f"{self.gpu_gemm.operand_memory!r} (memories: {', '.join(sorted(memories))})",
                              self.gpu_gemm.operand_memory))
         problems += phase_memory_problems(self.gpu_overheads, {m.name: m.kind for m in self.memories}, self.name)
-        if self.issue == "in_order" and self.gpu_overheads is not None:
-            problems.append((("issue",), f"chip {self.name!r} is GPU-like (gpu_overheads): its kernels already run "
-                             "one at a time on one compute stream; expected issue: dataflow (the default)", self.issue))
         instances = sum(u.count for u in self.units)
         rng = RANGES["unit_instances_per_chip"]
         if instances > rng.hi:

@@ -20,8 +20,7 @@ from accelsim.hw.topology import topology_of
 from accelsim.schedule.agreement import PlanCheck, check_agreement
 from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.kinds import TASK_KINDS, Holds
-from accelsim.schedule.issue_order import in_order_chips, issue_order_problems
-from accelsim.schedule.levels import aligned, chip_list
+from accelsim.schedule.levels import aligned
 from accelsim.schedule.mapping_check import check_mappings
 from accelsim.schedule.names import Names, mb_replica
 from accelsim.schedule.plan import (COLLECTIVE, COLLECTIVES, LINK, PER_STEP, Schedule, Task, Tensor, graph_hash,
@@ -79,7 +78,6 @@ def validate_schedule(schedule: Schedule, graph: Graph | None = None, hw: HwSpec
         problems += check_agreement(schedule, graph, hw, names, ids_ok and not problems, plan_check)
     if hw is not None and ids_ok and schedule.hw_hash == hw_hash(hw):
         problems += check_links(schedule, hw, names)
-        problems += issue_order_problems(schedule.tasks, in_order_chips(chip_list(hw)), names.task)
     if problems:
         raise_problems(schedule, problems)
     if full:

@@ -20,7 +20,6 @@ from accelsim.hw.spec import HwSpec
 from accelsim.hw.topology import Link, topology_of
 from accelsim.schedule.collectives import links_of_schedule
 from accelsim.schedule.identity import identity_of
-from accelsim.schedule.issue_order import in_order_chips, issues_in_order
 from accelsim.hw.placement import placement_of, places_outputs
 from accelsim.schedule.kinds import TASK_KINDS, staged_bytes
 from accelsim.schedule.levels import (aligned, chip_list, dma_buffers, first_memory, is_result, memory_order, port_loads,
@@ -84,8 +83,6 @@ class WorkQueueRuntime:
                                            and places_outputs(self.chips[x.chip])}
         # a reader waits for its prefetches (ordering edges the runtime keeps, unlike the in-flight window's)
         self.staging = [[a for a in t.after if TASK_KINDS[tasks[a].kind].stages] for t in tasks]
-        # an in-order chip (schedule/issue_order.py) starts a task only once the one ahead of it has started
-        self.started, self.issue_ahead = self.issue_order()
         self.placed: dict[int, Port] = {}
         self.ready_at: dict[int, int] = {}
         self.spans: list[Span | None] = [None] * len(tasks)
@@ -102,18 +99,6 @@ class WorkQueueRuntime:
                 self.transfer_links[first.id] = h.links
         self.link_servers = {link: simpy.Resource(env, capacity=1) for held in
                              (*self.transfer_links.values(), *self.group_links.values()) for link in held}
-
-    def issue_order(self) -> tuple[dict[int, simpy.Event], dict[int, int]]:
-        """(a started event per task of an in-order chip, task -> the one ahead of it in program order)."""
-        chips = in_order_chips(self.chips)
-        started, ahead, last = {}, {}, {}
-        for t in self.tasks:
-            if issues_in_order(t, chips):
-                started[t.id] = self.env.event()
-                if t.chip in last:
-                    ahead[t.id] = last[t.chip]
-                last[t.chip] = t.id
-        return started, ahead
 
     def run(self) -> Result:
         servers: dict[Server, int] = {}
@@ -158,9 +143,6 @@ class WorkQueueRuntime:
     def release(self, t: Task):
         """Wait for the task's inputs, then hand it to its chip's queue or its collective."""
         yield self.env.all_of([self.done[d] for d in t.deps + tuple(self.staging[t.id])])
-        if t.id in self.issue_ahead:
-            self.waiting[t.id] = f"task {self.issue_ahead[t.id]} ahead of it in program order to start (issue: in_order)"
-            yield self.started[self.issue_ahead[t.id]]
         yield from self.hold_leaves(t)
         self.ready_at[t.id] = int(self.env.now)
         queued = self.start_collective(t) if TASK_KINDS[t.kind].together else self.queue(t)
@@ -239,8 +221,6 @@ class WorkQueueRuntime:
             held = yield from take_bandwidth(self.ports, chip, loads, cycles, waiting, t.id)
             t_port = int(env.now)
             waiting.pop(t.id, None)
-            if t.id in self.started:
-                self.started[t.id].succeed()
             yield env.timeout(cycles)
             for port, rate in held:
                 port.put(rate)

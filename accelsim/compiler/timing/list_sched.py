@@ -30,7 +30,6 @@ from accelsim.schedule.kinds import staged_bytes
 from accelsim.hw.placement import output_home
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, dma_buffers, first_memory, is_result, leaf_home,
                                       memory_order, port_loads, preferred_memory, read_cycles, write_cycles)
-from accelsim.compiler.timing.issue_order import IssueClock
 from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack
 from accelsim.compiler.timing.pipeline_order import ItemGates
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
@@ -215,11 +214,6 @@ class ListScheduler:
             self.prio: list[tuple] = [(classes[t.id] if classes is not None else 0, order[t.id], t.id) for t in tasks]
         else:  # a rule of priorities.py; `perturb` seeds iterated list scheduling
             self.prio = priority_keys(RULES[priority], tasks, rank, perturb, classes, accumulations_first)
-        self.issue = IssueClock(plan, classes)  # an in-order chip takes its tasks in program order
-        if self.issue.active:
-            self.prio = self.issue.priorities(tasks)
-            for staged in self.prefetches.values():  # a reader's prefetches issue in program order too
-                staged.sort()
         self.gates = None if classes is None else ItemGates(tasks, classes)
         self.groups: dict[int, list[TaskSpec]] = defaultdict(list)
         for t in tasks:
@@ -416,7 +410,6 @@ class ListScheduler:
             data_ready = max(data_ready, self.dma_queue.get((t.chip, t.options[0][0]), 0))
         if self.gates is not None:
             data_ready = max(data_ready, self.gates.earliest(t.id))
-        data_ready = max(data_ready, self.issue.earliest(t))
         for node, mb in t.reads:  # an input placed for an earlier reader is there from that reader's start on:
             # a later-placed reader filling an earlier gap must not read it before (a no-op in a valid schedule)
             block = self.mem.home.get(("leaf", node, mb, t.replica, t.chip)) if mb != PER_STEP else None
@@ -439,7 +432,6 @@ class ListScheduler:
         loads = self.loads(t, resource, total, inputs)  # now with its output's stream too
         start = self.fit(t, resource, instance, placed_at, total, loads)
         self.book(t, resource, instance, start, start + total, loads)
-        self.issue.issued(t, start)
 
     def run(self) -> tuple[list[Timed], MemoryPlanner]:
         gates = self.gates
