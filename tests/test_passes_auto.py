@@ -13,7 +13,9 @@ from accelsim.passes.kind import graph_kind
 from accelsim.schedule.options import StepOptions
 from accelsim.schedule.plan import graph_hash
 
-FAST = StepOptions(split=False)  # one schedule per candidate instead of two: the tests stay short
+# One schedule per candidate instead of two, and no list-scheduling search inside each compile: what these
+# tests assert is the pass search's bookkeeping, which holds at any compile effort, so they stay short.
+FAST = StepOptions(split=False, effort="fast")
 
 
 def _graph(model: str, kind: str) -> A.Graph:
@@ -22,7 +24,7 @@ def _graph(model: str, kind: str) -> A.Graph:
 
 
 def _makespan(graph: A.Graph, hw: A.HwSpec) -> int:
-    return A.compile(graph, hw, split=False).makespan_cycles
+    return A.compile(graph, hw, split=False, effort="fast").makespan_cycles
 
 
 def _rule_based_makespans(graph: A.Graph, hw: A.HwSpec) -> dict[str, int]:
@@ -156,12 +158,12 @@ def test_search_options_go_with_auto_only_and_auto_is_no_pass_name():
 
 def test_auto_compiles_with_the_step_options_it_is_given():
     g = _graph("transformer_block", "inf")
-    step = StepOptions(microbatches=2, split=False)
+    step = StepOptions(microbatches=2, split=False, effort="fast")
     out, log = optimize_with_log(g, "auto", hw="tpu_v1_like", search=SearchOptions(budget=3, step=step))
-    assert log.search.result.makespan_cycles == A.compile(out, "tpu_v1_like", microbatches=2,
-                                                          split=False).makespan_cycles
-    assert log.search.baseline.makespan_cycles == A.compile(g, "tpu_v1_like", microbatches=2,
-                                                            split=False).makespan_cycles
+    assert log.search.result.makespan_cycles == A.compile(out, "tpu_v1_like", microbatches=2, split=False,
+                                                          effort="fast").makespan_cycles
+    assert log.search.baseline.makespan_cycles == A.compile(g, "tpu_v1_like", microbatches=2, split=False,
+                                                            effort="fast").makespan_cycles
 
 
 def test_the_chosen_sequence_replays_to_the_same_graph():
