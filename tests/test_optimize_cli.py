@@ -9,7 +9,9 @@ from accelsim.cli import main, make_parser
 GPT2 = ["--model", "gpt2", "--batch", "1", "--set", "seq=8", "--set", "layers=2", "--set", "d_model=16",
         "--set", "heads=2", "--set", "vocab=32"]
 BLOCK = ["--model", "transformer_block", "--batch", "1", "--set", "seq=8", "--set", "d_model=16", "--set", "heads=2"]
-FAST = ["--split", "off"]
+# One schedule per compile and no list-scheduling search inside it: these tests check what the CLI prints,
+# records and refuses, which does not depend on the compile's effort.
+FAST = ["--split", "off", "--effort", "fast"]
 
 
 def test_optimize_auto_prints_each_rewrite_with_its_effect_and_writes_json(tmp_path, capsys):
