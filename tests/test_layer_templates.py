@@ -40,12 +40,17 @@ def test_layer_templates_give_the_whole_graphs_step_work(hw, layers, t, p, v, m,
 
 
 def test_model_state_and_activation_bytes_of_gpt2_medium_on_four_stages_match_the_whole_graph(hw):
-    opts = {"size": "medium", "batch": 1, "seq": 128, "vocab": 1024, "tensor_parallel": 2}
+    # gpt2-medium's widths with 8 of its 24 layers: two per stage still repeat a layer template within
+    # every stage, and a per-layer error weighs 3x more against the whole graph than with all 24
+    opts = {"size": "medium", "layers": 8, "batch": 1, "seq": 128, "vocab": 1024, "tensor_parallel": 2}
     r = recipe("gpt2", opts, {"optimizer": "adam"}, "every:1")
     options = _options(pipeline_stages=4, tensor_parallel=2, microbatches=4, data_parallel=2,
                        pipeline_schedule="1f1b")
-    templated = templated_work(r, hw, options, DEFAULT_LIMITS.max_tasks).work
-    whole = step_work(r.build(r.layers), hw, options)
+    measured = templated_work(r, hw, options, DEFAULT_LIMITS.max_tasks)
+    graph = r.build(r.layers)
+    assert r.layers == 8 and len(measured.graph.nodes) < len(graph.nodes)  # measured from fewer layers
+    templated, whole = measured.work, step_work(graph, hw, options)
+    assert len(templated.stages) == len(whole.stages) == 4 and len(templated.chunks) == len(whole.chunks)
     for got, want in zip(templated.stages, whole.stages):
         for field in ("parameter_bytes", "optimizer_bytes", "gradient_bytes"):
             assert getattr(got, field) == pytest.approx(getattr(want, field), rel=0.01), (got.stage, field)
