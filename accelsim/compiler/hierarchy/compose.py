@@ -277,19 +277,17 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     parts = _update_parts(update_cycles - late, gradient_bytes, bucket_ends)
     parts.append((max(reduced, step.sends_in.get(stage, 0)), late))
     waited = [0, 0]  # for buckets, for the weight gradients sent
-    runs: list[list[int]] = []  # the update's runs on the chip, [start, end]
+    first = None  # the update's span runs from its first part's start to its last part's end
     for i, (ready, cycles) in enumerate(parts):
         last = i == len(parts) - 1
         after_buckets = max(clock, reduced) if last else max(clock, ready)
         waited[0] += after_buckets - clock
         start = max(after_buckets, ready)
         waited[1] += start - after_buckets
-        if runs and runs[-1][1] == start:
-            runs[-1][1] = start + cycles
-        elif cycles or not runs and last:
-            runs.append([start, start + cycles])
+        if first is None and (cycles or last):
+            first = start
         clock = start + cycles
-    spans.extend((start, stage, "update", -1, -1, end) for start, end in runs)
+    spans.append((first, stage, "update", -1, -1, clock))
     step.tail[stage] = (waited[0], waited[1], clock)
     if step.gathers.get(stage):
         if clock > env.now:
