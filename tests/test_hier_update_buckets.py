@@ -3,7 +3,7 @@ gradient bucket's share of the update runs once that bucket is reduced, as the t
 parameter once its own gradient is reduced, so the last bucket's all-reduce hides under the update of the
 parameters reduced before it (issue 27, Agreement: gpt2-2 d=2 p=2 M=1 was 1.036 when the whole update waited
 for the last bucket), and the gradients other stages send it are reduced once they arrived (gpt2-2 d=2 p=4
-M=4 ZB-H1 was 0.962 when its buckets reduced the tied embedding's gradient before the sent part arrived)."""
+M=4 ZB-H1 was 0.962 when the tied embedding's sum was never reduced)."""
 from __future__ import annotations
 
 import pytest
