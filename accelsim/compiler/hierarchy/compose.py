@@ -178,9 +178,8 @@ class _Step:
     """Per stage, per item run: (start, end, its input as (producer stage, producer's index, cycle the
     producer ended, cycle the input arrived), or None)."""
     tail: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    """Stage -> (cycles its update waited for gradient collectives (its buckets, the sum of the gradients sent
-    to it) beyond its last item and its update's earlier parts, cycles it waited beyond those for the weight
-    gradients sent to it to arrive, cycle its update ended)."""
+    """Stage -> (cycles its update waited for gradient buckets beyond its last item and its update's earlier
+    parts, cycles it waited beyond those for the weight gradients sent to it, cycle its update ended)."""
     waits_for: dict[int, Item] = field(default_factory=dict)
     """Stage -> the item it waits to start (for the deadlock message)."""
     ends: dict[int, int] = field(default_factory=dict)
@@ -191,9 +190,6 @@ class _Step:
     """Stage -> the cycle the last weight gradient sent to it arrived."""
     sends_done: dict[int, simpy.Event] = field(default_factory=dict)
     """Stage -> the event its update waits on while sends to it are pending."""
-    sent_reduce: dict[int, Booking] = field(default_factory=dict)
-    """Stage -> the collective of the gradients of parameters other stages send it weight gradients for (a tied
-    embedding; "overlap"): their sum is reduced over the replicas once the sends have arrived, then updated."""
 
 
 def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int, sent_update_cycles: int = -1,
@@ -276,27 +272,18 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     if step.pending_sends.get(stage):
         event = step.sends_done[stage] = env.event()
         yield event
-    sends_in = sent_reduced = step.sends_in.get(stage, 0)
-    if stage in step.sent_reduce:  # the sum of the stage's part and the parts sent to it, over the replicas
-        at = max(clock, sends_in)
-        if at > env.now:
-            yield env.timeout(at - env.now)
-        b_start, sent_reduced = book.book_collective(step.sent_reduce[stage], at)
-        spans.append((b_start, stage, step.reduce_kind, -1, -1, sent_reduced))
     # AFTER_BACKWARD: Megatron-LM's optimizer step follows the embedding group's all-reduce, so all of it waits
     late = update_cycles if sent_update_cycles < 0 or step.deferred_update else min(sent_update_cycles, update_cycles)
     parts = _update_parts(update_cycles - late, gradient_bytes, bucket_ends)
-    parts.append((max(reduced, sends_in, sent_reduced), late))
+    parts.append((max(reduced, step.sends_in.get(stage, 0)), late))
     waited = [0, 0]  # for buckets, for the weight gradients sent
     first = None  # the update's span runs from its first part's start to its last part's end
     for i, (ready, cycles) in enumerate(parts):
         last = i == len(parts) - 1
         after_buckets = max(clock, reduced) if last else max(clock, ready)
         waited[0] += after_buckets - clock
-        arrived = max(after_buckets, sends_in) if last else after_buckets
-        waited[1] += arrived - after_buckets
-        start = max(arrived, ready)
-        waited[0] += start - arrived
+        start = max(after_buckets, ready)
+        waited[1] += start - after_buckets
         if first is None and (cycles or last):
             first = start
         clock = start + cycles
@@ -346,23 +333,20 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     book = LinkBook()
     reduce_kind = "reduce_scatter" if zero else "allreduce"
     after = reduction == AFTER_BACKWARD
-    sent = {} if after else _sent_gradient_bytes(work)
-    buckets = _buckets(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
+    buckets = _buckets(work, topo, reduce_kind, None if after else bucket_bytes, book)
     gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
     plans = _plan(work, order, split, _transfers(work, topo, book), {} if after else buckets,
                   _sender(work, topo, book))
     deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = {}
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
-    step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)],
-                 sent_reduce=_sent_reduce(work, topo, reduce_kind, sent, book))
+    step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)])
     for plan in plans:
         for planned in plan:
             for to, _ in planned.update_sends:
                 step.pending_sends[to] = step.pending_sends.get(to, 0) + 1
     stages = [step.env.process(_run_stage(step, s, plans[s], work.stages[s].update_cycles,
-                                          work.stages[s].sent_update_cycles,
-                                          work.stages[s].gradient_bytes - sent.get(s, 0)))
+                                          work.stages[s].sent_update_cycles, work.stages[s].gradient_bytes))
               for s in range(p)]
     step.env.run()
     stuck = [f"stage {s} waits to start {step.waits_for[s]}" for s in range(p) if not stages[s].triggered]
@@ -452,9 +436,8 @@ def _sent_bytes(work: StepWork, c: int, to: int) -> int:
 
 
 def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int | None,
-             book: LinkBook, sent: dict[int, int]) -> dict[tuple[int, int], list[tuple[int, Booking]]]:
-    """Per (stage, chunk): (bytes, collective of `kind`) of its gradient buckets. A stage's gradient bytes, less
-    those of parameters other stages send it gradients for (`sent`: reduced once the sends arrived), are
+             book: LinkBook) -> dict[tuple[int, int], list[tuple[int, Booking]]]:
+    """Per (stage, chunk): (bytes, collective of `kind`) of its gradient buckets. A stage's gradient bytes are
     split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller; None: one
     bucket of the chunk's whole gradients)."""
     p, t, d, v = work.pipeline_stages, work.tensor_parallel, work.data_parallel, work.virtual_stages
@@ -464,9 +447,8 @@ def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int
     for stage in work.stages:
         groups = [[chip + r * p * t for r in range(d)] for chip in stage.chips]
         bookings: dict[int, Booking | None] = {}  # bucket bytes -> its all-reduce (None: no links)
-        own = stage.gradient_bytes - sent.get(stage.stage, 0)
         for j in range(v):
-            nbytes = own // v + (own % v if j == 0 else 0)
+            nbytes = stage.gradient_bytes // v + (stage.gradient_bytes % v if j == 0 else 0)
             cap = bucket_bytes or max(1, nbytes)
             sizes = [cap] * (nbytes // cap) + ([nbytes % cap] if nbytes % cap else [])
             for n in sizes:
@@ -474,33 +456,6 @@ def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int
                     hold = collective_hold(topo, kind, groups, n)
                     bookings[n] = book.booking(hold) if hold.links else None
             out[(stage.stage, stage.stage + j * p)] = [(n, bookings[n]) for n in sizes if bookings[n] is not None]
-    return out
-
-
-def _sent_gradient_bytes(work: StepWork) -> dict[int, int]:
-    """Stage -> gradient bytes of its parameters that other stages send it weight gradients for
-    (ChunkWork.update_sends, at most its gradient bytes; none with one replica, where nothing is reduced)."""
-    p, out = work.pipeline_stages, {}
-    if work.data_parallel == 1:
-        return out
-    for chunk in work.chunks:
-        for dest, nbytes in chunk.update_sends:
-            out[dest % p] = out.get(dest % p, 0) + nbytes
-    return {s: min(n, work.stages[s].gradient_bytes) for s, n in out.items() if n}
-
-
-def _sent_reduce(work: StepWork, topo: Topology | None, kind: str, sent: dict[int, int], book: LinkBook
-                 ) -> dict[int, Booking]:
-    """Stage -> the collective (of `kind`) over the replicas of its `sent` gradient bytes (none without links)."""
-    p, t, d = work.pipeline_stages, work.tensor_parallel, work.data_parallel
-    out: dict[int, Booking] = {}
-    if topo is None:
-        return out
-    for s, nbytes in sorted(sent.items()):
-        groups = [[chip + r * p * t for r in range(d)] for chip in work.stages[s].chips]
-        hold = collective_hold(topo, kind, groups, nbytes)
-        if hold.links:
-            out[s] = book.booking(hold)
     return out
 
 
