@@ -16,10 +16,28 @@ all-reduced after its backward pass, then its whole update, as Megatron-LM of 20
   after-backward 1.000 and 0.993.
 - gpt2-2, d=2, p=2, M 1 and 4, every schedule, after-backward (`--models gpt2 --layers 2 --p 2 --d 2 --t 1 --m 1 4
   --gradient-reduction after-backward`): 0.989 (M=1 ZB-H1) to 1.020 (M=4 GPipe and 1F1B). Its overlap rows at
-  M=1 are outside 3%: 1.036 (1F1B) and 1.033 (ZB-H1), the same on main before the option (M=4: 1.023, ZB-H1
-  1.010). Not investigated here; a likely cause: the stage level reduces a stage's buckets evenly over its last
-  backward item and updates every parameter after the last bucket, where the task level all-reduces the tied
-  embedding's gradient last and updates each other parameter once its own gradient is reduced.
+  M=1 were outside 3% there: 1.036 (1F1B) and 1.033 (ZB-H1) (M=4: 1.023, ZB-H1 1.010); mended on h6-agree (below).
+
+Mended on h6-agree (gpt2-2 on a100_x8, overlap: `--models gpt2 --layers 2 --p 2 4 --d 2 --t 1 2 --m 1 4 8`, 24
+rows, 111 CPU s): a stage's whole update waited for its last gradient bucket. gpt2-2 d=2 p=2 M=1 1F1B: stage 0's
+last item ended at 4,677,322, its last bucket, held on its links behind the tied embedding's gradient sent from
+stage 1 (4,442,137-4,897,067), was reduced at 5,030,179, and only then did its 4,652,484-cycle update start; at
+task level stage 0's backward ends at 4,689,827 and its update ends 4,654,606 cycles later, its last all-reduces
+(the tied matrix's, 4,675,727-5,185,449) under the update of parameters reduced before them. compose.py now runs
+each bucket's share of the update (by bytes) once that bucket is reduced; only the part updating parameters
+other stages send gradients for waits for every bucket and the sends. p=2: t=1 M=1 0.998 (every schedule; was
+1.036 1F1B, 1.033 ZB-H1), M=4 1.000 (ZB-H1 1.005), M=8 0.996 (ZB-H1 1.001); t=2 0.979 (M=8 1F1B) to 1.000. p=4
+t=1: 1.012 (M=1), 1.006 (M=4), 1.004 (M=8) but ZB-H1 M=4 0.962 (the same before) and M=8 0.978. Left: that
+row's cause is the tied gradient's all-reduce. The task level all-reduces the matrix's summed gradient (stage
+0's part plus the LM head's part from the last stage, 77 MB, 510K cycles) once the sent part arrived, then
+updates it; the stage level reduces those bytes in stage 0's buckets during its backward pass (its d=2 makespan,
+12,895,009, is its d=1 one). Reducing them after the send arrives gives 0.997 there but 1.032 at p=2 M=1 GPipe
+and 1F1B, because the stage level sends that gradient after the last stage's whole backward item (arriving at
+4,897,067) where the task level sends it once the LM head has computed it: both need mending together.
+Unmoved: transformer_block and resnet50 d=2 p 2 and 4 M=4 1F1B and ZB-H1 (`--models transformer_block resnet50
+--p 2 4 --d 2 --t 1 --m 4 --schedules 1f1b zb-h1`, 32 CPU s): 0.996 to 1.020, resnet50 1.000, as before. At scale
+(bench_scale_compile.py) the update now starts under the last buckets: GPT-3 175B 35,057,524,830 -> 35,044,938,730
+cycles (-0.04%), the 1T model 114,947,863,715 -> 114,931,427,380 (-0.01%).
 
 Re-measured on a100_x8 (Adam) on h3-agree2, whose kernels now pay the GPU's launch overhead (most of
 transformer_block's nodes cost 14,100 cycles each, so the figures below replace the earlier ones, taken before):

@@ -86,8 +86,9 @@ class _Planned:
     before the pass ends; anything else gives its output at its end."""
     transfer: Booking | None
     """How that input travels (None: it is there at once: the same chip, or no bytes)."""
-    buckets: tuple[Booking, ...]
-    """The gradient buckets this item completes (the chunk's last gradient-producing item), in order."""
+    buckets: tuple[tuple[int, Booking], ...]
+    """(bytes, collective) of the gradient buckets this item completes (the chunk's last gradient-producing
+    item), in order."""
     update_sends: tuple[tuple[int, Booking | None], ...] = ()
     """(destination stage, how it travels: None when it needs no link) of the weight gradients it sends, at
     its end, to the stages holding their parameters (ChunkWork.update_sends), whose updates wait for them.
@@ -105,7 +106,7 @@ def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
 
 
 def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, int, int], Booking],
-          buckets: dict[tuple[int, int], list[Booking]], send: Callable[[int, int, int], Booking | None]
+          buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None]
           ) -> list[list[_Planned]]:
     """Per stage, its items with their cycles, inputs, outputs, transfers, buckets and weight gradients
     sent to other stages (`send`: from stage, to stage, bytes -> its booking)."""
@@ -162,8 +163,9 @@ class _Step:
     """How gradient buckets are reduced: allreduce, or reduce_scatter under ZeRO."""
     gathers: dict[int, list[Booking]]
     """Stage -> the all-gathers of its updated parameters, in buckets, after its update (ZeRO; else none)."""
-    deferred: dict[int, list[tuple[int, Booking]]] = field(default_factory=dict)
-    """Stage -> (chunk, collective) of its gradients reduced after its last item (AFTER_BACKWARD; else none)."""
+    deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = field(default_factory=dict)
+    """Stage -> (chunk, (bytes, collective)) of its gradients reduced after its last item (AFTER_BACKWARD; else
+    none)."""
     deferred_update: bool = False
     """AFTER_BACKWARD: a stage's whole update waits for the weight gradients other stages send it."""
     arrived: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
@@ -175,9 +177,9 @@ class _Step:
     trace: list[list[tuple[int, int, tuple[int, int, int, int] | None]]] = field(default_factory=list)
     """Per stage, per item run: (start, end, its input as (producer stage, producer's index, cycle the
     producer ended, cycle the input arrived), or None)."""
-    tail: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
-    """Stage -> (cycle its last item ended, cycle its last gradient bucket was reduced, cycle the last weight
-    gradient sent to it arrived less the update cycles that need not wait for it, cycle its update ended)."""
+    tail: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """Stage -> (cycles its update waited for gradient buckets beyond its last item and its update's earlier
+    parts, cycles it waited beyond those for the weight gradients sent to it, cycle its update ended)."""
     waits_for: dict[int, Item] = field(default_factory=dict)
     """Stage -> the item it waits to start (for the deadlock message)."""
     ends: dict[int, int] = field(default_factory=dict)
@@ -190,13 +192,14 @@ class _Step:
     """Stage -> the event its update waits on while sends to it are pending."""
 
 
-def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int, sent_update_cycles: int = -1
-               ) -> Generator:
+def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int, sent_update_cycles: int = -1,
+               gradient_bytes: int = 0) -> Generator:
     """One pipeline chip: each item once its input has arrived, handing its output on; the chunk's gradient
     buckets all-reduced as its last gradient-producing item completes them (bucket i of n after (i + 1)/n of
-    the pass, as a backward pass produces gradients layer by layer); then, once every bucket is reduced, the
-    update, whose last `sent_update_cycles` (StageWork.sent_update_cycles; -1: all of it) wait for the weight
-    gradients other stages send; under ZeRO then the all-gather of the updated parameters, which the next step
+    the pass, as a backward pass produces gradients layer by layer); then the update (_update_parts): each
+    bucket's share of it once that bucket is reduced, and its last `sent_update_cycles`
+    (StageWork.sent_update_cycles; -1: all of it) once every bucket is reduced and the weight gradients other
+    stages send have arrived; under ZeRO then the all-gather of the updated parameters, which the next step
     needs.
 
     The chip keeps its own `clock` and lets SimPy's time catch up only before it books links (so links are
@@ -206,6 +209,7 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     env, spans, arrived, book, waiting = step.env, step.spans, step.arrived, step.book, step.waiting
     trace = step.trace[stage]
     clock = reduced = 0
+    bucket_ends: list[tuple[int, int]] = []  # (cycle reduced, bytes) of each bucket reduced beside the items
     for planned in plan:
         item, came = planned.item, None
         if planned.needs is not None:
@@ -234,9 +238,11 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
                 if at > env.now:
                     yield env.timeout(at - env.now)
             if i < n:
-                b_start, b_end = book.book_collective(planned.buckets[i], at)
+                nbytes, booking = planned.buckets[i]
+                b_start, b_end = book.book_collective(booking, at)
                 spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
                 reduced = max(reduced, b_end)
+                bucket_ends.append((b_end, nbytes))
                 continue
             arrival = at
             if planned.transfer is not None:
@@ -259,23 +265,30 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     if step.deferred.get(stage):  # AFTER_BACKWARD: the whole gradients once the stage's last item ended
         if clock > env.now:
             yield env.timeout(clock - env.now)
-        for chunk, booking in step.deferred[stage]:
+        for chunk, (_, booking) in step.deferred[stage]:
             b_start, b_end = book.book_collective(booking, clock)
             spans.append((b_start, stage, step.reduce_kind, chunk, -1, b_end))
             reduced = max(reduced, b_end)
     if step.pending_sends.get(stage):
         event = step.sends_done[stage] = env.event()
         yield event
-    sends_in = step.sends_in.get(stage, 0)
     # AFTER_BACKWARD: Megatron-LM's optimizer step follows the embedding group's all-reduce, so all of it waits
     late = update_cycles if sent_update_cycles < 0 or step.deferred_update else min(sent_update_cycles, update_cycles)
-    items_end, clock = clock, max(clock, reduced)
-    if late == update_cycles:  # all of the update waits for the sends
-        clock = max(clock, sends_in)
-    end = max(clock + update_cycles - late, sends_in) + late  # the rest first; the sent part once it arrived
-    spans.append((clock, stage, "update", -1, -1, end))
-    clock = end
-    step.tail[stage] = (items_end, reduced, sends_in - (update_cycles - late), clock)
+    parts = _update_parts(update_cycles - late, gradient_bytes, bucket_ends)
+    parts.append((max(reduced, step.sends_in.get(stage, 0)), late))
+    waited = [0, 0]  # for buckets, for the weight gradients sent
+    first = None  # the update's span runs from its first part's start to its last part's end
+    for i, (ready, cycles) in enumerate(parts):
+        last = i == len(parts) - 1
+        after_buckets = max(clock, reduced) if last else max(clock, ready)
+        waited[0] += after_buckets - clock
+        start = max(after_buckets, ready)
+        waited[1] += start - after_buckets
+        if first is None and (cycles or last):
+            first = start
+        clock = start + cycles
+    spans.append((first, stage, "update", -1, -1, clock))
+    step.tail[stage] = (waited[0], waited[1], clock)
     if step.gathers.get(stage):
         if clock > env.now:
             yield env.timeout(clock - env.now)
@@ -284,6 +297,22 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             spans.append((g_start, stage, "all_gather", -1, -1, g_end))
         clock = max(clock, g_end)
     step.ends[stage] = clock
+
+
+def _update_parts(cycles: int, gradient_bytes: int, bucket_ends: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(cycle it may start, cycles) of the parts of a stage's update that need no weight gradient from another
+    stage, in the order they run: each bucket's share of `cycles`, in proportion to its bytes of the stage's
+    `gradient_bytes`, once that bucket is reduced (the task level updates each parameter once its own gradient
+    is reduced, so the last buckets' reductions hide under the update of the parameters reduced before them),
+    after the rest (parameters no booked bucket carries), which waits for nothing but the stage's items."""
+    total = max(gradient_bytes, sum(n for _, n in bucket_ends))
+    parts, done, shared = [], 0, 0
+    for end, nbytes in sorted(bucket_ends):
+        done += nbytes
+        share = cycles * done // total - shared if total else 0
+        parts.append((end, share))
+        shared += share
+    return [(0, cycles - shared)] + parts
 
 
 def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_BUCKET_BYTES,
@@ -308,7 +337,7 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
     plans = _plan(work, order, split, _transfers(work, topo, book), {} if after else buckets,
                   _sender(work, topo, book))
-    deferred: dict[int, list[tuple[int, Booking]]] = {}
+    deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = {}
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
     step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)])
@@ -317,7 +346,8 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
             for to, _ in planned.update_sends:
                 step.pending_sends[to] = step.pending_sends.get(to, 0) + 1
     stages = [step.env.process(_run_stage(step, s, plans[s], work.stages[s].update_cycles,
-                                          work.stages[s].sent_update_cycles)) for s in range(p)]
+                                          work.stages[s].sent_update_cycles, work.stages[s].gradient_bytes))
+              for s in range(p)]
     step.env.run()
     stuck = [f"stage {s} waits to start {step.waits_for[s]}" for s in range(p) if not stages[s].triggered]
     if stuck:
@@ -332,16 +362,16 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
 
 def _exposed(step: _Step, makespan: int) -> dict[str, int]:
     """Communication on the critical path, walked back from the stage that ends last (the lowest on a tie):
-    an update waits for its last bucket beyond its stage's last item (allreduce or reduce_scatter), the step
-    ends after the update's all-gathers (all_gather); an update waits for weight gradients sent to it beyond both
-    (transfer); an item waits for its input
+    an update's parts wait for their buckets beyond its stage's last item and the parts before them (allreduce
+    or reduce_scatter), the step ends after the update's all-gathers (all_gather); an update waits for weight
+    gradients sent to it beyond both (transfer); an item waits for its input
     beyond both its chip's previous item and the input's producer (transfer), and the path goes on through
     whichever of those two ended later (its own chip on a tie)."""
     exposed = dict.fromkeys(EXPOSED_KINDS, 0)
     stage = min(s for s, end in step.ends.items() if end == makespan)
-    items_end, reduced, sent_in, updated = step.tail[stage]
-    exposed[step.reduce_kind] += max(0, reduced - items_end)
-    exposed["transfer"] += max(0, sent_in - max(items_end, reduced))
+    bucket_wait, send_wait, updated = step.tail[stage]
+    exposed[step.reduce_kind] += bucket_wait
+    exposed["transfer"] += send_wait
     exposed["all_gather"] += makespan - updated
     index = len(step.trace[stage]) - 1
     while index >= 0:
@@ -406,12 +436,12 @@ def _sent_bytes(work: StepWork, c: int, to: int) -> int:
 
 
 def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int | None,
-             book: LinkBook) -> dict[tuple[int, int], list[Booking]]:
-    """Per (stage, chunk): the collectives (of `kind`) of its gradient buckets. A stage's gradient bytes are
+             book: LinkBook) -> dict[tuple[int, int], list[tuple[int, Booking]]]:
+    """Per (stage, chunk): (bytes, collective of `kind`) of its gradient buckets. A stage's gradient bytes are
     split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller; None: one
     bucket of the chunk's whole gradients)."""
     p, t, d, v = work.pipeline_stages, work.tensor_parallel, work.data_parallel, work.virtual_stages
-    out: dict[tuple[int, int], list[Booking]] = {}
+    out: dict[tuple[int, int], list[tuple[int, Booking]]] = {}
     if d == 1 or topo is None:
         return out
     for stage in work.stages:
@@ -425,7 +455,7 @@ def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int
                 if n not in bookings:
                     hold = collective_hold(topo, kind, groups, n)
                     bookings[n] = book.booking(hold) if hold.links else None
-            out[(stage.stage, stage.stage + j * p)] = [b for b in map(bookings.get, sizes) if b is not None]
+            out[(stage.stage, stage.stage + j * p)] = [(n, bookings[n]) for n in sizes if bookings[n] is not None]
     return out
 
 
