@@ -1,7 +1,6 @@
 """A fused step whose staged weights do not fit memory falls back to the same fusion with every tile reading the
 weights itself (compiler/fusion.py): deterministic, recorded in the schedule's source passes and said by
 step_graph's lines."""
-from pathlib import Path
 
 import pytest
 
@@ -11,21 +10,12 @@ from accelsim.compiler.fusion import UNSTAGED_NOTE, step_graph
 from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.passes.fuse_layers import pass_name
 
-HW_FILE = Path(__file__).resolve().parent.parent / "experiments" / "hw" / "stream_tpu_like_quad_core.yaml"
-CHANNELS, SIZE = 8, 16
+from test_fused_placement import HW_FILE, _conv_chain  # Stream's chip and its conv -> relu -> conv -> relu chain
+
 # 2 KiB of SRAM holds no weight's copy (8 x 8 x 3 x 3 at 4 B: 2,304 B); the DRAM holds the two weights, the
 # input and the output (4 x 2,304 + 2 x 8,192 B at 4 B per element) and 8 KiB more: room for the tiles reading
 # the weights there, none for two staged copies beside what the tiles keep in flight
 SMALL = {"chips.0.memories.0.capacity_bytes": 2048, "chips.0.memories.1.capacity_bytes": 25088}
-
-
-def _conv_chain() -> A.Graph:
-    """conv -> relu -> conv -> relu, one chain that fusion tiles along H."""
-    g = A.Graph("conv_chain", dtype="float32")
-    x = g.input("x", (1, CHANNELS, SIZE, SIZE))
-    h = F.relu(F.conv2d(x, g.param("w1", (CHANNELS, CHANNELS, 3, 3)), padding=1))
-    g.output("y", F.relu(F.conv2d(h, g.param("w2", (CHANNELS, CHANNELS, 3, 3)), padding=1)))
-    return g
 
 
 def _without_fusion_option(s: A.Schedule) -> str:
