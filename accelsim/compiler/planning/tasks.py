@@ -101,5 +101,20 @@ class PlannerView(Protocol):
     options: StepOptions
     chips: list[Chip]
     chip_of: dict[tuple[int, int, int], int]
+    # (node, micro-batch, replica, rank) -> the task(s) holding the value (step_sums.py sets a step sum's)
+    producer: dict[tuple[int, int, int, int], list[int]]
 
     def ranks_of(self, n: Node) -> range: ...
+
+    def nbytes(self, node: Node) -> int:
+        """Bytes of a node's whole tensor at its stored width (zero.py sizes shards from it)."""
+        ...
+
+    def accumulate(self, g: int, replica: int, rank: int) -> int:
+        """Sum gradient `g` over micro-batches on its replica's chip of `rank`; the last sum's task id."""
+        ...
+
+    def rank_task(self, n: Node, mb: int, replica: int, rank: int,
+                  gathered: frozenset[int] = frozenset()) -> list[TaskSpec]:
+        """The task(s) computing `n` for one micro-batch, replica and rank (step_sums.py adds a step sum's)."""
+        ...
