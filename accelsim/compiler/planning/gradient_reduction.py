@@ -1,16 +1,16 @@
 """When data-parallel gradients are all-reduced at task granularity (Graph, StepOptions, planned tasks ->
 ordering edges added in place), by StepOptions.gradient_reduction.
 
-"overlap" (the default) adds nothing: a gradient's all-reduce starts once its last accumulation is done, beside
-the rest of the backward pass, as PyTorch DDP's buckets do. "after-backward" is Megatron-LM's local DDP of 2021
-(the code of Narayanan et al., SC21: megatron/training.py's train_step calls allreduce_gradients() once
-forward_backward_func has returned): every all-reduce of a stage waits, by ordering edges (TaskSpec.after), for
-that stage's last backward work of its replica (node, accumulation and tensor-parallel all-reduce tasks of the
-backward phase for one micro-batch), so the reduction runs after the pass; and the update tasks that read a reduced gradient wait for every all-reduce
-of their stage, so the update runs after the whole reduction (optimizer.step() after allreduce_gradients()). Per-step
-backward work is not waited for: a tied weight's gradient summed from another stage's part (step_sums.py) waits
-for that stage's send, which Megatron-LM sums after the data-parallel all-reduce, not before every one of them. The stage granularity does the
-same in hierarchy/compose.py (AFTER_BACKWARD).
+"overlap" (the default) adds nothing: a gradient's all-reduce starts once its last accumulation is done, beside the
+rest of the backward pass, as PyTorch DDP's buckets do. "after-backward" is Megatron-LM's local DDP of 2021 (the
+code of Narayanan et al., SC21: megatron/training.py's train_step calls allreduce_gradients() once
+forward_backward_func has returned): every all-reduce of a stage waits, by ordering edges (TaskSpec.after), for that
+stage's last backward work of its replica (node, accumulation and tensor-parallel all-reduce tasks of the backward
+phase for one micro-batch), so the reduction runs after the pass; and the update tasks that read a reduced gradient
+wait for every all-reduce of their stage, so the update runs after the whole reduction (optimizer.step() after
+allreduce_gradients()). Per-step backward work is not waited for: a tied weight's gradient summed from another
+stage's part (step_sums.py) waits for that stage's send, which Megatron-LM sums after the data-parallel all-reduce,
+not before every one of them. The stage granularity does the same in hierarchy/compose.py (AFTER_BACKWARD).
 """
 from __future__ import annotations
 
