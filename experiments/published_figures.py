@@ -33,6 +33,7 @@ from accelsim.hw.overrides import parse_assignments
 from accelsim.hw.precision import compute_elem_bytes, tensor_bytes
 from accelsim.ops.registry import get_op
 from accelsim.passes import inference_graph
+from tpu_breakdown import drain_share, stream_breakdown
 from tpu_lstm import LSTM_APPS, lstm_graph
 
 # Abts et al., "Think Fast: A Tensor Streaming Processor (TSP) for Accelerating Deep Learning Workloads",
@@ -56,6 +57,11 @@ TPU_ORDER = ("MLP0", "MLP1", "LSTM0", "LSTM1", "CNN0", "CNN1")  # Table 3's colu
 # weight stall, weight shift, non-matrix cycles. Performance counters, "not perfectly consistent" with row 9.
 TPU_TABLE3 = {"MLP0": (12.7, 53.9, 15.9, 17.5), "MLP1": (10.6, 44.2, 13.4, 31.9),
               "LSTM0": (8.2, 58.1, 15.8, 17.9), "LSTM1": (10.5, 62.1, 17.1, 10.3)}
+# Table 3 row 7 (RAW stalls, % of cycles) for the same four, and row 2 (useful MACs, % of the 92 TOPS peak) for
+# all six, which the caption says is not perfectly consistent with row 9's measured TOPS.
+TPU_RAW_STALLS = {"MLP0": 3.3, "MLP1": 8.4, "LSTM0": 14.6, "LSTM1": 10.6}
+TPU_USEFUL_MACS = {"MLP0": 12.5, "MLP1": 9.4, "LSTM0": 8.2, "LSTM1": 6.3, "CNN0": 78.2, "CNN1": 22.5}
+TPU_PEAK_TOPS = 92.0  # Table 3 row 9's header, "TeraOps/sec (92 Peak)"
 # NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "Training
 # performance: NVIDIA DGX A100 (8x A100 80GB)", 1 GPU, pytorch-21.03 NGC container: 2470 img/s mixed
 # precision (AMP), 938 img/s TF32; batch 256 per GPU (training/AMP/DGXA100_RN50_AMP_90E.sh: -b 256 --amp).
@@ -193,6 +199,26 @@ def _table3_tops(name: str, hw: A.HwSpec, batch: int, useful: float) -> float:
     return ops_per_tile / tile_cycles * hw.clock_hz * (1 - non_matrix / 100) / 1e12
 
 
+def _tpu_split_note(splits: dict, papers: dict) -> None:
+    """Each MLP's and LSTM's simulated time split against Table 3's counters, and the paper's row 2 against row 9."""
+    print("  Time split, % of the makespan (experiments/tpu_breakdown.py), against Table 3: the stream runs (rows 1+4+5, "
+          "the matrix unit active, weight-stalled or shifting) /\n  the stream idles while the activation unit "
+          "works (row 6 non-matrix; row 7 RAW stalls) / the weight shift (row 5: here under each tile's stream) / "
+          "the drain\n  after each MXU task's last tile (shift, B rows, skew: not modelled, the task ends when "
+          "its last tile arrives; the share it would take if all exposed) / activation unit busy:")
+    for name, (split, drain, vector) in splits.items():
+        active, stall, shift, non_matrix = TPU_TABLE3[name]
+        print(f"    {name:5s} stream {split.stream:4.0%} ({active + stall + shift:4.1f}%)   idle behind vector work "
+              f"{split.raw_wait:3.0%} ({non_matrix:4.1f}%; RAW {TPU_RAW_STALLS[name]:4.1f}%)   shift 0% "
+              f"({shift:4.1f}%)   drain <= {drain:4.1%}   activation {vector:3.0%}")
+    print("  With the stream bound except in row 6's cycles, LSTM1 would be 1.28x the measured TOPS (ctrs). The "
+          "drain delays only the vector work that reads the\n  accumulators; the Weight FIFO's lead covers it, so "
+          "modelled faithfully (readers wait for it, the stream runs on) it would move each ratio by about 1% "
+          "or less.\n  Table 3 row 2 (useful MACs x 92 TOPS) over row 9 (measured TOPS), which the caption says "
+          "are not perfectly consistent: " + ", ".join(
+              f"{n} {TPU_USEFUL_MACS[n] / 100 * TPU_PEAK_TOPS / papers[n]:.2f}" for n in TPU_ORDER) + ".")
+
+
 def tpu() -> list[tuple]:
     """Each ISCA 2017 application's analogue compiled as one batch; TOPS = 2 x MACs / simulated time."""
     hw = A.load_hw("tpu_v1_like")
@@ -204,38 +230,49 @@ def tpu() -> list[tuple]:
           f"{a.fold_overlap}, weights streamed from DDR3 at {bw / 1e9:.0f} GB/s as whole {stream.tile_shape[0]}x"
           f"{stream.tile_shape[1]} tiles")
     print(f"{'app':6s} {'analogue':32s} {'TOPS':>6s} {'paper':>6s} {'ratio':>6s} {'stream':>6s} {'ctrs':>5s} "
-          f"{'fold eff':>8s} {'weight reads/streamed MB':>24s}  bound; busy")
-    rows = []
+          f"{'fold eff':>8s} {'weight reads/streamed MB':>24s} {'strm/RAW/oth':>14s}  bound; busy")
+    rows, splits, papers = [], {}, {}
     for name in TPU_ORDER:
         paper, graph, analogue, batch = _tpu_analogue(name)
+        papers[name] = paper
         sched = A.compile(graph, hw)
         res = A.simulate(sched, hw, graph=graph)
+        if name in TPU_TABLE3:
+            splits[name] = (stream_breakdown(res), drain_share(res, graph, a), res.utilization().get("activation", 0))
         ops = tensor_ops(graph)
         tops = ops / res.makespan_s / 1e12
         work = array_work(res, graph, unit)
         own, moved = _streamed_bytes(graph, sched, hw)
         stream_tops = ops / (moved / bw) / 1e12  # the weight-stream roofline of this analogue
         counters = (f"{_table3_tops(name, hw, batch, own / moved) / paper:5.2f}" if name in TPU_TABLE3 else "-")
+        split = str(splits[name][0]) if name in TPU_TABLE3 else "-"
         print(f"{name:6s} {analogue:32s} {tops:6.2f} {paper:6.1f} {tops / paper:6.2f} {stream_tops:6.2f} "
-              f"{counters:>5s} {work.efficiency(a.rows, a.cols):8.1%} {own / 1e6:14.1f}/{moved / 1e6:<9.1f}  "
-              f"{sched.bounds.resource}; {_busy(res)}", flush=True)
+              f"{counters:>5s} {work.efficiency(a.rows, a.cols):8.1%} {own / 1e6:14.1f}/{moved / 1e6:<9.1f} "
+              f"{split:>14s}  {sched.bounds.resource}; {_busy(res)}", flush=True)
         rows.append(("tpu_v1_like", f"{name} ({analogue}), TOPS", "int8 / int8", tops, paper))
     print("  stream: the analogue's weight-stream roofline, 2 x MACs / (streamed bytes / 34 GB/s); ctrs: the TOPS the "
           "paper's Table 3 counters imply for it (a 64 KiB tile\n  per 1,349 cycles in the cycles of rows 1, 4 and 5, "
           "none in row 6's non-matrix cycles), over the paper's measured TOPS (row 9), with this analogue's tile "
           "padding.\n"
           "  Every weight streams from DDR3 through the four-tile Weight FIFO as whole 64 KiB tiles (Section 7: "
-          "600x600 takes 9 tile steps, 18 us), so the MLPs and LSTMs\n  sit on their stream roofline: an MXU task "
+          "600x600 takes 9 tile steps, 18 us), so the MLPs and LSTMs\n  sit near their stream roofline: an MXU task "
           "lasts as long as its tiles' stream (Table 3's weight stall cycles).\n"
+          "  strm/RAW/oth: % of the time the weight stream runs / idles while the activation unit works (the RAW "
+          "wait) / neither (experiments/tpu_breakdown.py); the\n  256-cycle weight shift runs under each tile's "
+          "1,349-cycle stream (double-buffered), so it takes no time of its own here (Table 3 counts it in the "
+          "matrix unit's cycles).\n"
+          "  Issue: accelsim's list scheduler is the compiler that orders the chip's CISC instructions; the chip runs "
+          "them as scheduled, and the decoupled Read_Weights (Section 2)\n  stream up to the Weight FIFO's four tiles "
+          "(5,400 cycles) ahead of the MatrixMultiply that consumes them. Step t's U products wait for step t-1's h "
+          "(the RAW\n  dependence); its W x_t products do not, so the stream runs on while the cell's vector work "
+          "finishes. Holding every instruction to the graph builder's\n  node order instead (branch h7-lstm, "
+          "issue: in_order, prefetches exempt) gave LSTM1 1.40x, LSTM0 1.16x and made superres training 7% slower "
+          "by an order no\n  compiler is bound to: not adopted.\n"
           "  The LSTMs (experiments/tpu_lstm.py) run every gate's W x_t and U h_{t-1} product on the MXU and the "
-          "cell's sigmoid, tanh, products and sums on the 256-lane\n  activation unit; step t's U products wait for "
-          "step t-1's h (the RAW dependence), but its W x_t products do not, and the weight stream runs on under "
-          "them\n  while the cell's vector work finishes: the RAW wait is hidden (as it is with a one-tile FIFO "
-          "lead, --hw-set chips.0.placement.parameters.stream.prefetch_depth=1).\n  LSTM1's remaining difference: "
-          "Table 3 row 6 gives it 10.3% non-matrix cycles (RAW stalls 10.6%, input "
-          "stalls 2.4%) that this model does not produce, and even its\n  own counters imply more than the measured 2.8 "
-          "TOPS (ctrs; the paper: rows 1-8 and row 9 'are not perfectly consistent').\n"
-          "  Table 1 counts FC, Conv, Vector and Pool layers, no batch norm (served models usually fold it into "
+          "cell's sigmoid, tanh, products and sums on the 256-lane\n  activation unit (the paper gives no "
+          "throughput for it: hwconfigs/tpu_v1_like.yaml marks 256 values per cycle an assumption).")
+    _tpu_split_note(splits, papers)
+    print("  Table 1 counts FC, Conv, Vector and Pool layers, no batch norm (served models usually fold it into "
           "the weights); accelsim has no such pass and runs\n  each batch_norm on the 256-lane activation unit, "
           "which bounds the ResNet-50 analogues.")
     return rows
