@@ -9,7 +9,11 @@ their first reader's release on. No compiled order, placement or in-flight windo
 schedule's tasks (dependences, candidates, reads, output sizes) and its leaf tensors' sizes. The
 memory held at the end (parameters, optimizer state, step results) matches the static schedule's.
 The compiled in-flight window is a static decision too, so the runtime ignores it: it follows the
-tasks' data dependences (`deps`), not their ordering edges (`after`)."""
+tasks' data dependences (`deps`), not their ordering edges (`after`). Its durations, ports and memories are
+the scheduler's, so it reproduces a compiled timeline where it has no choice to make (a free unit for every ready
+task); where it has, its first-come order is its own: on a chip with one vector unit it may copy a fused group's
+second staged weight before a tile's padded input, which the compiled priorities put first
+(tests/test_fused_staged_sim.py)."""
 from __future__ import annotations
 
 from collections import defaultdict

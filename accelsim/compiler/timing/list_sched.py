@@ -9,9 +9,10 @@ link it holds is free (a transfer: its route's; a collective: every link its alg
 schedule/collectives.py), so tasks sharing a link serialize on it. A task whose
 output does not fit in its unit's memory either waits until enough of it is freed or spills to the
 next level, whichever finishes first: the scheduler delays work rather than paying for slow memory
-when that is cheaper. Every tensor is placed when its producer starts: in the producing unit's
-memory, or the next level that fits, paying the extra transfer time there. Ties break by task id,
-so the result is deterministic.
+when that is cheaper; where no memory has room yet and its unit's never will, it waits for room in
+the next level that gets some first (as the dynamic runtime waits in its last level). Every tensor
+is placed when its producer starts: in the producing unit's memory, or the next level that fits,
+paying the extra transfer time there. Ties break by task id, so the result is deterministic.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 from accelsim.errors import MemoryFitError, ScheduleError
 from accelsim.hw.spec import HwSpec, Memory
@@ -30,7 +32,7 @@ from accelsim.schedule.kinds import staged_bytes
 from accelsim.hw.placement import output_home
 from accelsim.schedule.levels import (ALIGN_BYTES, aligned, dma_buffers, first_memory, is_result, leaf_home,
                                       memory_order, port_loads, preferred_memory, read_cycles, write_cycles)
-from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack
+from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack, refusal
 from accelsim.compiler.timing.pipeline_order import ItemGates
 from accelsim.schedule.plan import COLLECTIVE, COLLECTIVES, PER_STEP, memory_label
 from accelsim.compiler.timing.priorities import PRIORITIES, RULES, priority_keys, upward_ranks
@@ -99,9 +101,11 @@ class MemoryPlanner:
               what: str, home: str | None = None) -> tuple[int, int]:
         """Allocate `key` for a task on `resource` (None: a leaf, loaded before the step) wanting to start
         at `start`. Returns (start, extra): the first-choice memory (levels.first_memory) now, or later
-        when it has room then, or another memory with room now, whichever finishes first; `extra` is the
-        write cost of the memory chosen (levels.write_cycles). `home`: the one memory a placement puts a
-        leaf in (hw/placement.py). A DMA buffer holds its engine's prefetches only, and they wait for room
+        when it has room then, or another memory with room now, whichever finishes first, else (no room
+        anywhere now, none ever in the first) another memory later (_later); `extra` is the write cost of
+        the memory chosen (levels.write_cycles). Refused (memory.refusal) only where no memory ever has room
+        for the tensor beside what stays live, or for a leaf, which cannot wait, none from `start` on.
+        `home`: the one memory a placement puts a leaf in (hw/placement.py). A DMA buffer holds its engine's prefetches only, and they wait for room
         there (levels.dma_buffers)."""
         row = self.order[chip]
         spec = self.chips[chip]
@@ -132,10 +136,26 @@ class MemoryPlanner:
             return self._keep(key, first, first.allocate(key, size, wait)), cost(mem0)
         if spill is not None:
             return self._keep(key, spill[0], spill[0].allocate(key, size, start)), spill[1]
-        caps = ", ".join(f"{memory_label(*a.name)} {a.capacity_bytes} B (live at {start}: {a.live_bytes_at(start)} B)"
-                         for _, a in row)
-        raise MemoryFitError(f"no memory can hold {what} ({size} bytes) from cycle {start}: {caps}; "
-                             "use a hardware description with more memory, fewer micro-batches, or more stages")
+        later = None if resource is None else self._later(ranked[1:], size, start, cost)
+        if later is not None:  # no room anywhere now, none ever in the first: wait for the next level's
+            arena, at, extra = later
+            return self._keep(key, arena, arena.allocate(key, size, at)), extra
+        raise refusal(what, size, start, [a for _, a in row], leaf=resource is None)
+
+    @staticmethod
+    def _later(ranked: list[tuple[Memory, Arena]], size: int, start: int,
+               cost: Callable[[Memory], int]) -> tuple[Arena, int, int] | None:
+        """(arena, time, write cycles) of the memory among `ranked` (the levels after the first choice) where a
+        tensor of `size` bytes wanted at `start` finishes being written earliest once it has room for good
+        (the earlier level on a tie), or None where none ever has. Used only where the first choice can never
+        hold it and no level has room at `start`: the task waits for room in a level that can (as the dynamic
+        runtime waits in its last level), rather than the step being refused while that level frees room."""
+        best = None
+        for mem, arena in ranked:
+            at = arena.earliest_fit(size, start)
+            if at is not None and (best is None or at + cost(mem) < best[1] + best[2]):
+                best = (arena, at, cost(mem))
+        return best
 
     def _keep(self, key: tuple, arena: Arena, block: Block) -> int:
         self.home[key], self.where[key] = block, arena.name

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelsim.errors import MemoryFitError
 from accelsim.schedule.levels import aligned
+from accelsim.schedule.plan import memory_label
 
 OPEN = math.inf  # the end of a tensor whose last reader is not scheduled yet
 UNPLACED = -1  # the offset of a block before `pack`
@@ -111,6 +113,28 @@ class Arena:
 
     def live_bytes_at(self, t: int) -> int:
         return int(self._level[self._index(t)])
+
+    def peak_bytes_from(self, t: int) -> int:
+        """The most bytes live at any time from `t` on: what a tensor placed at `t` must fit beside."""
+        return self._peak_from(t)
+
+
+def refusal(what: str, size: int, start: int, arenas: list[Arena], leaf: bool) -> MemoryFitError:
+    """The error for a tensor of `size` bytes, wanted from `start`, that none of `arenas` can hold: each memory's
+    capacity, its bytes live at `start` and, where more are live later, its peak from then on (what the check
+    compares with: a placed tensor keeps its bytes until its last reader is scheduled, so it needs room beside
+    everything live at any later time), and the part a retry may fill where a first try did not pack."""
+    def said(a: Arena) -> str:
+        live, peak = a.live_bytes_at(start), a.peak_bytes_from(start)
+        usable = (f", {a.usable_bytes} B of it left to fill after an earlier try's tensors did not pack into it"
+                  if a.usable_bytes < a.capacity_bytes else "")
+        return (f"{memory_label(*a.name)} {a.capacity_bytes} B (live at {start}: {live} B)"
+                + (f" rising to {peak} B later" if peak > live else "") + usable)
+    why = ("a leaf is loaded before the step and cannot wait for room" if leaf else
+           "an output may wait for room, but none of them ever has room for it beside what stays live")
+    return MemoryFitError(f"no memory can hold {what} ({size} bytes) from cycle {start}: "
+                          f"{', '.join(said(a) for a in arenas)} ({why}); use a hardware description with more "
+                          "memory, fewer micro-batches, or more stages")
 
 
 def pack(blocks: list[Block], capacity_bytes: int) -> int:
