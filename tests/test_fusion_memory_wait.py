@@ -1,4 +1,4 @@
-"""The memory planner (compiler/timing/list_sched.MemoryPlanner.place) on a fused step with staged weights whose
+"""The memory planner (compiler/timing/memory_planner.MemoryPlanner.place) on a fused step with staged weights whose
 copies the SRAM can never hold: a copy waits for room in the DRAM rather than the step being refused, and a
 refusal states the figures it was decided on."""
 import re

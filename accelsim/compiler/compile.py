@@ -23,7 +23,8 @@ from accelsim.compiler.planning.node_costs import CostTable
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.schedule.levels import chip_list
 from accelsim.compiler.timing.improve import makespan_of
-from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
+from accelsim.compiler.timing.list_sched import Timed, list_schedule
+from accelsim.compiler.timing.memory_planner import MemoryPlanner
 from accelsim.compiler.timing.memory import Block
 from accelsim.schedule.identity import identity_of
 from accelsim.schedule.hardware import carried_spec

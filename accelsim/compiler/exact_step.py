@@ -24,7 +24,8 @@ from accelsim.compiler.exact import (MAX_EXACT_TASKS, Option, Placement, check_e
 from accelsim.compiler.planning.expand import expand
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.compiler.timing.improve import makespan_of
-from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
+from accelsim.compiler.timing.list_sched import Timed, list_schedule
+from accelsim.compiler.timing.memory_planner import MemoryPlanner
 from accelsim.schedule.plan import COLLECTIVE, LINK, ExactReport
 from accelsim.schedule.options import DEFAULT_EXACT_SECONDS, MAX_EXACT_SECONDS, StepOptions
 

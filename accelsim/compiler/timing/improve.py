@@ -14,7 +14,8 @@ from accelsim.errors import MemoryFitError
 from accelsim.hw.spec import HwSpec
 from accelsim.compiler.timing.bounds import lower_bounds
 from accelsim.compiler.planning.tasks import Plan
-from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed, list_schedule
+from accelsim.compiler.timing.list_sched import Timed, list_schedule
+from accelsim.compiler.timing.memory_planner import MemoryPlanner
 from accelsim.compiler.timing.pipeline_order import PipelineOrder
 from accelsim.compiler.timing.priorities import PRIORITIES, RULES, cheapest_cycles, priority_keys, upward_ranks
 

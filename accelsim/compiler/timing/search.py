@@ -9,7 +9,8 @@ from accelsim.errors import ScheduleError
 from accelsim.hw.spec import HwSpec
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.compiler.timing.improve import BUDGET, Budget, improve
-from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed
+from accelsim.compiler.timing.list_sched import Timed
+from accelsim.compiler.timing.memory_planner import MemoryPlanner
 from accelsim.compiler.timing.pipeline_order import PipelineOrder
 from accelsim.compiler.timing.symmetry import reduce, stamp
 from accelsim.schedule.options import EFFORTS

@@ -27,7 +27,8 @@ from accelsim.hw.topology import topology_of
 from accelsim.schedule.collectives import collective_links
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
 from accelsim.schedule.kinds import TASK_KINDS, Holds
-from accelsim.compiler.timing.list_sched import MemoryPlanner, Timed
+from accelsim.compiler.timing.list_sched import Timed
+from accelsim.compiler.timing.memory_planner import MemoryPlanner
 from accelsim.compiler.timing.memory import Block
 from accelsim.schedule.plan import COLLECTIVES
 
