@@ -89,3 +89,14 @@ def test_the_sums_reduction_hides_under_the_update_of_the_other_parameters(hw8, 
     assert spans_of(comp, 0, "allreduce") == [(arrived + SUM, arrived + SUM + reduce_cycles)]
     assert spans_of(comp, 0, "update") == [(60, 60 + update)] and comp.makespan_cycles == 60 + update
     assert comp.exposed_cycles["allreduce"] == 0
+
+
+def test_after_backward_the_whole_update_follows_the_sums_reduction(hw8, send_cycles, reduce_cycles):
+    # Megatron-LM 2021's reduction: stage 0's whole update (30 cycles) waits for the sent part; its sum (SUM
+    # cycles of it) is reduced as overlapped, once added, and the other 26 cycles follow that collective
+    arrived = 25 + send_cycles
+    comp = compose(two_stages(30, 2, update_send_after=5), "1f1b", hw8, reduction="after-backward")
+    assert spans_of(comp, 0, "allreduce") == [(arrived + SUM, arrived + SUM + reduce_cycles)]
+    assert spans_of(comp, 0, "update") == [(arrived, arrived + reduce_cycles + 30)]
+    one = compose(two_stages(30, 1, update_send_after=5), "1f1b", hw8, reduction="after-backward")
+    assert comp.makespan_cycles == one.makespan_cycles + reduce_cycles == arrived + reduce_cycles + 30

@@ -201,7 +201,7 @@ class _Step:
     """Stage -> the event its update waits on while sends to it are pending."""
     sent_reduce: dict[int, Booking] = field(default_factory=dict)
     """Stage -> the collective over the replicas of the sums of the gradients other stages send it
-    (sent_sums.py; "overlap" only), run once the sends have arrived and been added."""
+    (sent_sums.py), run once the sends have arrived and been added."""
 
 
 def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int, sent_update_cycles: int = -1,
@@ -362,7 +362,9 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     parameters all-gathered, in buckets of `bucket_bytes`, after the update (the update's cycles are the
     shard's, as templates measure them). `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
     buckets as the backward pass completes them; AFTER_BACKWARD each chunk's whole gradients after the stage's
-    last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only)."""
+    last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only). Either way
+    the sums of the gradients other stages send a stage (a tied embedding's: sent_sums.py) are reduced in a
+    collective of their own once the sends have arrived and been added, as the task level reduces them."""
     sched = pipeline_schedule(schedule)
     check_work(work, hw, bucket_bytes, zero, reduction)
     p, v, M = work.pipeline_stages, work.virtual_stages, work.microbatches
@@ -373,7 +375,7 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     book = LinkBook()
     reduce_kind = "reduce_scatter" if zero else "allreduce"
     after = reduction == AFTER_BACKWARD
-    sent = {} if after else sent_gradient_bytes(work)  # reduced after the sends, not in buckets
+    sent = sent_gradient_bytes(work)  # reduced after the sends, in no bucket (nor, AFTER_BACKWARD, chunk's whole)
     buckets = _buckets(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
     gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
     plans = _plan(work, order, split, _transfers(work, topo, book), {} if after else buckets,

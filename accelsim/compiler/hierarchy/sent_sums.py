@@ -4,8 +4,9 @@ the last stage sends it (ChunkWork.update_sends).
 
 The task level all-reduces such a gradient once its sum exists: after the sent part has arrived and been added
 to the stage's own part (gpt2-2 on a100_x8: 77 MB, 510K cycles), and updates the parameter from the reduced
-sum. So at stage level those bytes leave the stage's gradient buckets (reduced during its backward pass) and
-are reduced in one collective of their own, after the sum (compose.py).
+sum, whether the other gradients go in buckets beside the backward pass or whole after it. So at stage level
+those bytes leave the stage's gradient buckets (or, after-backward, its chunks' whole gradients) and are reduced
+in one collective of their own, after the sum (compose.py).
 """
 from __future__ import annotations
 
