@@ -28,13 +28,12 @@ re-measured on h7-agree (`python experiments/bench_scale_compile.py`, 31 CPU s i
     per GPU, pipeline bubble 11.7%; 3,630 nodes list-scheduled (3 of the 128 blocks)
   (before h7-agree: 35,044,938,730 and 114,931,427,380 cycles; h7-agree reduces the tied embedding's summed
   gradient over the replicas once the last stage's part has arrived and been added, as the task level does,
-  no longer in stage 0's buckets during its backward passes: +0.12% and +0.09%
-  (experiments/stage_vs_task.py).
+  no longer in stage 0's buckets during its backward passes: +0.12% and +0.09% (experiments/stage_vs_task.py).
   h5-zbh1 measured 33,477,979,713 and 111,994,406,896; the merges between it and h7-agree's base brought them
-  to 35,044,938,730 and 114,931,427,380. Before h5-zbh1: 33,461,515,912 and 111,654,351,005 cycles. On 175B the LM head's part of the tied
-  embedding's gradient, now accumulated on the last stage as the task level plans it (templates.
-  accumulate_cycles), adds 64.3M cycles; rematerialization's glue kept on its stage (planning/glue.py) saves
-  47.9M.)
+  to 35,044,938,730 and 114,931,427,380. Before h5-zbh1: 33,461,515,912 and 111,654,351,005 cycles. On 175B
+  the LM head's part of the tied embedding's gradient, now accumulated on the last stage as the task level
+  plans it (templates.accumulate_cycles), adds 64.3M cycles; rematerialization's glue kept on its stage
+  (planning/glue.py) saves 47.9M.)
   gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel), remat every:1: task
     level 43,720,776 cycles (3.8 s CPU), stage level x1.0001 (43,724,301) both from the whole graph (2.2 s)
     and from layer templates (2.2 s); x0.928 (task level 47,154,470) before rematerialization's glue stayed on
