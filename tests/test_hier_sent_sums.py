@@ -100,3 +100,23 @@ def test_after_backward_the_whole_update_follows_the_sums_reduction(hw8, send_cy
     assert spans_of(comp, 0, "update") == [(arrived, arrived + reduce_cycles + 30)]
     one = compose(two_stages(30, 1, update_send_after=5), "1f1b", hw8, reduction="after-backward")
     assert comp.makespan_cycles == one.makespan_cycles + reduce_cycles == arrived + reduce_cycles + 30
+
+
+def test_with_ranks_a_tied_gradient_is_sent_per_rank(hw8):
+    """Small gpt2 with two tensor-parallel ranks on two stages: each rank's LM head sends its shard of the
+    vocabulary matrix's gradient to its twin on stage 0, so ChunkWork.update_sends counts one shard's bytes
+    (per rank, as backward_bytes and the transfers that carry it), not both ranks' (which left the input
+    gradient no bytes and made the send and its sum's reduction twice as long)."""
+    import accelsim as A
+    from accelsim.compiler.hierarchy.templates import step_work
+    from accelsim.models.sizes import SMALL
+    from accelsim.ops.registry import numel
+    from accelsim.schedule.options import StepOptions
+
+    graph = A.training_graph(A.models.build("gpt2", **SMALL["gpt2"], tensor_parallel=2), optimizer="sgd")
+    shards = [n for n in graph.params if n.name.startswith("wte[")]
+    assert len(shards) == 2
+    _, last = step_work(graph, hw8, StepOptions.of(pipeline_stages=2, tensor_parallel=2, effort="fast")).chunks
+    (to, nbytes), = last.update_sends
+    assert to == 0 and nbytes == numel(shards[0].shape) * hw8.elem_bytes(shards[0].dtype)
+    assert 0 < last.backward_bytes - nbytes < nbytes

@@ -43,9 +43,10 @@ class ChunkWork:
     activations it sends (handoffs.py: a chunk cut mid-block sends several tensors, each as it is computed);
     -1: at the pass's end."""
     update_sends: tuple[tuple[int, int], ...] = ()
-    """(destination chunk, bytes) per micro-batch: the part of backward_bytes that is weight gradients of
-    parameters earlier chunks hold (a tied embedding), which only those chunks' stages' updates wait for. The
-    composition sends them once per step, summed over the micro-batches (the same bytes)."""
+    """(destination chunk, bytes) per micro-batch and tensor-parallel rank, as backward_bytes: the part of
+    backward_bytes that is weight gradients of parameters earlier chunks hold (a tied embedding), which only
+    those chunks' stages' updates wait for. The composition sends them once per step, summed over the
+    micro-batches (the same bytes)."""
     sends_after_weight_grad: bool = False
     """The weight gradients of update_sends are computed in the W pass (a tied gradient's part summed over
     the step on this chunk's stage: planning/step_sums.py): a schedule that splits the backward pass (ZB-H1)
