@@ -63,10 +63,17 @@ before the last W item ends (M=4 12,895,009 -> 12,891,507 cycles, 1.000; M=8 1.0
 transformer_block and resnet50 d=2 p 2 and 4 M=4 1F1B and ZB-H1 (`--models transformer_block resnet50 --p 2 4
 --d 2 --t 1 --m 4 --schedules 1f1b zb-h1`, 32 CPU s): 0.996 to 1.019 (transformer_block p=4 ZB-H1, was
 1.020: chunk 1 sends chunk 0 a 256 KiB part of a gradient, now 141,000 cycles into its 229,125-cycle backward
-pass, and with replicas its sum is reduced after it), resnet50 1.000, as before. At scale (bench_scale_compile.py) the tied matrix's summed gradient (1.24 GB per
-rank on 175B) is reduced over the 8 replicas once summed, after stage 0's own buckets (175B: 132.6M cycles
-on its NICs, ending 35,087,746,875), where half of it went with chunk 16's buckets long before: GPT-3 175B
-35,044,938,730 -> 35,088,356,387 cycles (+0.12%), the 1T model 114,931,427,380 -> 115,035,472,474 (+0.09%).
+pass, and with replicas its sum is reduced after it), resnet50 1.000, as before. Also mended: with t ranks,
+ChunkWork.update_sends counted every rank's bytes (t times one rank's), which compose sent per rank,
+subtracted from the per-rank backward_bytes (the input gradient went with no bytes) and reduced as the sum;
+now per rank (backward_sends.py). gpt2-2 t=2 (`--p 2 4
+--d 1 2 --t 2 --m 1 4 8`, 27 rows, 87 CPU s), largest gap 2.7% (p=4 d=1 M=4 1F1B 1.027, was 1.026): most
+stage-level rows +10,651 cycles (the input gradient's transfer), d=2 p=2 M=1 0.998 -> 1.007 (stage 0's own
+8.7 MB, one bucket reduced after its pass, as at t=1); transformer_block t=2 (`--models transformer_block --p 2
+4 --d 1 2 --t 2 --m 1 4`, 18 rows), largest gap 0.6%: only p=4 M=4 moved, by +1,155 cycles. At scale (bench_scale_compile.py), the tied matrix's
+gradient crosses once per step per rank (154 MB on 175B, not 8 ranks' 1.24 GB) and its sum is reduced over
+the 8 replicas after stage 0's own buckets (175B: 16.6M cycles, ending 35,015,237,642): GPT-3 175B
+35,044,938,730 -> 35,015,847,154 cycles (-0.08%), the 1T model 114,931,427,380 -> 114,829,934,625 (-0.09%).
 
 Re-measured on a100_x8 (Adam) on h3-agree2, whose kernels now pay the GPU's launch overhead (most of
 transformer_block's nodes cost 14,100 cycles each, so the figures below replace the earlier ones, taken before):
