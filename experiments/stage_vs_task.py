@@ -70,10 +70,10 @@ now per rank (backward_sends.py). gpt2-2 t=2 (`--p 2 4
 --d 1 2 --t 2 --m 1 4 8`, 27 rows, 87 CPU s), largest gap 2.7% (p=4 d=1 M=4 1F1B 1.027, was 1.026): most
 stage-level rows +10,651 cycles (the input gradient's transfer), d=2 p=2 M=1 0.998 -> 1.007 (stage 0's own
 8.7 MB, one bucket reduced after its pass, as at t=1); transformer_block t=2 (`--models transformer_block --p 2
-4 --d 1 2 --t 2 --m 1 4`, 18 rows), largest gap 0.6%: only p=4 M=4 moved, by +1,155 cycles. At scale (bench_scale_compile.py), the tied matrix's
-gradient crosses once per step per rank (154 MB on 175B, not 8 ranks' 1.24 GB) and its sum is reduced over
-the 8 replicas after stage 0's own buckets (175B: 16.6M cycles, ending 35,015,237,642): GPT-3 175B
-35,044,938,730 -> 35,015,847,154 cycles (-0.08%), the 1T model 114,931,427,380 -> 114,829,934,625 (-0.09%).
+4 --d 1 2 --t 2 --m 1 4`, 18 rows), largest gap 0.6%: only p=4 M=4 moved, by +1,155 cycles. At scale
+(bench_scale_compile.py), the tied matrix's gradient crosses once per step per rank (154 MB on 175B, not 8
+ranks' 1.24 GB) and its sum is reduced over the 8 replicas after stage 0's own buckets (175B: 16.6M cycles,
+ending 35,015,237,642): GPT-3 175B 35,044,938,730 -> 35,015,847,154 cycles (-0.08%), the 1T model 114,931,427,380 -> 114,829,934,625 (-0.09%).
 
 Re-measured on a100_x8 (Adam) on h3-agree2, whose kernels now pay the GPU's launch overhead (most of
 transformer_block's nodes cost 14,100 cycles each, so the figures below replace the earlier ones, taken before):
