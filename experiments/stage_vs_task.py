@@ -73,7 +73,8 @@ stage-level rows +10,651 cycles (the input gradient's transfer), d=2 p=2 M=1 0.9
 4 --d 1 2 --t 2 --m 1 4`, 18 rows), largest gap 0.6%: only p=4 M=4 moved, by +1,155 cycles. At scale
 (bench_scale_compile.py), the tied matrix's gradient crosses once per step per rank (154 MB on 175B, not 8
 ranks' 1.24 GB) and its sum is reduced over the 8 replicas after stage 0's own buckets (175B: 16.6M cycles,
-ending 35,015,237,642): GPT-3 175B 35,044,938,730 -> 35,015,847,154 cycles (-0.08%), the 1T model 114,931,427,380 -> 114,829,934,625 (-0.09%).
+ending 35,015,237,642): GPT-3 175B 35,044,938,730 -> 35,015,847,154 cycles (-0.08%), the 1T model
+114,931,427,380 -> 114,829,934,625 (-0.09%).
 
 Re-measured on a100_x8 (Adam) on h3-agree2, whose kernels now pay the GPU's launch overhead (most of
 transformer_block's nodes cost 14,100 cycles each, so the figures below replace the earlier ones, taken before):
