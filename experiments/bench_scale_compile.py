@@ -19,21 +19,26 @@ Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare] [--phase
 (--phases: per stage, its busy share of the step and its idle share in warm-up, steady state and cool-down)
 Measured 2026-11-26 on the shared 2-core machine under load (CPU seconds of the whole `accelsim run`; wall
 time is several times more), on the code with the GPU GEMM model (cost/gpu_gemm.py), the bubble mends of issue
-27's note (compose.py, links.py) and the stage hand-offs (hierarchy/handoffs.py) merged; the large rows
-re-measured on h5-zbh1:
-  gpt3-175b (seq 2048): 7.5 s CPU, 103 MiB max RSS; makespan 33,477,979,713 cycles, step 23.74 s,
-    185.5 TFLOP/s per GPU, pipeline bubble 7.2%; 10,482 nodes list-scheduled (9 of the 96 blocks)
+27's note (compose.py, links.py) and the stage hand-offs (hierarchy/handoffs.py) merged; every row
+re-measured on h7-agree (`python experiments/bench_scale_compile.py`, 33 CPU s in all):
+  gpt3-175b (seq 2048): 8.5 s CPU, 104 MiB max RSS; makespan 35,015,847,154 cycles, step 24.83 s,
+    177.4 TFLOP/s per GPU, pipeline bubble 7.1%; 10,482 nodes list-scheduled (9 of the 96 blocks)
     (before layer templates: 22 s CPU building the graph, then a refusal: ~352,000 tasks to measure)
-  megatron-1t: 15.6 s CPU, 266 MiB max RSS; makespan 111,994,406,896 cycles, step 79.43 s, 210.6 TFLOP/s
-    per GPU, pipeline bubble 11.5%; 3,630 nodes list-scheduled (3 of the 128 blocks)
-  (before h5-zbh1: 33,461,515,912 and 111,654,351,005 cycles. On 175B the LM head's part of the tied
-  embedding's gradient, now accumulated on the last stage as the task level plans it (templates.
-  accumulate_cycles), adds 64.3M cycles; rematerialization's glue kept on its stage (planning/glue.py) saves
-  47.9M.)
+  megatron-1t: 13.7 s CPU, 266 MiB max RSS; makespan 114,829,934,625 cycles, step 81.44 s, 205.4 TFLOP/s
+    per GPU, pipeline bubble 11.6%; 3,630 nodes list-scheduled (3 of the 128 blocks)
+  (before h7-agree: 35,044,938,730 and 114,931,427,380 cycles. h7-agree sends the tied embedding's gradient
+  per rank (175B: 154 MB; it sent all 8 ranks' 1.24 GB over each rank's route) and reduces its sum over the
+  replicas once the last stage's part has arrived and been added, as the task level does, no longer in stage
+  0's buckets during its backward passes: -0.08% and -0.09% (experiments/stage_vs_task.py).
+  h5-zbh1 measured 33,477,979,713 and 111,994,406,896; the merges between it and h7-agree's base brought them
+  to 35,044,938,730 and 114,931,427,380. Before h5-zbh1: 33,461,515,912 and 111,654,351,005 cycles. On 175B
+  the LM head's part of the tied embedding's gradient, now accumulated on the last stage as the task level
+  plans it (templates.accumulate_cycles), adds 64.3M cycles; rematerialization's glue kept on its stage
+  (planning/glue.py) saves 47.9M.)
   gpt2 12 layers, 4 stages on a100_x64 (GPU launch overheads: 14,100 cycles a kernel), remat every:1: task
-    level 43,720,314 cycles (5.3 s CPU), stage level x0.9998 both from the whole graph (2.7 s) and from layer
-    templates (3.0 s); x0.928 (task level 47,154,470) before rematerialization's glue stayed on the stage of
-    the gradient it reads (compiler/planning/glue.py, h5-zbh1)
+    level 43,720,776 cycles (4.2 s CPU), stage level x1.0001 (43,724,301) both from the whole graph (2.3 s)
+    and from layer templates (2.9 s); x0.928 (task level 47,154,470) before rematerialization's glue stayed on
+    the stage of the gradient it reads (compiler/planning/glue.py, h5-zbh1)
 The TFLOP/s are above Megatron-LM's published ~140 (175B) and ~163 (1T) per GPU: this run recomputes with
 `every:1` (only what the backward pass reads), Megatron re-runs the whole forward (`full:1`; experiments/
 megatron_table.py sets every row beside the paper). The bubbles were 12.1% and 44.5% before two

@@ -33,11 +33,48 @@ row's cause is the tied gradient's all-reduce. The task level all-reduces the ma
 updates it; the stage level reduces those bytes in stage 0's buckets during its backward pass (its d=2 makespan,
 12,895,009, is its d=1 one). Reducing them after the send arrives gives 0.997 there but 1.032 at p=2 M=1 GPipe
 and 1F1B, because the stage level sends that gradient after the last stage's whole backward item (arriving at
-4,897,067) where the task level sends it once the LM head has computed it: both need mending together.
+4,897,067) where the task level sends it once the LM head has computed it: both need mending together
+(mended on h7-agree, below).
 Unmoved: transformer_block and resnet50 d=2 p 2 and 4 M=4 1F1B and ZB-H1 (`--models transformer_block resnet50
 --p 2 4 --d 2 --t 1 --m 4 --schedules 1f1b zb-h1`, 32 CPU s): 0.996 to 1.020, resnet50 1.000, as before. At scale
 (bench_scale_compile.py) the update now starts under the last buckets: GPT-3 175B 35,057,524,830 -> 35,044,938,730
 cycles (-0.04%), the 1T model 114,947,863,715 -> 114,931,427,380 (-0.01%).
+
+Mended on h7-agree: the tied gradient's send and all-reduce. Compared per stage, the task level sends the LM
+head's part of the tied matrix's gradient once computed (p=2 M=1: 3,984,023-4,492,335, inside stage 1's
+backward pass, which ends 4,442,137; p=4 M=4 ZB-H1: from 10,424,203, in stage 3's last W item), adds it to
+stage 0's part (183,392 cycles at M > 1), all-reduces the sum (77 MB, 509,722 cycles; p=4 M=4 ZB-H1:
+11,115,907-11,625,629, under either gradient reduction) and then updates the matrix (to 13,401,713). The stage
+level sent it at the end of the item completing it and reduced its bytes with stage 0's other gradients. Now
+the composition sends it that far into its item (ChunkWork.update_send_after and update_send_after_split,
+templates.update_send_lags: the item's busy cycles before it is computed, plus the add into its step sum), and
+with replicas its bytes leave stage 0's buckets (after-backward: its chunk's whole gradients) and are
+all-reduced in one collective after the add (sent_sums.py; StageWork.sent_sum_cycles, which cuts into the
+update running when the part arrives, as the task level's add is backward work); the matrix's update waits for
+it. Overlap (`--models gpt2 --layers 2 --p 2 4 --d 2 --t 1 2 --m 1 4 8`, 27 rows, 99 CPU s), every row within
+3%, largest gap 2.1% (p=4 t=1 M=1 1.012, as before): p=4 t=1 M=4 ZB-H1 0.962 -> 0.997 (the sum reduced
+11,115,423-11,581,003), M=8 ZB-H1 0.978 -> 0.996; p=2 t=1 M=1 0.998 -> 1.009 (every schedule: stage 0's own
+15.7 MB are now one DDP bucket, complete at its pass's end and reduced 4,677,322-4,772,666 before its update,
+where the task level reduces each tensor as computed), M=4 ZB-H1 1.005 -> 1.010, M=8 ZB-H1 1.001 -> 1.004; the
+other 20 rows unchanged. After-backward (`... --m 1 4 8 --gradient-reduction after-backward`, 18 rows, 58 CPU
+s), largest gap 1.1%: p=4 M=4 ZB-H1 0.963 -> 0.997; p=2 M=1 1.011 -> 0.989, M=4 GPipe and 1F1B 1.020 -> 0.998,
+ZB-H1 1.007 -> 1.000. d=1 (`--p 2 4 --d 1 --t 1 --m 1 4 8`, 18 rows): only p=4 ZB-H1 moved, the send leaving
+before the last W item ends (M=4 12,895,009 -> 12,891,507 cycles, 1.000; M=8 1.000 -> 0.999).
+transformer_block and resnet50 d=2 p 2 and 4 M=4 1F1B and ZB-H1 (`--models transformer_block resnet50 --p 2 4
+--d 2 --t 1 --m 4 --schedules 1f1b zb-h1`, 32 CPU s): 0.996 to 1.019 (transformer_block p=4 ZB-H1, was
+1.020: chunk 1 sends chunk 0 a 256 KiB part of a gradient, now 141,000 cycles into its 229,125-cycle backward
+pass, and with replicas its sum is reduced after it), resnet50 1.000, as before. Also mended: with t ranks,
+ChunkWork.update_sends counted every rank's bytes (t times one rank's), which compose sent per rank,
+subtracted from the per-rank backward_bytes (the input gradient went with no bytes) and reduced as the sum;
+now per rank (backward_sends.py). gpt2-2 t=2 (`--p 2 4
+--d 1 2 --t 2 --m 1 4 8`, 27 rows, 87 CPU s), largest gap 2.7% (p=4 d=1 M=4 1F1B 1.027, was 1.026): most
+stage-level rows +10,651 cycles (the input gradient's transfer), d=2 p=2 M=1 0.998 -> 1.007 (stage 0's own
+8.7 MB, one bucket reduced after its pass, as at t=1); transformer_block t=2 (`--models transformer_block --p 2
+4 --d 1 2 --t 2 --m 1 4`, 18 rows), largest gap 0.6%: only p=4 M=4 moved, by +1,155 cycles. At scale
+(bench_scale_compile.py), the tied matrix's gradient crosses once per step per rank (154 MB on 175B, not 8
+ranks' 1.24 GB) and its sum is reduced over the 8 replicas after stage 0's own buckets (175B: 16.6M cycles,
+ending 35,015,237,642): GPT-3 175B 35,044,938,730 -> 35,015,847,154 cycles (-0.08%), the 1T model
+114,931,427,380 -> 114,829,934,625 (-0.09%).
 
 Re-measured on a100_x8 (Adam) on h3-agree2, whose kernels now pay the GPU's launch overhead (most of
 transformer_block's nodes cost 14,100 cycles each, so the figures below replace the earlier ones, taken before):

@@ -55,8 +55,9 @@ def test_stage_granularity_agrees_with_the_task_level(hw, model, d, p, t, m, sch
 
 def test_the_tied_embeddings_gradient_goes_to_its_update_and_the_input_gradient_leaves_mid_pass(hw):
     """gpt2 on two stages: the LM head (stage 1) computes the tied vocabulary matrix's gradient and sends it to
-    stage 0, which holds the matrix: only stage 0's update waits for it; the rest of what stage 1 sends back is
-    the input gradient, computed before stage 1's backward pass ends."""
+    stage 0, which holds the matrix: only stage 0's update waits for it, and it leaves once computed, before
+    stage 1's backward pass ends (ChunkWork.update_send_after); the rest of what stage 1 sends back is the input
+    gradient, computed before stage 1's backward pass ends."""
     graph = _graph("gpt2", 1)
     first, last = step_work(graph, hw, StepOptions.of(pipeline_stages=2)).chunks
     wte = next(n for n in graph.params if n.name.endswith("wte"))
@@ -64,7 +65,9 @@ def test_the_tied_embeddings_gradient_goes_to_its_update_and_the_input_gradient_
     assert to == 0 and nbytes == numel(wte.shape) * hw.elem_bytes(wte.dtype)
     assert 0 < last.backward_bytes - nbytes < nbytes
     assert 0 < last.input_grad_after < last.backward_cycles
-    assert first.input_grad_after == -1 and first.update_sends == ()
+    assert 0 < last.update_send_after < last.backward_cycles
+    assert 0 < last.update_send_after_split <= last.backward_cycles - last.weight_grad_cycles  # in B: not step-summed
+    assert first.input_grad_after == -1 and first.update_sends == () and first.update_send_after == -1
 
 
 def test_a_weight_gradient_sent_back_holds_only_its_stages_update(hw):

@@ -24,7 +24,7 @@ class BackwardSends:
 
     update_sends: tuple[tuple[int, int], ...]
     """(destination chunk, bytes) of the weight gradients it sends to the chunks holding their parameters,
-    by destination."""
+    by destination, per tensor-parallel rank (its busiest: each rank sends its own shard's to its twin)."""
 
     @property
     def update_bytes(self) -> int:
@@ -38,13 +38,17 @@ def backward_sends(plan: Plan, chunk_of_chip: dict[int, int], n_chunks: int,
     weight gradient when every task reading it there is an update or computes a weight-gradient node
     (input_grad_transfers are the others)."""
     handed = input_grad_transfers(plan, chunk_of_chip, weight_grad)
-    updates: list[dict[int, int]] = [{} for _ in range(n_chunks)]
+    per_chip: dict[tuple[int, int], int] = {}  # (source chip, destination chunk) -> bytes
     for task in plan.tasks:
         if task.kind != TRANSFER or task.phase != "backward" or task.id in handed:
             continue
-        src, dst = chunk_of_chip[task.chip], chunk_of_chip[task.out_chip]
-        if dst < src:
-            updates[src][dst] = updates[src].get(dst, 0) + task.out_bytes
+        dst = chunk_of_chip[task.out_chip]
+        if dst < chunk_of_chip[task.chip]:
+            per_chip[(task.chip, dst)] = per_chip.get((task.chip, dst), 0) + task.out_bytes
+    updates: list[dict[int, int]] = [{} for _ in range(n_chunks)]
+    for (chip, dst), nbytes in per_chip.items():
+        src = chunk_of_chip[chip]
+        updates[src][dst] = max(updates[src].get(dst, 0), nbytes)
     return [BackwardSends(tuple(sorted(updates[c].items()))) for c in range(n_chunks)]
 
 

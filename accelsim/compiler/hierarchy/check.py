@@ -64,6 +64,9 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0, red
                                 f"it is part of")
         for key in ("activation_bytes", "stash_bytes"):
             _need(problems, f"{where}.{key}", getattr(chunk, key), 0, "a non-negative integer of bytes")
+        for key in ("update_send_after", "update_send_after_split"):
+            _need(problems, f"{where}.{key}", getattr(chunk, key), -1,
+                  "an integer of cycles, at least -1 (the item's end)")
     seen: dict[int, int] = {}
     for i, stage in enumerate(work.stages):
         where = f"stages[{i}]"
@@ -72,6 +75,7 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0, red
         _need(problems, f"{where}.update_cycles", stage.update_cycles, 0, "a non-negative integer of cycles")
         _need(problems, f"{where}.sent_update_cycles", stage.sent_update_cycles, -1,
               "an integer of cycles, at least -1 (the whole update)")
+        _need(problems, f"{where}.sent_sum_cycles", stage.sent_sum_cycles, 0, "a non-negative integer of cycles")
         for key in ("gradient_bytes", "parameter_bytes", "optimizer_bytes"):
             _need(problems, f"{where}.{key}", getattr(stage, key), 0, "a non-negative integer of bytes")
         chips = stage.chips

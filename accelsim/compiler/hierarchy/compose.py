@@ -11,6 +11,7 @@ of a stage move together (their work, all-reduces included, is inside the chunk'
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Generator
@@ -20,6 +21,7 @@ import simpy
 from accelsim.compiler.hierarchy.check import check_work
 from accelsim.compiler.hierarchy.links import Booking, LinkBook, collective_hold, transfer_hold
 from accelsim.compiler.hierarchy.schedules import Item, Order, pipeline_schedule
+from accelsim.compiler.hierarchy.sent_sums import sent_gradient_bytes, sent_reductions
 from accelsim.compiler.hierarchy.work import StageSpan, StepWork
 from accelsim.errors import ScheduleError
 from accelsim.hw.spec import HwSpec
@@ -90,14 +92,18 @@ class _Planned:
     """(bytes, collective) of the gradient buckets this item completes (the chunk's last gradient-producing
     item), in order."""
     update_sends: tuple[tuple[int, Booking | None], ...] = ()
-    """(destination stage, how it travels: None when it needs no link) of the weight gradients it sends, at
-    its end, to the stages holding their parameters (ChunkWork.update_sends), whose updates wait for them.
+    """(destination stage, how it travels: None when it needs no link) of the weight gradients it sends,
+    `sends_after` cycles into it, to the stages holding their parameters (ChunkWork.update_sends), whose
+    updates wait for them.
     Only the chunk's last item computing them sends them (its last backward item; under ZB-H1 its last W item
     when they are W: ChunkWork.sends_after_weight_grad): its stage sums them over the micro-batches, as it does
     its own weight gradients, and sends the sum once (Megatron-LM all-reduces the tied embedding's gradient
     between the first and last stages once per step). Sent per micro-batch, Megatron's 1T model on 3,072
     A100s sent 2.6 GB per rank 512 times through the last stage's links, which then held its input
     gradients back."""
+    sends_after: int = 0
+    """Cycles from the item's start until the weight gradients of update_sends are computed and leave
+    (ChunkWork.update_send_after, update_send_after_split; its end where not measured)."""
 
 
 def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
@@ -132,7 +138,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                 to = c - 1 if c > 0 else None
             else:
                 cycles, needs, to = chunk.weight_grad_cycles, None, None
-            gives_after, sends = cycles, ()
+            gives_after, sends, sends_after = cycles, (), cycles
             if it.kind == "forward" and chunk.output_after >= 0:
                 gives_after = min(cycles, max(1, chunk.output_after))
             if it.kind == "backward":
@@ -142,12 +148,14 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                     gives_after = max(1, cycles - chunk.weight_grad_cycles)
             if last_sender[(s, c)] is it:
                 sends = tuple((dest % p, send(s, dest % p, nbytes)) for dest, nbytes in chunk.update_sends)
+                lag = chunk.update_send_after_split if split else chunk.update_send_after
+                sends_after = cycles if lag < 0 else min(cycles, lag)
             gives = transfer = None
             if to is not None:
                 gives = _key(it.kind, m, to, M)
                 transfer = transfers.get((s, to % p, _sent_bytes(work, c, to)))
             mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
-            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends))
+            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after))
         plans.append(plan)
     return plans
 
@@ -178,8 +186,9 @@ class _Step:
     """Per stage, per item run: (start, end, its input as (producer stage, producer's index, cycle the
     producer ended, cycle the input arrived), or None)."""
     tail: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    """Stage -> (cycles its update waited for gradient buckets beyond its last item and its update's earlier
-    parts, cycles it waited beyond those for the weight gradients sent to it, cycle its update ended)."""
+    """Stage -> (cycles its update waited for gradient collectives (its buckets, the reduction of the sums of
+    the gradients sent to it) beyond its last item and its update's earlier parts, cycles it waited beyond
+    those for the weight gradients sent to it to arrive, cycle its update ended)."""
     waits_for: dict[int, Item] = field(default_factory=dict)
     """Stage -> the item it waits to start (for the deadlock message)."""
     ends: dict[int, int] = field(default_factory=dict)
@@ -190,17 +199,22 @@ class _Step:
     """Stage -> the cycle the last weight gradient sent to it arrived."""
     sends_done: dict[int, simpy.Event] = field(default_factory=dict)
     """Stage -> the event its update waits on while sends to it are pending."""
+    sent_reduce: dict[int, Booking] = field(default_factory=dict)
+    """Stage -> the collective over the replicas of the sums of the gradients other stages send it
+    (sent_sums.py), run once the sends have arrived and been added."""
 
 
 def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int, sent_update_cycles: int = -1,
-               gradient_bytes: int = 0) -> Generator:
+               gradient_bytes: int = 0, sent_sum_cycles: int = 0) -> Generator:
     """One pipeline chip: each item once its input has arrived, handing its output on; the chunk's gradient
     buckets all-reduced as its last gradient-producing item completes them (bucket i of n after (i + 1)/n of
     the pass, as a backward pass produces gradients layer by layer); then the update (_update_parts): each
     bucket's share of it once that bucket is reduced, and its last `sent_update_cycles`
     (StageWork.sent_update_cycles; -1: all of it) once every bucket is reduced and the weight gradients other
     stages send have arrived; under ZeRO then the all-gather of the updated parameters, which the next step
-    needs.
+    needs. With a reduction of the sums of the gradients sent (step.sent_reduce), the first `sent_sum_cycles`
+    of that part add them up as soon as they have arrived, cutting into the update's part running then (the
+    task level's add is backward work, ahead of updates), the collective follows, and the rest waits for it.
 
     The chip keeps its own `clock` and lets SimPy's time catch up only before it books links (so links are
     booked in time order) or waits for an input not yet produced; items that touch no link cost no event. An
@@ -233,7 +247,21 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         events = [(start + math.ceil((i + 1) * cycles / n), i) for i in range(n)]
         if planned.gives is not None:
             events.append((start + planned.gives_after, n))
+        events += [(start + planned.sends_after, n + 1 + j) for j in range(len(planned.update_sends))]
         for at, i in sorted(events):
+            if i > n:  # a weight gradient for another stage's update (index n + 1 + j: after the rest at that cycle)
+                to, booking = planned.update_sends[i - n - 1]
+                arrival = at
+                if booking is not None:
+                    if at > env.now:
+                        yield env.timeout(at - env.now)
+                    t_start, arrival = book.book(booking, at)
+                    spans.append((t_start, stage, "transfer", item.chunk, item.microbatch, arrival))
+                step.sends_in[to] = max(step.sends_in.get(to, 0), arrival)
+                step.pending_sends[to] -= 1
+                if not step.pending_sends[to] and to in step.sends_done:
+                    step.sends_done.pop(to).succeed()
+                continue
             if i < n or planned.transfer is not None:
                 if at > env.now:
                     yield env.timeout(at - env.now)
@@ -251,17 +279,6 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             arrived[planned.gives] = (stage, len(trace) - 1, at, arrival)
             if planned.gives in waiting:
                 waiting.pop(planned.gives).succeed()
-        for to, booking in planned.update_sends:
-            arrival = clock
-            if booking is not None:
-                if clock > env.now:
-                    yield env.timeout(clock - env.now)
-                t_start, arrival = book.book(booking, clock)
-                spans.append((t_start, stage, "transfer", item.chunk, item.microbatch, arrival))
-            step.sends_in[to] = max(step.sends_in.get(to, 0), arrival)
-            step.pending_sends[to] -= 1
-            if not step.pending_sends[to] and to in step.sends_done:
-                step.sends_done.pop(to).succeed()
     if step.deferred.get(stage):  # AFTER_BACKWARD: the whole gradients once the stage's last item ended
         if clock > env.now:
             yield env.timeout(clock - env.now)
@@ -274,20 +291,43 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         yield event
     # AFTER_BACKWARD: Megatron-LM's optimizer step follows the embedding group's all-reduce, so all of it waits
     late = update_cycles if sent_update_cycles < 0 or step.deferred_update else min(sent_update_cycles, update_cycles)
-    parts = _update_parts(update_cycles - late, gradient_bytes, bucket_ends)
-    parts.append((max(reduced, step.sends_in.get(stage, 0)), late))
-    waited = [0, 0]  # for buckets, for the weight gradients sent
+    sums = step.sent_reduce.get(stage)  # the collective of the sums of the gradients sent to it (or None)
+    summing = min(max(0, sent_sum_cycles), late) if sums is not None else 0
+    sends_in = step.sends_in.get(stage, 0)
+    own = deque(_update_parts(update_cycles - late, gradient_bytes, bucket_ends))
+    waited = [0, 0]  # for collectives, for the weight gradients sent
     first = None  # the update's span runs from its first part's start to its last part's end
-    for i, (ready, cycles) in enumerate(parts):
-        last = i == len(parts) - 1
-        after_buckets = max(clock, reduced) if last else max(clock, ready)
-        waited[0] += after_buckets - clock
-        start = max(after_buckets, ready)
-        waited[1] += start - after_buckets
-        if first is None and (cycles or last):
+    sums_reduced = 0
+    while own or sums is not None:
+        if sums is not None and (not own or max(clock, own[0][0]) >= sends_in):
+            start = max(clock, sends_in)  # the sums, once their parts are here and the part before is done
+            waited[1] += start - clock
+            if first is None and summing:
+                first = start
+            clock = start + summing
+            if clock > env.now:
+                yield env.timeout(clock - env.now)
+            b_start, sums_reduced = book.book_collective(sums, clock)
+            spans.append((b_start, stage, step.reduce_kind, -1, -1, sums_reduced))
+            sums = None
+            continue
+        ready, cycles = own.popleft()
+        start = max(clock, ready)
+        waited[0] += start - clock
+        if sums is not None and start + cycles > sends_in:  # the sums go as their parts arrive, mid-part
+            own.appendleft((0, start + cycles - sends_in))
+            cycles = sends_in - start
+        if first is None and cycles:
             first = start
         clock = start + cycles
-    spans.append((first, stage, "update", -1, -1, clock))
+    after_buckets = max(clock, reduced)  # the rest: once every bucket, the sends and their sums' reduction
+    waited[0] += after_buckets - clock
+    arrived = max(after_buckets, sends_in)
+    waited[1] += arrived - after_buckets
+    start = max(arrived, sums_reduced)
+    waited[0] += start - arrived
+    clock = start + late - summing
+    spans.append((start if first is None else first, stage, "update", -1, -1, clock))
     step.tail[stage] = (waited[0], waited[1], clock)
     if step.gathers.get(stage):
         if clock > env.now:
@@ -322,7 +362,9 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     parameters all-gathered, in buckets of `bucket_bytes`, after the update (the update's cycles are the
     shard's, as templates measure them). `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
     buckets as the backward pass completes them; AFTER_BACKWARD each chunk's whole gradients after the stage's
-    last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only)."""
+    last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only). Either way
+    the sums of the gradients other stages send a stage (a tied embedding's: sent_sums.py) are reduced in a
+    collective of their own once the sends have arrived and been added, as the task level reduces them."""
     sched = pipeline_schedule(schedule)
     check_work(work, hw, bucket_bytes, zero, reduction)
     p, v, M = work.pipeline_stages, work.virtual_stages, work.microbatches
@@ -333,20 +375,24 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     book = LinkBook()
     reduce_kind = "reduce_scatter" if zero else "allreduce"
     after = reduction == AFTER_BACKWARD
-    buckets = _buckets(work, topo, reduce_kind, None if after else bucket_bytes, book)
+    sent = sent_gradient_bytes(work)  # reduced after the sends, in no bucket (nor, AFTER_BACKWARD, chunk's whole)
+    buckets = _buckets(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
     gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
     plans = _plan(work, order, split, _transfers(work, topo, book), {} if after else buckets,
                   _sender(work, topo, book))
     deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = {}
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
-    step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)])
+    step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)],
+                 sent_reduce=sent_reductions(work, topo, reduce_kind, sent, book))
     for plan in plans:
         for planned in plan:
             for to, _ in planned.update_sends:
                 step.pending_sends[to] = step.pending_sends.get(to, 0) + 1
     stages = [step.env.process(_run_stage(step, s, plans[s], work.stages[s].update_cycles,
-                                          work.stages[s].sent_update_cycles, work.stages[s].gradient_bytes))
+                                          work.stages[s].sent_update_cycles,
+                                          work.stages[s].gradient_bytes - sent.get(s, 0),
+                                          work.stages[s].sent_sum_cycles))
               for s in range(p)]
     step.env.run()
     stuck = [f"stage {s} waits to start {step.waits_for[s]}" for s in range(p) if not stages[s].triggered]
@@ -436,8 +482,9 @@ def _sent_bytes(work: StepWork, c: int, to: int) -> int:
 
 
 def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int | None,
-             book: LinkBook) -> dict[tuple[int, int], list[tuple[int, Booking]]]:
-    """Per (stage, chunk): (bytes, collective of `kind`) of its gradient buckets. A stage's gradient bytes are
+             book: LinkBook, sent: dict[int, int]) -> dict[tuple[int, int], list[tuple[int, Booking]]]:
+    """Per (stage, chunk): (bytes, collective of `kind`) of its gradient buckets. A stage's gradient bytes, less
+    those of the sums of gradients other stages send it (`sent`: sent_sums.py, reduced after them), are
     split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller; None: one
     bucket of the chunk's whole gradients)."""
     p, t, d, v = work.pipeline_stages, work.tensor_parallel, work.data_parallel, work.virtual_stages
@@ -447,8 +494,9 @@ def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int
     for stage in work.stages:
         groups = [[chip + r * p * t for r in range(d)] for chip in stage.chips]
         bookings: dict[int, Booking | None] = {}  # bucket bytes -> its all-reduce (None: no links)
+        own = stage.gradient_bytes - sent.get(stage.stage, 0)
         for j in range(v):
-            nbytes = stage.gradient_bytes // v + (stage.gradient_bytes % v if j == 0 else 0)
+            nbytes = own // v + (own % v if j == 0 else 0)
             cap = bucket_bytes or max(1, nbytes)
             sizes = [cap] * (nbytes // cap) + ([nbytes % cap] if nbytes % cap else [])
             for n in sizes:

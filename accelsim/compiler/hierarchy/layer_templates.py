@@ -233,7 +233,8 @@ def _step_work(small: Graph, leaf_bytes: Mapping[int, int], figures: list, chunk
             update_cycles=sum(f.update_cycles for f in mine), filler_cycles=sum(f.filler_cycles for f in mine),
             gradient_bytes=sum(f.gradient_bytes for f in mine) if options.data_parallel > 1 else 0,
             parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"],
-            sent_update_cycles=sum(f.sent_update_cycles for f in mine)))
+            sent_update_cycles=sum(f.sent_update_cycles for f in mine),
+            sent_sum_cycles=sum(f.sent_sum_cycles for f in mine)))
     chunks = tuple(replace(figures[k].work, chunk=c) for c, k in enumerate(chunk_kind))
     return StepWork(stages=tuple(stages), chunks=chunks, microbatches=options.microbatches,
                     data_parallel=options.data_parallel, tensor_parallel=t, virtual_stages=v)

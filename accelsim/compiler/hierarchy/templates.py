@@ -252,6 +252,9 @@ class ChunkFigures:
     """The leaves its rank-0 chip reads (parameters, optimizer state, inputs)."""
     sent_update_cycles: int = 0
     """The part of update_cycles that waits for weight gradients other chunks send (sent_gradient_updates)."""
+    sent_sum_cycles: int = 0
+    """The part of sent_update_cycles that adds those gradients to this chunk's parts of them (a step-summed
+    gradient's add: planning/step_sums.py)."""
 
 
 def work_of(m: Measured, options: StepOptions) -> StepWork:
@@ -271,7 +274,8 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
             update_cycles=sum(f.update_cycles for f in mine), filler_cycles=sum(f.filler_cycles for f in mine),
             gradient_bytes=sum(f.gradient_bytes for f in mine) if options.data_parallel > 1 else 0,
             parameter_bytes=state_bytes["param"], optimizer_bytes=state_bytes["optimizer_state"],
-            sent_update_cycles=sum(f.sent_update_cycles for f in mine)))
+            sent_update_cycles=sum(f.sent_update_cycles for f in mine),
+            sent_sum_cycles=sum(f.sent_sum_cycles for f in mine)))
     return StepWork(stages=tuple(stages), chunks=tuple(f.work for f in figures), microbatches=options.microbatches,
                     data_parallel=options.data_parallel, tensor_parallel=t, virtual_stages=v)
 
@@ -296,6 +300,7 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             readers.setdefault(d, []).append(task)
     intervals: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (start, end, part index)
     late_spans: dict[int, list[tuple[int, int]]] = {}  # chip -> (start, end) of its work waiting for sends
+    sum_spans: dict[int, list[tuple[int, int]]] = {}  # chip -> (start, end) of its adds of the parts sent to it
     sent: dict[tuple[int, str], int] = {}  # (chip, phase) -> bytes it sends to other chunks' chips
     stash: dict[int, int] = {}  # chip -> bytes of forward values on it that a backward task there reads
     for task, x in zip(plan.tasks, m.timed):
@@ -309,6 +314,8 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             intervals.setdefault(task.chip, []).append((x.start, x.end, PARTS.index(part)))
             if task.node in late and task.node not in filler:
                 late_spans.setdefault(task.chip, []).append((x.start, x.end))
+                if task.node in per_step:
+                    sum_spans.setdefault(task.chip, []).append((x.start, x.end))
         if task.phase == "forward" and any(r.phase == "backward" for r in readers.get(task.id, ())):
             stash[task.out_chip] = stash.get(task.out_chip, 0) + task.out_bytes
     per_chip = {chip: dict(zip(PARTS, attributed_cycles(spans))) for chip, spans in intervals.items()}
@@ -338,15 +345,54 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
                          activation_bytes=max(sent.get((chip, "forward"), 0) for chip in ranks[c]),
                          stash_bytes=max(stash.get(chip, 0) for chip in ranks[c]),
                          backward_bytes=max(sent.get((chip, "backward"), 0) for chip in ranks[c]))
+        sent_update = min(busy(c, "update"), max(busy_cycles(late_spans.get(chip, [])) for chip in ranks[c]))
         figures.append(ChunkFigures(
-            work=work, update_cycles=busy(c, "update"),
-            sent_update_cycles=min(busy(c, "update"), max(busy_cycles(late_spans.get(chip, [])) for chip in ranks[c])),
+            work=work, update_cycles=busy(c, "update"), sent_update_cycles=sent_update,
+            sent_sum_cycles=min(sent_update, max(busy_cycles(sum_spans.get(chip, [])) for chip in ranks[c])),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
     sends = backward_sends(plan, chunk_of_chip, n_chunks, wgrad)  # weight gradients sent back
     handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
     lags = handoffs(plan, m.timed, chunk_of_chip, n_chunks, handed, filler)  # when the neighbour may start
-    summed_on = {plan.stage_of_node[i] for i in summed}  # the chunks whose update_sends are W work
+    summed_on = frozenset(plan.stage_of_node[i] for i in summed)  # the chunks whose update_sends are W work
+    send_lags = update_send_lags(m, chunk_of_chip, handed, intervals, summed_on, summed)
     return [replace(f, work=replace(f.work, input_grad_after=h.backward_after, output_after=h.forward_after,
-                                    update_sends=x.update_sends, sends_after_weight_grad=f.work.chunk in summed_on))
+                                    update_sends=x.update_sends, sends_after_weight_grad=f.work.chunk in summed_on,
+                                    update_send_after=send_lags.get(f.work.chunk, (-1, -1))[0],
+                                    update_send_after_split=send_lags.get(f.work.chunk, (-1, -1))[1]))
             for f, x, h in zip(figures, sends, lags)]
+
+
+def update_send_lags(m: Measured, chunk_of_chip: dict[int, int], handed: frozenset[int],
+                     intervals: dict[int, list[tuple[int, int, int]]], summed_on: frozenset[int],
+                     summed: frozenset[int]) -> dict[int, tuple[int, int]]:
+    """Chunk -> (update_send_after, update_send_after_split) of its weight gradients for earlier chunks
+    (ChunkWork): the busy cycles, attributed as the item's cycles are (`intervals`: chip -> (start, end, PARTS
+    index)), of the item's parts before the last of them is computed, on its busiest rank. A whole backward
+    item is every backward part; split (ZB-H1), the W item's weight gradients for a chunk in `summed_on`, else
+    the B item's parts. A step-summed part (`summed`) is added into its running sum before it is sent: one add
+    more (the last micro-batch's)."""
+    tasks, timed = m.plan.tasks, m.timed
+    b_parts = [PARTS.index("recompute"), PARTS.index("input_grad")]
+    w_part = PARTS.index("weight_grad")
+    lags: dict[int, tuple[int, int]] = {}
+    for task in tasks:
+        if task.kind != TRANSFER or task.phase != "backward" or task.id in handed:
+            continue
+        src = chunk_of_chip[task.chip]
+        if chunk_of_chip[task.out_chip] >= src:
+            continue
+        made = [d for d in task.deps if tasks[d].kind != TRANSFER]
+        produced = max((timed[d].end for d in made), default=timed[task.id].start)
+        before = attributed_cycles([(start, min(end, produced), part)
+                                    for start, end, part in intervals.get(task.chip, ()) if start < produced])
+        added = 0
+        for d in made:
+            node = m.graph.nodes[tasks[d].node]
+            if node.id in summed:
+                added = max(added, min(c for _, _, c in m.costs.add(node.shape, node.dtype, task.chip).options))
+        whole = sum(before[i] for i in b_parts) + before[w_part] + added
+        split = (before[w_part] if src in summed_on else sum(before[i] for i in b_parts)) + added
+        old = lags.get(src, (0, 0))
+        lags[src] = (max(old[0], whole), max(old[1], split))
+    return lags

@@ -43,13 +43,23 @@ class ChunkWork:
     activations it sends (handoffs.py: a chunk cut mid-block sends several tensors, each as it is computed);
     -1: at the pass's end."""
     update_sends: tuple[tuple[int, int], ...] = ()
-    """(destination chunk, bytes) per micro-batch: the part of backward_bytes that is weight gradients of
-    parameters earlier chunks hold (a tied embedding), which only those chunks' stages' updates wait for. The
-    composition sends them once per step, summed over the micro-batches (the same bytes)."""
+    """(destination chunk, bytes) per micro-batch and tensor-parallel rank, as backward_bytes: the part of
+    backward_bytes that is weight gradients of parameters earlier chunks hold (a tied embedding), which only
+    those chunks' stages' updates wait for. The composition sends them once per step, summed over the
+    micro-batches (the same bytes)."""
     sends_after_weight_grad: bool = False
     """The weight gradients of update_sends are computed in the W pass (a tied gradient's part summed over
     the step on this chunk's stage: planning/step_sums.py): a schedule that splits the backward pass (ZB-H1)
     sends them after the chunk's last W item, once they are complete; otherwise after its last B item."""
+    update_send_after: int = -1
+    """Cycles from the start of the backward item that completes the weight gradients of update_sends (the
+    chunk's last) until they are computed (and, summed over the step, added into their sum), under a schedule
+    that runs the backward pass whole: the task level sends them then, not at the pass's end (gpt2-2 on two
+    A100s: the LM head's part of the tied matrix's gradient is computed 458K cycles before its pass ends);
+    -1: at the item's end."""
+    update_send_after_split: int = -1
+    """As update_send_after, into the item that completes them under a schedule that splits the backward pass
+    (ZB-H1): the last W item where sends_after_weight_grad, else the last B item."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +83,10 @@ class StageWork:
     """The part of update_cycles that updates parameters whose gradients other stages send it
     (ChunkWork.update_sends: a tied embedding): only that part waits for the sends, and runs last, as the task
     level updates every other parameter once its own gradient is final; -1: the whole update waits for them."""
+    sent_sum_cycles: int = 0
+    """The part of sent_update_cycles that adds the sent gradients to the stage's own parts of them (once per
+    step, after the sends: planning/step_sums.py); with replicas, the sums are reduced over them between this
+    add and the rest of sent_update_cycles, which updates the parameters from the reduced sums."""
 
 
 @dataclass(frozen=True, slots=True)
