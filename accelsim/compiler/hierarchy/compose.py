@@ -19,13 +19,15 @@ from typing import Callable, Generator
 import simpy
 
 from accelsim.compiler.hierarchy.check import check_work
-from accelsim.compiler.hierarchy.links import Booking, LinkBook, collective_hold, transfer_hold
+from accelsim.compiler.hierarchy.bookings import (bucket_bookings, gather_bookings, gradient_sender, sent_bytes,
+                                                  transfer_bookings)
+from accelsim.compiler.hierarchy.links import Booking, LinkBook
 from accelsim.compiler.hierarchy.schedules import Item, Order, pipeline_schedule
 from accelsim.compiler.hierarchy.sent_sums import sent_gradient_bytes, sent_reductions
 from accelsim.compiler.hierarchy.work import StageSpan, StepWork
 from accelsim.errors import ScheduleError
 from accelsim.hw.spec import HwSpec
-from accelsim.hw.topology import Topology, topology_of
+from accelsim.hw.topology import topology_of
 
 EXPOSED_KINDS: tuple[str, ...] = ("transfer", "allreduce", "reduce_scatter", "all_gather")
 """Communication a step can wait on: pipeline transfers; gradient buckets, all-reduced (zero=0) or
@@ -153,7 +155,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
             gives = transfer = None
             if to is not None:
                 gives = _key(it.kind, m, to, M)
-                transfer = transfers.get((s, to % p, _sent_bytes(work, c, to)))
+                transfer = transfers.get((s, to % p, sent_bytes(work, c, to)))
             mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
             plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after))
         plans.append(plan)
@@ -376,10 +378,10 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     reduce_kind = "reduce_scatter" if zero else "allreduce"
     after = reduction == AFTER_BACKWARD
     sent = sent_gradient_bytes(work)  # reduced after the sends, in no bucket (nor, AFTER_BACKWARD, chunk's whole)
-    buckets = _buckets(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
-    gathers = _gathers(work, topo, bucket_bytes, book) if zero else {}
-    plans = _plan(work, order, split, _transfers(work, topo, book), {} if after else buckets,
-                  _sender(work, topo, book))
+    buckets = bucket_bookings(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
+    gathers = gather_bookings(work, topo, bucket_bytes, book) if zero else {}
+    plans = _plan(work, order, split, transfer_bookings(work, topo, book), {} if after else buckets,
+                  gradient_sender(work, topo, book))
     deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = {}
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
@@ -433,93 +435,6 @@ def _exposed(step: _Step, makespan: int) -> dict[str, int]:
         else:
             index -= 1
     return exposed
-
-
-def _transfers(work: StepWork, topo: Topology | None, book: LinkBook) -> dict[tuple[int, int, int], Booking]:
-    """(from stage, to stage, bytes) -> the booking of every transfer the step makes between two stages' chips
-    (none without bytes or links)."""
-    p, holds = work.pipeline_stages, {}
-    if topo is None:
-        return holds
-    for c in range(len(work.chunks) - 1):
-        for src_chunk, dst_chunk in ((c, c + 1), (c + 1, c)):
-            src, dst, nbytes = src_chunk % p, dst_chunk % p, _sent_bytes(work, src_chunk, dst_chunk)
-            if src == dst or nbytes == 0 or (src, dst, nbytes) in holds:
-                continue
-            hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
-            if hold.links:
-                holds[(src, dst, nbytes)] = book.booking(hold)
-    return holds
-
-
-def _sender(work: StepWork, topo: Topology | None, book: LinkBook) -> Callable[[int, int, int], Booking | None]:
-    """(from stage, to stage, bytes) -> the booking of a weight gradient sent between two stages' chips (None:
-    the same chip, no bytes or no links), each shape booked once."""
-    holds: dict[tuple[int, int, int], Booking | None] = {}
-
-    def send(src: int, dst: int, nbytes: int) -> Booking | None:
-        if (src, dst, nbytes) not in holds:
-            hold = None
-            if topo is not None and src != dst and nbytes:
-                hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
-            holds[(src, dst, nbytes)] = book.booking(hold) if hold is not None and hold.links else None
-        return holds[(src, dst, nbytes)]
-
-    return send
-
-
-def _sent_bytes(work: StepWork, c: int, to: int) -> int:
-    """Bytes chunk `c` sends to its neighbour `to` per micro-batch: its activation forward; backward, the
-    gradients it measured sending (ChunkWork.backward_bytes) less the weight gradients it sends to the stages
-    that update them (ChunkWork.update_sends), else the activation that crossed that boundary forward (the
-    previous chunk's)."""
-    if to > c:
-        return work.chunks[c].activation_bytes
-    chunk = work.chunks[c]
-    if chunk.backward_bytes < 0:
-        return work.chunks[to].activation_bytes
-    return max(0, chunk.backward_bytes - sum(n for _, n in chunk.update_sends))
-
-
-def _buckets(work: StepWork, topo: Topology | None, kind: str, bucket_bytes: int | None,
-             book: LinkBook, sent: dict[int, int]) -> dict[tuple[int, int], list[tuple[int, Booking]]]:
-    """Per (stage, chunk): (bytes, collective of `kind`) of its gradient buckets. A stage's gradient bytes, less
-    those of the sums of gradients other stages send it (`sent`: sent_sums.py, reduced after them), are
-    split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller; None: one
-    bucket of the chunk's whole gradients)."""
-    p, t, d, v = work.pipeline_stages, work.tensor_parallel, work.data_parallel, work.virtual_stages
-    out: dict[tuple[int, int], list[tuple[int, Booking]]] = {}
-    if d == 1 or topo is None:
-        return out
-    for stage in work.stages:
-        groups = [[chip + r * p * t for r in range(d)] for chip in stage.chips]
-        bookings: dict[int, Booking | None] = {}  # bucket bytes -> its all-reduce (None: no links)
-        own = stage.gradient_bytes - sent.get(stage.stage, 0)
-        for j in range(v):
-            nbytes = own // v + (own % v if j == 0 else 0)
-            cap = bucket_bytes or max(1, nbytes)
-            sizes = [cap] * (nbytes // cap) + ([nbytes % cap] if nbytes % cap else [])
-            for n in sizes:
-                if n not in bookings:
-                    hold = collective_hold(topo, kind, groups, n)
-                    bookings[n] = book.booking(hold) if hold.links else None
-            out[(stage.stage, stage.stage + j * p)] = [(n, bookings[n]) for n in sizes if bookings[n] is not None]
-    return out
-
-
-def _gathers(work: StepWork, topo: Topology | None, bucket_bytes: int, book: LinkBook) -> dict[int, list[Booking]]:
-    """Per stage: the all-gathers of its updated parameters (parameter_bytes per rank) over the replicas, in
-    buckets of `bucket_bytes`."""
-    p, t, d = work.pipeline_stages, work.tensor_parallel, work.data_parallel
-    out: dict[int, list[Booking]] = {}
-    if d == 1 or topo is None:
-        return out
-    for stage in work.stages:
-        groups = [[chip + r * p * t for r in range(d)] for chip in stage.chips]
-        n, rest = divmod(stage.parameter_bytes, bucket_bytes)
-        holds = [collective_hold(topo, "all_gather", groups, size) for size in [bucket_bytes] * n + [rest] if size]
-        out[stage.stage] = [book.booking(h) for h in holds if h.links]
-    return out
 
 
 def _peak_stash(work: StepWork, order, split: bool) -> tuple[int, ...]:
