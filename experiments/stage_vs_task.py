@@ -75,6 +75,9 @@ stage-level rows +10,651 cycles (the input gradient's transfer), d=2 p=2 M=1 0.9
 ranks' 1.24 GB) and its sum is reduced over the 8 replicas after stage 0's own buckets (175B: 16.6M cycles,
 ending 35,015,237,642): GPT-3 175B 35,044,938,730 -> 35,015,847,154 cycles (-0.08%), the 1T model
 114,931,427,380 -> 114,829,934,625 (-0.09%).
+The whole gpt2-2 grid after merging h7-agree (`--models gpt2 --layers 2 --p 2 4 --d 1 2 --t 1 2 4 --m 1 4 16`,
+72 rows: a100_x8's 8 chips hold t=4 only at d=1 p=2; 247 CPU s): every row within 3%,
+0.984 (d=2 p=2 t=2 M=16 1F1B) to 1.027 (d=1 p=4 t=2 M=4 1F1B).
 
 Re-measured on a100_x8 (Adam) on h3-agree2, whose kernels now pay the GPU's launch overhead (most of
 transformer_block's nodes cost 14,100 cycles each, so the figures below replace the earlier ones, taken before):
