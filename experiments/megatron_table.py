@@ -51,7 +51,9 @@ Run: python experiments/megatron_table.py [--rows 1.7B,GPT-3 175B] [--layers-per
      [--gradient-reduction after-backward|overlap]
 
 Measured 2026-11-26 with full:1 and the paper's after-backward reduction (`python experiments/megatron_table.py`;
-133 s CPU for the table, 193 MiB max RSS, `/usr/bin/time -v`). `overlap` is the same table with the all-reduce
+133 s CPU for the table, 193 MiB max RSS, `/usr/bin/time -v`; the
+after-backward column re-measured after h7-agree's tied-gradient mend: 131 s CPU, 195 MiB; 39.1B, 310.1B, 529.6B
+and 175B moved by 0.2 TFLOP/s or less). `overlap` is the same table with the all-reduce
 in buckets beside the backward pass (the table's figures before the option existed; full:1, NCCL-rate links,
 tensor-parallel all-reduces holding the GPU's stream):
   row          layers      paper  accelsim  ratio  bubble  recomp  DP tail  overlap
@@ -59,17 +61,17 @@ tensor-parallel all-reduces holding the GPU's stream):
   3.6B         8 of 30       138     137.7  0.998    2.5%    0.89     2.5%    1.02
   7.5B         8 of 36       142     140.5  0.990    4.7%    0.89     4.7%    1.03
   18.4B        8 of 40       135     135.0  1.000    4.3%    0.90     4.3%    1.04
-  39.1B       16 of 48       138     142.5  1.032    9.6%    0.94     3.1%    1.06
+  39.1B       16 of 48       138     142.3  1.031    9.7%    0.94     3.1%    1.06
   76.1B        whole         140     157.1  1.122    6.6%    0.96     2.9%    1.153
   145.6B       whole         148     162.0  1.095    8.4%    0.97     1.7%    1.11
-  310.1B       whole         155     174.7  1.127    7.5%    0.97     1.2%    1.14
-  529.6B       whole         163     182.9  1.122    8.8%    0.98     0.7%    1.13
+  310.1B       whole         155     174.9  1.128    7.4%    0.97     1.2%    1.14
+  529.6B       whole         163     183.1  1.123    8.7%    0.98     0.7%    1.13
   1T           whole         163     180.3  1.106   13.2%    0.98     0.3%    1.11
-  GPT-3 175B   whole         140     158.4  1.131    6.8%    0.97     0.8%    1.14
+  GPT-3 175B   whole         140     158.5  1.132    6.8%    0.97     0.8%    1.14
   (Tensor Cores at 245-261 TFLOP/s in the cost model; `DP tail` equals `whole` on every row: nothing hides the
   all-reduce after the backward pass; the bubble column now counts the chips' wait for it, besides the pipeline
   bubble; pipeline transfers exposed 0.1% or less.)
-  Within 15%: 11 of 11 rows (0.990-1.131).
+  Within 15%: 11 of 11 rows (0.990-1.132).
 Each row's remaining difference, from the breakdown:
 - 1.7B (1.066; t = 1, fused, M = 1): no tensor-parallel communication, and its DP tail (1.6%) is now in the
   step, so what remains is kernels: no dropout (Megatron-LM's default 0.1 on the attention probabilities and
@@ -79,14 +81,14 @@ Each row's remaining difference, from the breakdown:
 - 3.6B, 7.5B, 18.4B (0.990-1.000; t = 2, 4, 8, p = 1, d = 32 over HDR, the largest DP tails: 2.5-4.7%): as 1.7B
   (no dropout: accelsim faster), less the unfused elementwise kernels of the tensor-parallel graphs (slower
   than Megatron's fused ones: accelsim slower); the two about cancel here.
-- 39.1B to 1T and GPT-3 175B (1.032-1.131; t = 8, p = 2-64): the bubbles are near (p - 1) / (v M) plus the DP
+- 39.1B to 1T and GPT-3 175B (1.031-1.132; t = 8, p = 2-64): the bubbles are near (p - 1) / (v M) plus the DP
   tail (0.3-3.1%), and recomputation re-runs 0.94-0.98 of the forward (the rest is the LM head and loss, which
   Megatron does not recompute either), so what remains is in the chunks' busy time: no dropout (on attention
   probabilities of b a/t s^2 elements a layer, the largest elementwise tensors of the step), and Megatron's
   pipeline sends, which its p2p code waits for (megatron/p2p_communication.py: batch_isend_irecv, req.wait(),
   then torch.cuda.synchronize() "to protect against race condition"; accelsim overlaps them: 'transfer' 0.1% or
-  less). Interleaving (v = 2-3) multiplies the sends by v: the rows with v > 1 are 1.095-1.131, the pipelined
-  rows with v = 1 are 1.032 (39.1B, p = 2) and 1.106 (1T, p = 64).
+  less). Interleaving (v = 2-3) multiplies the sends by v: the rows with v > 1 are 1.095-1.132, the pipelined
+  rows with v = 1 are 1.031 (39.1B, p = 2) and 1.106 (1T, p = 64).
 - 76.1B (1.122, was 1.153 overlapped): the row with most gradient bytes per GPU (2.4 B parameters per GPU at
   d = 32); its DP tail (2.9%) is now paid as the paper's code paid it. It remains among the highest by its
   sends (v = 3, micro-batch 2), the synchronous sends and dropout not being measured.
