@@ -91,11 +91,18 @@ def test_static_replay_across_pipeline_stages_and_replicas_equals_the_compiled_s
     assert [(s.start, s.end) for s in result.spans] == [(t.start, t.end) for t in sched.tasks]
 
 
-def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
+@pytest.fixture(scope="module")
+def superres_inference_8():
+    """Superres inference, 8 micro-batches on bespoke_superres, compiled and replayed once for the tests
+    that read it: (hardware, schedule, static replay)."""
     bespoke = A.load_hw("bespoke_superres")
-    g = inference_graph(A.models.build("superres"))
-    sched = A.compile(g, bespoke, microbatches=8)
-    static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic")
+    sched = A.compile(inference_graph(A.models.build("superres")), bespoke, microbatches=8)
+    return bespoke, sched, simulate(sched, bespoke)
+
+
+def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it(superres_inference_8):
+    bespoke, sched, static = superres_inference_8
+    dynamic = simulate(sched, bespoke, "dynamic")
     assert dynamic.makespan_cycles > static.makespan_cycles
     # training 4 micro-batches, the work queue starts more than fit in SRAM and pays for DRAM spills
     g = A.training_graph(A.models.build("superres"))
@@ -112,9 +119,8 @@ def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
     assert simulate(sched, cpu, "dynamic").makespan_cycles == simulate(sched, cpu).makespan_cycles
 
 
-def test_littles_law_holds_in_the_simulated_pipeline():
-    hw = A.load_hw("bespoke_superres")
-    result = simulate(A.compile(inference_graph(A.models.build("superres")), hw, microbatches=8), hw)
+def test_littles_law_holds_in_the_simulated_pipeline(superres_inference_8):
+    _, _, result = superres_inference_8
     law = result.littles_law()
     assert law["in_flight"] == pytest.approx(law["throughput_per_cycle"] * law["latency_cycles"], rel=0.01)
     assert law["in_flight"] > 1.5  # inputs really overlap in the pipeline
