@@ -17,6 +17,7 @@ from accelsim.execute import check
 from accelsim.models.sizes import SMALL, TINY
 from accelsim.passes import inference_graph
 from accelsim.compiler.timing import list_sched
+from accelsim.schedule.plan import graph_hash
 
 HWCONFIGS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "hwconfigs").glob("*.yaml"))
 BACKEND = "numba"
@@ -37,11 +38,12 @@ _REFERENCES: dict[tuple, dict] = {}
 def shared_references(monkeypatch):
     """check's numpy and float64 references are a function of the graph, the step's micro-batches and replicas
     and the dtype (execute/check.py: `reference`), not of the hardware: the hardware cases of one model
-    compute them once. Keyed by the cached graph itself, which stays alive (an id is never reused)."""
+    compute them once. Keyed by the graph's hash (what a schedule names its graph by), so a graph that
+    changed would get its own."""
     real = check_module.reference
 
     def once(schedule, graph, dtype=None):
-        key = (id(graph), schedule.options.microbatches, schedule.options.data_parallel, dtype)
+        key = (graph_hash(graph), schedule.options.microbatches, schedule.options.data_parallel, dtype)
         if key not in _REFERENCES:
             _REFERENCES[key] = real(schedule, graph, dtype)
         return _REFERENCES[key]
