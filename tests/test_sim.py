@@ -72,12 +72,28 @@ REPLAY_CASES = [(hw_name, model) for hw_name in HWCONFIGS for model in ("mlp", "
                 if hw_name != "bespoke_superres"] + [("bespoke_superres", "superres")]
 
 
+@pytest.fixture(scope="module")
+def small_training_step():
+    """(hardware, schedule) of a SMALL model's training step on a shipped hardware config, compiled once per
+    (hardware, model, step options) for the tests of this file that read the same step (they only read it)."""
+    steps: dict[tuple, tuple] = {}
+
+    def step(hw_name: str, model: str, **options):
+        key = (hw_name, model, tuple(sorted(options.items())))
+        if key not in steps:
+            hw = A.load_hw(hw_name)
+            steps[key] = hw, A.compile(A.training_graph(A.models.build(model, **SMALL[model])), hw, **options)
+        return steps[key]
+
+    return step
+
+
 @pytest.mark.parametrize("options", [{"microbatches": 3}, {"microbatches": 2, "data_parallel": 2}],
                          ids=["m3", "m2d2"])
 @pytest.mark.parametrize("hw_name, model", REPLAY_CASES)
-def test_static_replay_with_shared_ports_equals_the_compiled_training_step(hw_name, model, options):
-    hw = A.load_hw(hw_name)
-    sched = A.compile(A.training_graph(A.models.build(model, **SMALL[model])), hw, **options)
+def test_static_replay_with_shared_ports_equals_the_compiled_training_step(hw_name, model, options,
+                                                                           small_training_step):
+    hw, sched = small_training_step(hw_name, model, **options)
     result = simulate(sched, hw)
     assert [(s.start, s.end) for s in result.spans] == [(t.start, t.end) for t in sched.tasks]
 
@@ -179,9 +195,8 @@ def test_energy_is_the_sum_over_the_tasks_that_ran_and_none_without_energy_figur
 
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
-def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(mode):
-    hw = A.load_hw("groq_like_x4")
-    sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, pipeline_stages=2)
+def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(mode, small_training_step):
+    hw, sched = small_training_step("groq_like_x4", "mlp", microbatches=2, pipeline_stages=2)
     transfers = [t for t in sched.tasks if TASK_KINDS[t.kind].holds is Holds.LINK]
     assert transfers
     result = simulate(sched, hw, mode)
@@ -192,10 +207,9 @@ def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(m
         assert result.port_bytes[link] == moved and result.port_bandwidth[link] > 0
 
 
-def test_the_dynamic_runtime_needs_nothing_but_the_schedule_and_the_hardware():
+def test_the_dynamic_runtime_needs_nothing_but_the_schedule_and_the_hardware(small_training_step):
     """No graph is rebuilt: a schedule without its source runs, with every task's span."""
-    hw = A.load_hw("groq_like_x4")
-    sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, data_parallel=2)
+    hw, sched = small_training_step("groq_like_x4", "mlp", microbatches=2, data_parallel=2)
     result = simulate(sched.model_copy(update={"source": None}), hw, "dynamic")
     assert sorted(s.task for s in result.spans) == [t.id for t in sched.tasks]
     reduced = [s for s in result.spans if TASK_KINDS[s.kind].together]
