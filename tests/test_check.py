@@ -1,4 +1,5 @@
 """Compiled schedules executed on real numbers (through their memory placements) match the reference."""
+import functools
 import json
 import math
 import os
@@ -16,16 +17,44 @@ from accelsim.execute import check
 from accelsim.models.sizes import SMALL, TINY
 from accelsim.passes import inference_graph
 from accelsim.compiler.timing import list_sched
+from accelsim.schedule.plan import graph_hash
 
 HWCONFIGS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "hwconfigs").glob("*.yaml"))
 BACKEND = "numba"
 CASES = [(hw, m) for hw in HWCONFIGS for m in SMALL if hw != "bespoke_superres" or m == "superres"]
+check_module = sys.modules["accelsim.execute.check"]  # the package re-exports the function by that name
+
+
+@functools.cache
+def _small_training_graph(model: str) -> A.Graph:
+    """One training graph per model for every hardware's case: compiling reads a graph and never changes it."""
+    return A.training_graph(A.models.build(model, **SMALL[model]), optimizer="momentum", lr=0.05)
+
+
+_REFERENCES: dict[tuple, dict] = {}
+
+
+@pytest.fixture
+def shared_references(monkeypatch):
+    """check's numpy and float64 references are a function of the graph, the step's micro-batches and replicas
+    and the dtype (execute/check.py: `reference`), not of the hardware: the hardware cases of one model
+    compute them once. Keyed by the graph's hash (what a schedule names its graph by), so a graph that
+    changed would get its own."""
+    real = check_module.reference
+
+    def once(schedule, graph, dtype=None):
+        key = (graph_hash(graph), schedule.options.microbatches, schedule.options.data_parallel, dtype)
+        if key not in _REFERENCES:
+            _REFERENCES[key] = real(schedule, graph, dtype)
+        return _REFERENCES[key]
+
+    monkeypatch.setattr(check_module, "reference", once)
 
 
 @pytest.mark.parametrize("hw_name, model", CASES)
-def test_training_step_with_microbatches_and_replicas_matches_the_reference(hw_name, model):
+def test_training_step_with_microbatches_and_replicas_matches_the_reference(hw_name, model, shared_references):
     hw = A.load_hw(hw_name)
-    graph = A.training_graph(A.models.build(model, **SMALL[model]), optimizer="momentum", lr=0.05)
+    graph = _small_training_graph(model)
     sched = A.compile(graph, hw, microbatches=2, data_parallel=2)
     report = check(sched, BACKEND, graph=graph, hw=hw)
     assert report.passed, [e for e in report.entries if not e.passed] or report.corruptions
@@ -163,7 +192,6 @@ def test_a_nan_leaf_fails_the_check_because_the_reference_is_non_finite():
 
 def test_a_missing_value_fails_the_check_instead_of_being_skipped(monkeypatch):
     """An executed step that never produced a tensor must not pass by having nothing to compare."""
-    check_module = sys.modules["accelsim.execute.check"]  # the package re-exports the function by that name
     real = check_module.execute
 
     def forgets_the_logits(*args):

@@ -8,13 +8,14 @@ import os
 import pytest
 
 import accelsim as A
-from accelsim.cli import main
+from accelsim.cli import main, sched_cmds
 from accelsim.cost.systolic import gemm_cycles
 from accelsim.layer_names import layer_names
 from accelsim.per_layer import build_layer_report, layer_report
 from accelsim.per_layer_io import ReportPathError, report_text, write_layer_report
 from accelsim.ops.registry import get_op
 from accelsim.report import run_summary
+from accelsim.schedule.plan import graph_hash, hw_hash
 from accelsim.viz import plot_timeline, write_perfetto
 
 RESNET = {"width": 4, "size": 32}
@@ -97,8 +98,28 @@ def test_trace_and_timeline_name_spans_by_layer(step, tmp_path):
         write_perfetto(result, tmp_path / "t.json", layers=["a", "b"])
 
 
-def test_cli_report_csv_and_json_round_trip(step, tmp_path, capsys):
-    _, _, _, _, report = step
+def _compile_each_step_once(monkeypatch) -> list:
+    """Let `accelsim run` compile a step (same graph, hardware, options and limits) once per test: the second
+    run reuses the first's schedule. Returns the log of (graph hash, reused) per call."""
+    compiled, log = {}, []
+    real = sched_cmds.compile_schedule
+
+    def once(graph, hw, options, **kwargs):
+        key = (graph_hash(graph), hw_hash(hw), options, repr(sorted(kwargs.items())))
+        log.append((key[0], key in compiled))
+        if key not in compiled:
+            compiled[key] = real(graph, hw, options, **kwargs)
+        return compiled[key]
+
+    monkeypatch.setattr(sched_cmds, "compile_schedule", once)
+    return log
+
+
+def test_cli_report_csv_and_json_round_trip(step, tmp_path, capsys, monkeypatch):
+    """The CSV run (simulated) and the JSON run (--no-sim) compile the same step: the JSON run reuses the
+    CSV run's schedule, whose report the CSV rows already matched against the library's."""
+    schedule, _, _, _, report = step
+    compiles = _compile_each_step_once(monkeypatch)
     out = tmp_path / "rep"
     assert main(["run", *RESNET_ARGS, "--out", str(tmp_path / "plots"), "--report", str(out / "r.csv")]) == 0
     printed = capsys.readouterr().out
@@ -114,6 +135,7 @@ def test_cli_report_csv_and_json_round_trip(step, tmp_path, capsys):
     compiled = layer_report(*step[:3])
     assert data == json.loads(report_text(compiled, ".json"))
     assert data["layers"][0]["nodes"][0]["node"] == compiled.layers[0].nodes[0].node
+    assert compiles == [(schedule.graph_hash, False), (schedule.graph_hash, True)]
 
 
 @pytest.mark.parametrize("where, match", [

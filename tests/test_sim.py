@@ -72,12 +72,28 @@ REPLAY_CASES = [(hw_name, model) for hw_name in HWCONFIGS for model in ("mlp", "
                 if hw_name != "bespoke_superres"] + [("bespoke_superres", "superres")]
 
 
+@pytest.fixture(scope="module")
+def small_training_step():
+    """(hardware, schedule) of a SMALL model's training step on a shipped hardware config, compiled once per
+    (hardware, model, step options) for the tests of this file that read the same step (they only read it)."""
+    steps: dict[tuple, tuple] = {}
+
+    def step(hw_name: str, model: str, **options):
+        key = (hw_name, model, tuple(sorted(options.items())))
+        if key not in steps:
+            hw = A.load_hw(hw_name)
+            steps[key] = hw, A.compile(A.training_graph(A.models.build(model, **SMALL[model])), hw, **options)
+        return steps[key]
+
+    return step
+
+
 @pytest.mark.parametrize("options", [{"microbatches": 3}, {"microbatches": 2, "data_parallel": 2}],
                          ids=["m3", "m2d2"])
 @pytest.mark.parametrize("hw_name, model", REPLAY_CASES)
-def test_static_replay_with_shared_ports_equals_the_compiled_training_step(hw_name, model, options):
-    hw = A.load_hw(hw_name)
-    sched = A.compile(A.training_graph(A.models.build(model, **SMALL[model])), hw, **options)
+def test_static_replay_with_shared_ports_equals_the_compiled_training_step(hw_name, model, options,
+                                                                           small_training_step):
+    hw, sched = small_training_step(hw_name, model, **options)
     result = simulate(sched, hw)
     assert [(s.start, s.end) for s in result.spans] == [(t.start, t.end) for t in sched.tasks]
 
@@ -91,11 +107,18 @@ def test_static_replay_across_pipeline_stages_and_replicas_equals_the_compiled_s
     assert [(s.start, s.end) for s in result.spans] == [(t.start, t.end) for t in sched.tasks]
 
 
-def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
+@pytest.fixture(scope="module")
+def superres_inference_8():
+    """Superres inference, 8 micro-batches on bespoke_superres, compiled and replayed once for the tests
+    that read it: (hardware, schedule, static replay)."""
     bespoke = A.load_hw("bespoke_superres")
-    g = inference_graph(A.models.build("superres"))
-    sched = A.compile(g, bespoke, microbatches=8)
-    static, dynamic = simulate(sched, bespoke), simulate(sched, bespoke, "dynamic")
+    sched = A.compile(inference_graph(A.models.build("superres")), bespoke, microbatches=8)
+    return bespoke, sched, simulate(sched, bespoke)
+
+
+def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it(superres_inference_8):
+    bespoke, sched, static = superres_inference_8
+    dynamic = simulate(sched, bespoke, "dynamic")
     assert dynamic.makespan_cycles > static.makespan_cycles
     # training 4 micro-batches, the work queue starts more than fit in SRAM and pays for DRAM spills
     g = A.training_graph(A.models.build("superres"))
@@ -112,9 +135,8 @@ def test_the_dynamic_work_queue_loses_to_the_static_schedule_or_ties_it():
     assert simulate(sched, cpu, "dynamic").makespan_cycles == simulate(sched, cpu).makespan_cycles
 
 
-def test_littles_law_holds_in_the_simulated_pipeline():
-    hw = A.load_hw("bespoke_superres")
-    result = simulate(A.compile(inference_graph(A.models.build("superres")), hw, microbatches=8), hw)
+def test_littles_law_holds_in_the_simulated_pipeline(superres_inference_8):
+    _, _, result = superres_inference_8
     law = result.littles_law()
     assert law["in_flight"] == pytest.approx(law["throughput_per_cycle"] * law["latency_cycles"], rel=0.01)
     assert law["in_flight"] > 1.5  # inputs really overlap in the pipeline
@@ -173,9 +195,8 @@ def test_energy_is_the_sum_over_the_tasks_that_ran_and_none_without_energy_figur
 
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
-def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(mode):
-    hw = A.load_hw("groq_like_x4")
-    sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, pipeline_stages=2)
+def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(mode, small_training_step):
+    hw, sched = small_training_step("groq_like_x4", "mlp", microbatches=2, pipeline_stages=2)
     transfers = [t for t in sched.tasks if TASK_KINDS[t.kind].holds is Holds.LINK]
     assert transfers
     result = simulate(sched, hw, mode)
@@ -186,10 +207,9 @@ def test_transfers_run_on_their_link_shown_as_link_src_dst_and_count_its_bytes(m
         assert result.port_bytes[link] == moved and result.port_bandwidth[link] > 0
 
 
-def test_the_dynamic_runtime_needs_nothing_but_the_schedule_and_the_hardware():
+def test_the_dynamic_runtime_needs_nothing_but_the_schedule_and_the_hardware(small_training_step):
     """No graph is rebuilt: a schedule without its source runs, with every task's span."""
-    hw = A.load_hw("groq_like_x4")
-    sched = A.compile(A.training_graph(A.models.build("mlp", **SMALL["mlp"])), hw, microbatches=2, data_parallel=2)
+    hw, sched = small_training_step("groq_like_x4", "mlp", microbatches=2, data_parallel=2)
     result = simulate(sched.model_copy(update={"source": None}), hw, "dynamic")
     assert sorted(s.task for s in result.spans) == [t.id for t in sched.tasks]
     reduced = [s for s in result.spans if TASK_KINDS[s.kind].together]
