@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelsim.compiler.planning.tasks import Plan
+from accelsim.compiler.planning.tasks import Plan, TaskSpec
 
 TRANSFER = "transfer"
 
@@ -31,20 +31,20 @@ class BackwardSends:
         return sum(n for _, n in self.update_sends)
 
 
-def backward_sends(plan: Plan, chunk_of_chip: dict[int, int], n_chunks: int,
-                   weight_grad: frozenset[int]) -> list[BackwardSends]:
-    """Per chunk (0 .. n_chunks - 1), its BackwardSends in the measured plan (`weight_grad`: the
-    weight-gradient nodes, templates.weight_grad_nodes). A backward transfer to an earlier chunk carries a
-    weight gradient when every task reading it there is an update or computes a weight-gradient node
-    (input_grad_transfers are the others)."""
-    handed = input_grad_transfers(plan, chunk_of_chip, weight_grad)
+def update_send_tasks(plan: Plan, chunk_of_chip: dict[int, int], handed: frozenset[int]) -> list[TaskSpec]:
+    """The backward transfers to an earlier chunk that carry a weight gradient to the stage updating it: every
+    such transfer but the input gradients (`handed`: input_grad_transfers)."""
+    return [task for task in plan.tasks if task.kind == TRANSFER and task.phase == "backward"
+            and task.id not in handed and chunk_of_chip[task.out_chip] < chunk_of_chip[task.chip]]
+
+
+def backward_sends(sends: list[TaskSpec], chunk_of_chip: dict[int, int], n_chunks: int) -> list[BackwardSends]:
+    """Per chunk (0 .. n_chunks - 1), its BackwardSends from its weight-gradient transfers in the measured plan
+    (`sends`: update_send_tasks)."""
     per_chip: dict[tuple[int, int], int] = {}  # (source chip, destination chunk) -> bytes
-    for task in plan.tasks:
-        if task.kind != TRANSFER or task.phase != "backward" or task.id in handed:
-            continue
-        dst = chunk_of_chip[task.out_chip]
-        if dst < chunk_of_chip[task.chip]:
-            per_chip[(task.chip, dst)] = per_chip.get((task.chip, dst), 0) + task.out_bytes
+    for task in sends:
+        key = (task.chip, chunk_of_chip[task.out_chip])
+        per_chip[key] = per_chip.get(key, 0) + task.out_bytes
     updates: list[dict[int, int]] = [{} for _ in range(n_chunks)]
     for (chip, dst), nbytes in per_chip.items():
         src = chunk_of_chip[chip]

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_grad_transfers
+from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_grad_transfers, update_send_tasks
 from accelsim.compiler.hierarchy.handoffs import handoffs
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
 from accelsim.compiler.planning.chip_map import chip_map
@@ -351,11 +351,12 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             sent_sum_cycles=min(sent_update, max(busy_cycles(sum_spans.get(chip, [])) for chip in ranks[c])),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
-    sends = backward_sends(plan, chunk_of_chip, n_chunks, wgrad)  # weight gradients sent back
     handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
+    update_sends = update_send_tasks(plan, chunk_of_chip, handed)  # weight gradients sent back
+    sends = backward_sends(update_sends, chunk_of_chip, n_chunks)
     lags = handoffs(plan, m.timed, chunk_of_chip, n_chunks, handed, filler)  # when the neighbour may start
     summed_on = frozenset(plan.stage_of_node[i] for i in summed)  # the chunks whose update_sends are W work
-    send_lags = update_send_lags(m, chunk_of_chip, handed, intervals, summed_on, summed)
+    send_lags = update_send_lags(m, chunk_of_chip, update_sends, intervals, summed_on, summed)
     return [replace(f, work=replace(f.work, input_grad_after=h.backward_after, output_after=h.forward_after,
                                     update_sends=x.update_sends, sends_after_weight_grad=f.work.chunk in summed_on,
                                     update_send_after=send_lags.get(f.work.chunk, (-1, -1))[0],
@@ -363,11 +364,11 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
             for f, x, h in zip(figures, sends, lags)]
 
 
-def update_send_lags(m: Measured, chunk_of_chip: dict[int, int], handed: frozenset[int],
+def update_send_lags(m: Measured, chunk_of_chip: dict[int, int], sends: list[TaskSpec],
                      intervals: dict[int, list[tuple[int, int, int]]], summed_on: frozenset[int],
                      summed: frozenset[int]) -> dict[int, tuple[int, int]]:
     """Chunk -> (update_send_after, update_send_after_split) of its weight gradients for earlier chunks
-    (ChunkWork): the busy cycles, attributed as the item's cycles are (`intervals`: chip -> (start, end, PARTS
+    (ChunkWork), from `sends` (backward_sends.update_send_tasks): the busy cycles, attributed as the item's cycles are (`intervals`: chip -> (start, end, PARTS
     index)), of the item's parts before the last of them is computed, on its busiest rank. A whole backward
     item is every backward part; split (ZB-H1), the W item's weight gradients for a chunk in `summed_on`, else
     the B item's parts. A step-summed part (`summed`) is added into its running sum before it is sent: one add
@@ -376,12 +377,8 @@ def update_send_lags(m: Measured, chunk_of_chip: dict[int, int], handed: frozens
     b_parts = [PARTS.index("recompute"), PARTS.index("input_grad")]
     w_part = PARTS.index("weight_grad")
     lags: dict[int, tuple[int, int]] = {}
-    for task in tasks:
-        if task.kind != TRANSFER or task.phase != "backward" or task.id in handed:
-            continue
+    for task in sends:
         src = chunk_of_chip[task.chip]
-        if chunk_of_chip[task.out_chip] >= src:
-            continue
         made = [d for d in task.deps if tasks[d].kind != TRANSFER]
         produced = max((timed[d].end for d in made), default=timed[task.id].start)
         before = attributed_cycles([(start, min(end, produced), part)
