@@ -64,12 +64,12 @@ def bucket_bookings(work: StepWork, topo: Topology | None, kind: str, bucket_byt
     those of the sums of gradients other stages send it (`sent`: sent_sums.py, reduced after them), are
     split evenly over its v chunks, each cut into buckets of `bucket_bytes` (the last one smaller; None: one
     bucket of the chunk's whole gradients)."""
-    p, t, d, v = work.pipeline_stages, work.tensor_parallel, work.data_parallel, work.virtual_stages
+    p, d, v = work.pipeline_stages, work.data_parallel, work.virtual_stages
     out: dict[tuple[int, int], list[tuple[int, Booking]]] = {}
     if d == 1 or topo is None:
         return out
     for stage in work.stages:
-        groups = [[chip + r * p * t for r in range(d)] for chip in stage.chips]
+        groups = work.replica_groups(stage.stage)
         bookings: dict[int, Booking | None] = {}  # bucket bytes -> its all-reduce (None: no links)
         own = stage.gradient_bytes - sent.get(stage.stage, 0)
         for j in range(v):
@@ -87,12 +87,11 @@ def bucket_bookings(work: StepWork, topo: Topology | None, kind: str, bucket_byt
 def gather_bookings(work: StepWork, topo: Topology | None, bucket_bytes: int, book: LinkBook) -> dict[int, list[Booking]]:
     """Per stage: the all-gathers of its updated parameters (parameter_bytes per rank) over the replicas, in
     buckets of `bucket_bytes`."""
-    p, t, d = work.pipeline_stages, work.tensor_parallel, work.data_parallel
     out: dict[int, list[Booking]] = {}
-    if d == 1 or topo is None:
+    if work.data_parallel == 1 or topo is None:
         return out
     for stage in work.stages:
-        groups = [[chip + r * p * t for r in range(d)] for chip in stage.chips]
+        groups = work.replica_groups(stage.stage)
         n, rest = divmod(stage.parameter_bytes, bucket_bytes)
         holds = [collective_hold(topo, "all_gather", groups, size) for size in [bucket_bytes] * n + [rest] if size]
         out[stage.stage] = [book.booking(h) for h in holds if h.links]

@@ -31,12 +31,11 @@ def sent_reductions(work: StepWork, topo: Topology | None, kind: str, sent: dict
                     ) -> dict[int, Booking]:
     """Stage -> the collective (of `kind`: allreduce, or reduce_scatter under ZeRO) over the replicas of its
     `sent` gradient bytes (sent_gradient_bytes); none without links."""
-    p, t, d = work.pipeline_stages, work.tensor_parallel, work.data_parallel
     out: dict[int, Booking] = {}
     if topo is None:
         return out
     for s, nbytes in sorted(sent.items()):
-        groups = [[chip + r * p * t for r in range(d)] for chip in work.stages[s].chips]
+        groups = work.replica_groups(s)
         hold = collective_hold(topo, kind, groups, nbytes)
         if hold.links:
             out[s] = book.booking(hold)

@@ -104,6 +104,12 @@ class StepWork:
     def pipeline_stages(self) -> int:
         return len(self.stages)
 
+    def replica_groups(self, stage: int) -> list[list[int]]:
+        """Per chip of `stage` (one per tensor-parallel rank), its chip in every replica (StageWork.chips: replica r
+        adds r * p * t): the groups a data-parallel collective of that stage spans."""
+        step = self.pipeline_stages * self.tensor_parallel
+        return [[chip + r * step for r in range(self.data_parallel)] for chip in self.stages[stage].chips]
+
 
 @dataclass(frozen=True, slots=True)
 class StageSpan:
