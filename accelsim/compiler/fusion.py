@@ -126,10 +126,11 @@ def _per_chain(graph: Graph, schedule: Schedule) -> tuple[Graph | None, str, tup
     if not chains:
         return None, "it records no chains fused (options.fusion_chains)", ()
     try:
-        fusion_passes(graph, chains)
+        passes = fusion_passes(graph, chains)
     except ScheduleError as e:
         return None, str(e), ()
-    return _matching(schedule, lambda staged: fused_by(graph, None, fusion_passes(graph, chains, staged)),
+    return _matching(schedule, lambda staged: fused_by(graph, None, passes if staged else
+                                                       fusion_passes(graph, chains, stage_weights=False)),
                      f"fusing its chains {list(chains)}")
 
 
@@ -203,8 +204,9 @@ def _fused_chains(graph: Graph, hw: HwSpec, chosen: tuple[tuple[int, int], ...],
     """The step with the chains of `chosen` ((anchor, tile count) pairs) fused, recording the choice: the tile
     count when it is one pass over every chain, else auto with the pairs."""
     passes = fusion_passes(graph, chosen)
-    schedule = _compile_fused(lambda staged: fused_by(graph, hw, fusion_passes(graph, chosen, staged)), options,
-                              compile_step, f"fusion_chains {list(chosen)}", "")
+    schedule = _compile_fused(lambda staged: fused_by(graph, hw, passes if staged else
+                                                      fusion_passes(graph, chosen, stage_weights=False)),
+                              options, compile_step, f"fusion_chains {list(chosen)}", "")
     if len(passes) == 1 and passes[0].only is None:
         return _recorded(schedule, chosen[0][1])
     return schedule.model_copy(update={"options": schedule.options.model_copy(
