@@ -331,6 +331,18 @@ def test_peak_stash_bytes_follow_each_schedules_in_flight_count(hw8):
     (lambda w: dataclasses.replace(w, data_parallel=8), ["needs d * p * t", "16 chips", "has 8"]),
     (lambda w: dataclasses.replace(w, stages=(dataclasses.replace(w.stages[0], chips=(1,)),) + w.stages[1:]),
      ["stages[1].chips holds chip 1, already a chip of stages[0]"]),
+    (lambda w: dataclasses.replace(w, chunks=(dataclasses.replace(w.chunks[0], update_send_after=-2),) + w.chunks[1:]),
+     ["chunks[0].update_send_after", "got -2", "at least -1"]),
+    (lambda w: dataclasses.replace(w, chunks=(dataclasses.replace(w.chunks[0], update_send_after_split=float("nan")),)
+                                   + w.chunks[1:]),
+     ["chunks[0].update_send_after_split", "got nan"]),
+    (lambda w: dataclasses.replace(w, chunks=(dataclasses.replace(w.chunks[0], update_send_after=True),) + w.chunks[1:]),
+     ["chunks[0].update_send_after", "got True"]),
+    (lambda w: dataclasses.replace(w, stages=(dataclasses.replace(w.stages[0], sent_sum_cycles=-1),) + w.stages[1:]),
+     ["stages[0].sent_sum_cycles", "got -1", "non-negative"]),
+    (lambda w: dataclasses.replace(w, stages=(dataclasses.replace(w.stages[0], sent_sum_cycles=2**80 + 0.5),)
+                                   + w.stages[1:]),
+     ["stages[0].sent_sum_cycles", "non-negative integer"]),
 ])
 def test_bad_work_is_refused_naming_the_field_and_value(change, words, hw8):
     with pytest.raises(ScheduleError) as err:
