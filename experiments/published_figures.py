@@ -211,6 +211,11 @@ def _tpu_split_note(splits: dict, papers: dict) -> None:
         print(f"    {name:5s} stream {split.stream:4.0%} ({active + stall + shift:4.1f}%)   idle behind vector work "
               f"{split.raw_wait:3.0%} ({non_matrix:4.1f}%; RAW {TPU_RAW_STALLS[name]:4.1f}%)   shift 0% "
               f"({shift:4.1f}%)   drain <= {drain:4.1%}   activation {vector:3.0%}")
+    per_product = 2 * 96 * 600 * 600 / 18e-6 / 1e12  # Section 7: LSTM1's 600x600 matrix "for a total of 18 us"
+    print(f"  Section 7's own figure for LSTM1, 18 us for a 600x600 matrix (9 tile steps) at its batch of 96, is "
+          f"2 x 96 x 600^2 / 18 us = {per_product:.2f} TOPS for its\n  gate products; accelsim streams each in 17.3 us "
+          f"(9 x 64 KiB / 34 GB/s; tests/test_tpu_weight_tiles.py), while row 9's {papers['LSTM1']:.1f} TOPS is "
+          f"{papers['LSTM1'] / per_product:.2f}x of it.")
     print("  With the stream bound except in row 6's cycles, LSTM1 would be 1.28x the measured TOPS (ctrs). The "
           "drain delays only the vector work that reads the\n  accumulators; the Weight FIFO's lead covers it, so "
           "modelled faithfully (readers wait for it, the stream runs on) it would move each ratio by about 1% "
