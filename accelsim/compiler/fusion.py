@@ -9,10 +9,11 @@ the chosen chains with the largest estimated savings is compiled too, and so on 
 (the estimate can misjudge where a tile's values fit); then, in the estimate's order, each chosen chain the
 shortest step so far leaves unfused is added to it and kept where the step gets shorter (at most one compile per
 chain: the estimate prices each chain alone, and chains fused together compete for the on-chip memory, so a
-chain worth fusing alone can lengthen the step beside others). The shortest step of them all is kept. Where the unfused step does not fit
-memory, `auto` compiles every tile count instead and keeps the shortest that fits; a graph fused already is
-left as it is. The schedule records what it used (`options.fusion`: a tile count when every chain was fused
-with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept the unfused step).
+chain worth fusing alone can lengthen the step beside others). The shortest step of them all is kept. Where the
+unfused step does not fit memory, `auto` compiles every tile count instead and keeps the shortest that fits; a
+graph fused already is left as it is. The schedule records what it used (`options.fusion`: a tile count when
+every chain was fused with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept
+the unfused step).
 
 A fused chain stages each weight once for its tiles (passes/fuse_layers.py); those copies live across the
 group's tiles, and where the fused step then does not fit memory (MemoryFitError), every candidate (a tile count,
