@@ -181,20 +181,19 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
     best, best_key, best_chosen = unfused, (unfused.makespan_cycles, dram_bytes(unfused, hw)), ()
     tried: set[tuple[tuple[int, int], ...]] = set()
 
-    def improves(chosen: tuple[tuple[int, int], ...]) -> bool:
+    def consider(chosen: tuple[tuple[int, int], ...]) -> None:
         """Compile the step with `chosen` fused (once per set); keep it when it beats the best so far."""
         nonlocal best, best_key, best_chosen
         if chosen in tried:
-            return False
+            return
         tried.add(chosen)
         try:
             candidate = _fused_chains(graph, hw, chosen, unfused_options, compile_step)
         except AccelsimError:  # a fused step that does not fit or compile is not a candidate
-            return False
+            return
         key = (candidate.makespan_cycles, dram_bytes(candidate, hw))
         if key < best_key:
             best, best_key, best_chosen = candidate, key, chosen
-        return best_chosen == chosen
 
     candidates = [tuple(sorted(ranked[:keep])) for keep in _halvings(len(ranked))]
     if ranked:  # the best chain's other promising counts: the estimate can misjudge where a tile's values fit
@@ -202,10 +201,10 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
         candidates += [((top.anchor, t),) for t, cycles in sorted(top.fused_cycles, key=lambda tc: (tc[1], tc[0]))
                        if t != top.tiles and cycles < top.unfused_cycles]
     for chosen in candidates:
-        improves(chosen)
+        consider(chosen)
     for pair in ranked:  # each chosen chain the best step leaves unfused, added where the step gets shorter
         if pair[0] not in {a for a, _ in best_chosen}:
-            improves(tuple(sorted(best_chosen + (pair,))))
+            consider(tuple(sorted(best_chosen + (pair,))))
     return best
 
 
