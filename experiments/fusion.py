@@ -30,8 +30,9 @@ In brackets the figures before weights were staged (each tile read its weights f
                          auto estimates 5 chains worth fusing (the stem at T=8, layer1.0 at T=4, layer2.1-2.3 at 2)
                          and keeps the stem alone at T=4 (as before): 1,130,128 / 46.1 MB, -1.7% [1,130,410 / 46.4].
 On the full 24 MiB buffer every activation stays on chip and fusion only adds the weights' staging copies and
-the halo: auto keeps the unfused step (tests/test_compile_fusion.py). Whole run: 127 s CPU on the loaded
-machine (122 s before the fallback; every other row is unchanged by it).
+the halo: auto keeps the unfused step (tests/test_compile_fusion.py). Whole run: 154 s CPU on the loaded
+machine (127 s before auto also tried adding each chosen chain to its shortest step, compiler/fusion.py: every
+row is unchanged by it, ResNet-50's auto compiles 78 s instead of 50 and still keeps the stem alone).
 """
 from __future__ import annotations
 

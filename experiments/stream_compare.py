@@ -8,23 +8,33 @@ groups its mapping generator derives). accelsim's are fusion off (against layer-
 a fixed tile count (against layer-fused). accelsim's latency is the simulated makespan; its energy is the
 timeline's dynamic energy (arithmetic, SRAM, DRAM), without the DRAM background power accelsim derives from
 the DRAM's capacity (hw/tech.py), which Stream does not model. Within tolerance: |accelsim / Stream - 1| <= 25%.
-Run: python experiments/stream_compare.py [--tiles T]   (prints the table, the energy splits, the layer-by-layer
-cycles per op type and the CPU seconds; about 30 s of CPU, most of it fusion auto's compiles).
+Run: python experiments/stream_compare.py [--tiles T]   (prints the table, the energy splits, the fusion groups
+of auto and of Stream, the layer-by-layer cycles per op type and the CPU seconds; about 90 s of CPU, most of it
+fusion auto's compiles).
 
-Measured (stream-dse 2.1.1; accelsim as committed with this file; 65 s of CPU on a heavily shared machine):
+Measured (stream-dse 2.1.1; accelsim as committed with this file; 90 s of CPU on a heavily shared machine):
 
   accelsim fusion      Stream    cycles       Stream cycles  ratio  energy pJ  Stream pJ  ratio  within 25%
   off                  layer     14,663,510   12,697,310     1.155  1.484e10   1.405e10   1.056  yes
-  auto                 fused      9,338,694    7,739,942     1.207  9.487e9    9.749e9    0.973  yes
+  auto                 fused      8,807,750    7,739,942     1.138  8.935e9    9.749e9    0.917  yes
   8 tiles              fused     13,749,112    7,739,942     1.776  1.395e10   9.749e9    1.431  no
-  auto, sram           fused      6,267,920    7,739,942     0.810  6.146e9    9.749e9    0.630  cycles only
+  auto, sram           fused      6,126,264    7,739,942     0.792  6.163e9    9.749e9    0.632  cycles only
   8 tiles, sram        fused     11,544,792    7,739,942     1.492  1.155e10   9.749e9    1.184  energy only
 
-(before a fused group staged its weights once, h6-fusion's parent: auto 1.209 / 0.963, 8 tiles 2.319 / 1.868,
-auto sram 0.813 / 0.640, 8 tiles sram 2.003 / 1.622; fusion off is unchanged. auto now fuses four chains: the
-stem with the max pool and layer1's two residual blocks (conv1 .. relu_1) at 4 tiles, layer2.0's block at 2;
-before it also fused layer2.1's block at 2 (whether its estimate or the compiled candidates dropped it is not
-yet looked into): 9,291,400 compiled cycles against 9,354,736 with the five chains before.)
+auto fuses five chains, each as Stream's layer-fused solve groups it: the stem with the max pool at 8 tiles, and
+layer1.0, layer1.1, layer2.0 and layer2.1's residual blocks at 4 (the script prints both lists). layer2.1 was
+dropped before (auto 9,338,694 cycles, 1.207 / 0.973, four chains), by a defect of fusion's estimate
+(compiler/fusion_choice.py): it took the on-chip room for a group's values from where the unfused step placed
+activations, none on this chip (its placement sends them to the DRAM), so every chain was charged its staged
+weights re-read by every tile and its intermediates' DRAM round trips, though the planner keeps a group's
+internal values in the SRAM (hw/placement.GROUP_INTERNAL); layer2.1, with 1.18 MB of weights at 32 bits, was
+estimated slower fused (883,836 cycles against 835,932). With the room and the values' 32-bit width taken as the
+planner places them, layer3's two blocks are estimated worth fusing too, and each shortens the step alone
+(-248K and -271K cycles), but beside layer1-2's groups they lengthen it (12.7M cycles with all seven: layer3.0's
+staged conv2 copy finds no room in the SRAM and is re-read from the DRAM by every tile), so compile keeps the five
+(compiler/fusion.py adds each chain to the best candidate only where the step gets shorter). Stream fuses
+layer3-4 in smaller groups (a block's first conv alone, its second conv with the add) that accelsim's chains,
+whole residual blocks, do not cut.
 
 The chip file says where Stream's bytes live and how wide they are (its placement, hw/placement.py):
 - Activations in the DRAM. Stream's layer-by-layer solve is one fusion group per layer, and a group starts and
@@ -61,8 +71,8 @@ and 1.107x; 8 tiles 2.981x and 2.396x). Why, and what is left:
   placement, on chip at the activations' 32 bits (hw/placement.GROUP_INTERNAL); only a group's inputs (read
   by its tiles' slices) and its output (the concat of its tiles) follow the file's DRAM placement. Before
   that rule auto kept the unfused step (1.895x, 1.522x) and 8 tiles was 4.49x, 3.61x. With activations kept in
-  SRAM everywhere (on_chip_activations; rows "sram") the group boundaries are left out too: 0.81 of Stream's
-  cycles with auto and 0.64 of its energy (5.93e9 pJ off chip: little more than the weights, 46.7 MB).
+  SRAM everywhere (on_chip_activations; rows "sram") the group boundaries are left out too: 0.79 of Stream's
+  cycles with auto and 0.63 of its energy (5.84e9 pJ off chip: little more than the weights).
 - What still crosses the DRAM in accelsim's fused steps (8 tiles 108.5 MB, against Stream's 57.4; it was 142.6
   MB before the staged weights): the convolutions 74.5 MB (was 124.3: a fused tile reads its weights' staged copy
   on chip; the rest are the copies that found no room, read by every tile, and the layers 8 tiles do not fuse),
@@ -100,6 +110,7 @@ import accelsim as A
 from accelsim.compiler.fusion import step_graph
 from accelsim.errors import AccelsimError
 from accelsim.frontends import from_onnx
+from accelsim.fusion_groups import fusion_groups
 from accelsim.graph.ir import Graph
 from accelsim.hw.spec import HwSpec
 
@@ -195,10 +206,13 @@ def _cores(allocation: object) -> list[int]:
     return sorted(set(out))
 
 
-def accelsim_figures(graph: Graph, hw: HwSpec, fusion: str | int) -> tuple[Figures, str | int]:
-    """accelsim's compiled and simulated step under `fusion`, and the tile count it resolved to."""
+def accelsim_figures(graph: Graph, hw: HwSpec, fusion: str | int) -> tuple[Figures, str | int, tuple[str, ...]]:
+    """accelsim's compiled and simulated step under `fusion`, the tile count it resolved to, and its fusion
+    groups ("first .. last layer: T tiles")."""
     schedule = A.compile(graph, hw, fusion=fusion, effort="fast")
-    result = A.simulate(schedule, graph=step_graph(graph, schedule)[0])
+    fused = step_graph(graph, schedule)[0]
+    groups = tuple(f"{g.label}: {len(g.tiles)} tiles" for g in fusion_groups(fused))
+    result = A.simulate(schedule, graph=fused)
     compute = on_chip = off_chip = links = 0.0
     for item in result.energy.items:
         if item.kind == "static":
@@ -211,7 +225,7 @@ def accelsim_figures(graph: Graph, hw: HwSpec, fusion: str | int) -> tuple[Figur
             links += item.energy_pj
         else:
             on_chip += item.energy_pj
-    return Figures(float(result.makespan_cycles), compute, on_chip, off_chip, links), schedule.options.fusion
+    return Figures(float(result.makespan_cycles), compute, on_chip, off_chip, links), schedule.options.fusion, groups
 
 
 def on_chip_activations(hw: HwSpec) -> HwSpec:
@@ -223,9 +237,10 @@ def on_chip_activations(hw: HwSpec) -> HwSpec:
     return A.load_hw(data)
 
 
-def compare(tiles: int) -> list[tuple[str, str, Figures, Figures]]:
-    """(accelsim's fusion, Stream's mode, accelsim's figures, Stream's) for fusion off, auto and `tiles` on the
-    file's chip, and the fused two again with activations kept on chip (on_chip_activations, marked "sram")."""
+def compare(tiles: int) -> list[tuple[str, str, Figures, Figures, tuple[str, ...]]]:
+    """(accelsim's fusion, Stream's mode, accelsim's figures, Stream's, accelsim's fusion groups) for fusion off,
+    auto and `tiles` on the file's chip, and the fused two again with activations kept on chip
+    (on_chip_activations, marked "sram")."""
     reference = load_reference()
     graph, hw = resnet18_graph(), A.load_hw(HW_FILE)
     rows = []
@@ -233,10 +248,16 @@ def compare(tiles: int) -> list[tuple[str, str, Figures, Figures]]:
         mode = STREAM_MODE.get(str(fusion), "fused")
         if mode not in reference["modes"]:
             continue
-        mine, resolved = accelsim_figures(graph, chip or on_chip_activations(hw), fusion)
+        mine, resolved, groups = accelsim_figures(graph, chip or on_chip_activations(hw), fusion)
         label = f"{fusion} (-> {resolved}){'' if chip else ' sram'}"
-        rows.append((label, mode, mine, stream_figures(reference["modes"][mode])))
+        rows.append((label, mode, mine, stream_figures(reference["modes"][mode]), groups))
     return rows
+
+
+def stream_groups(result: dict) -> list[str]:
+    """Stream's fusion groups of more than one layer ("first .. last layer: N layers")."""
+    return [f"{g['layers'][0]} .. {g['layers'][-1]}: {len(g['layers'])} layers" for g in result["groups"]
+            if len(g.get("layers", ())) > 1]
 
 
 def onnx_layer(name: str) -> str:
@@ -286,14 +307,20 @@ def main(argv: list[str]) -> int:
     rows = compare(args.tiles)
     print(f"{'accelsim fusion':<23}{'Stream':<8}{'cycles':>14}{'Stream cycles':>15}{'ratio':>7}"
           f"{'energy pJ':>12}{'Stream pJ':>12}{'ratio':>7}  within 25%")
-    for fusion, mode, mine, theirs in rows:
+    for fusion, mode, mine, theirs, _ in rows:
         ok = within(mine.cycles / theirs.cycles) and within(mine.energy_pj / theirs.energy_pj)
         print(f"{fusion:<23}{mode:<8}{mine.cycles:>14,.0f}{theirs.cycles:>15,.0f}"
               f"{_ratio(mine.cycles, theirs.cycles):>7}{mine.energy_pj:>12.4g}{theirs.energy_pj:>12.4g}"
               f"{_ratio(mine.energy_pj, theirs.energy_pj):>7}  {ok}")
     print("\nenergy split (pJ): compute / on-chip memory / off-chip / links, accelsim | Stream")
-    for fusion, mode, mine, theirs in rows:
+    for fusion, mode, mine, theirs, _ in rows:
         print(f"{fusion:<23}{_split(mine)}  |  {_split(theirs)}")
+    print("\nfusion groups: accelsim's auto (chosen per chain, compiler/fusion_choice.py) | Stream's layer-fused solve")
+    auto = next((groups for fusion, _, _, _, groups in rows if fusion.startswith("auto") and "sram" not in fusion), ())
+    for line in auto:
+        print(f"  accelsim  {line}")
+    for line in stream_groups(load_reference()["modes"].get("fused", {"groups": []})):
+        print(f"  Stream    {line}")
     print("\nlayer by layer, cycles per ONNX op type: accelsim (tasks) | Stream (groups) | ratio")
     for k, (mine, theirs) in cycles_by_kind(resnet18_graph(), A.load_hw(HW_FILE), load_reference()).items():
         print(f"{k:<20}{mine:>12,.0f}{theirs:>12,.0f}{_ratio(mine, theirs):>8}")

@@ -154,3 +154,30 @@ def test_auto_also_compiles_the_best_chains_other_promising_counts(monkeypatch):
     s = A.compile(g, hw, fusion="auto", effort="fast")
     assert tried == [((a, 2), (b, 4)), ((a, 2),), ((a, 8),)]
     assert s.makespan_cycles == min([A.compile(g, hw, effort="fast").makespan_cycles, *spans.values()])
+
+
+def test_auto_adds_each_chain_the_best_candidate_leaves_unfused_where_the_step_gets_shorter(monkeypatch):
+    """Chains are priced alone, but fused together they compete for the on-chip memory (ResNet-18 on Stream's chip:
+    layer3's chains shorten the step alone and lengthen it beside layer1-2's). Beyond the halvings of the ranked
+    chains, `auto` adds each chain the shortest step so far leaves unfused, in rank order, and keeps it where the
+    step gets shorter; a set compiled once is not compiled again."""
+    import accelsim.compiler.fusion as fusion
+    from accelsim.compiler.fusion_choice import ChainChoice
+    g = _two_chains()
+    hw = A.load_hw("tpu_v1_like", SMALL)
+    unfused = A.compile(g, hw, effort="fast")
+    x, y, z = (ChainChoice(a, a, f"l{a}", 100, ((2, cycles),), 2) for a, cycles in ((2, 10), (9, 20), (20, 30)))
+    monkeypatch.setattr(fusion, "chain_choices", lambda *args: (x, y, z))
+    # all three fused: longer than unfused; the best alone and the best two: shorter, the two shortest
+    spans = {((2, 2), (9, 2), (20, 2)): unfused.makespan_cycles + 20, ((2, 2),): unfused.makespan_cycles - 10,
+             ((2, 2), (9, 2)): unfused.makespan_cycles - 30}
+    tried = []
+
+    def fake(graph, hw_, chosen, options, compile_step):
+        tried.append(chosen)
+        return unfused.model_copy(update={"makespan_cycles": spans[chosen]})
+
+    monkeypatch.setattr(fusion, "_fused_chains", fake)
+    s = A.compile(g, hw, fusion="auto", effort="fast")
+    assert tried == [((2, 2), (9, 2), (20, 2)), ((2, 2),), ((2, 2), (9, 2))]
+    assert s.makespan_cycles == unfused.makespan_cycles - 30

@@ -116,3 +116,18 @@ def test_a_fused_groups_tiles_read_their_bands_of_its_input_from_the_dram_not_al
     inputs, _ = placed_io(s, hw)
     assert [inputs[t.id] for t in cuts] == [[("dram", add.out_bytes * r // 16)] for r in rows]
     assert A.simulate(s, graph=step).makespan_cycles == s.makespan_cycles
+
+
+def test_auto_fuses_a_chain_whose_tiles_and_staged_weights_stay_in_the_sram_though_activations_go_to_the_dram():
+    """A fused group's intermediates and staged weights are placed on chip whatever the activations placement says
+    (hw/placement.GROUP_INTERNAL), so fusion's estimate charges them no DRAM round trip on the file's chip. It did
+    (it took the on-chip room to be where the unfused step put activations: none here), estimated this chain
+    slower fused at every tile count, and `auto` kept the unfused step, almost twice as long as the fused one."""
+    from accelsim.compiler.fusion import chain_choices
+
+    g, hw = _conv_chain(channels=16, size=8), A.load_hw(HW_FILE)
+    plain = A.compile(g, hw, effort="fast")
+    (choice,) = chain_choices(g, hw, plain.options, plain)
+    assert choice.tiles is not None and dict(choice.fused_cycles)[choice.tiles] < choice.unfused_cycles
+    auto = A.compile(g, hw, fusion="auto", effort="fast")
+    assert auto.options.fusion == choice.tiles and auto.makespan_cycles < plain.makespan_cycles

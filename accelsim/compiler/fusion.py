@@ -6,10 +6,14 @@ step and keeps it when it is shorter, then moves fewer DRAM bytes (the unfused s
 keeps a split plan only when it is shorter. The estimate ranks chains better than it judges them: the half of
 the chosen chains with the largest estimated savings is compiled too, and so on down to the best chain alone
 (1 + log2(chains) compiles), then the best chain alone at each other count it estimates cheaper than unfused
-(the estimate can misjudge where a tile's values fit), and the shortest step of them all is kept. Where the unfused step does not fit
-memory, `auto` compiles every tile count instead and keeps the shortest that fits; a graph fused already is
-left as it is. The schedule records what it used (`options.fusion`: a tile count when every chain was fused
-with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept the unfused step).
+(the estimate can misjudge where a tile's values fit); then, in the estimate's order, each chosen chain the
+shortest step so far leaves unfused is added to it and kept where the step gets shorter (at most one compile per
+chain: the estimate prices each chain alone, and chains fused together compete for the on-chip memory, so a
+chain worth fusing alone can lengthen the step beside others). The shortest step of them all is kept. Where the
+unfused step does not fit memory, `auto` compiles every tile count instead and keeps the shortest that fits; a
+graph fused already is left as it is. The schedule records what it used (`options.fusion`: a tile count when
+every chain was fused with it, "auto" with `options.fusion_chains` for a per-chain choice, "off" when auto kept
+the unfused step).
 
 A fused chain stages each weight once for its tiles (passes/fuse_layers.py); those copies live across the
 group's tiles, and where the fused step then does not fit memory (MemoryFitError), every candidate (a tile count,
@@ -174,19 +178,33 @@ def compile_fusion(graph: Graph, hw: HwSpec, options: StepOptions, compile_step:
         return _fitting(graph, hw, unfused_options, compile_step, e)
     choices = chain_choices(graph, hw, options, unfused)
     ranked = ranked_pairs(choices)
-    best, best_key = unfused, (unfused.makespan_cycles, dram_bytes(unfused, hw))
+    best, best_key, best_chosen = unfused, (unfused.makespan_cycles, dram_bytes(unfused, hw)), ()
+    tried: set[tuple[tuple[int, int], ...]] = set()
+
+    def consider(chosen: tuple[tuple[int, int], ...]) -> None:
+        """Compile the step with `chosen` fused (once per set); keep it when it beats the best so far."""
+        nonlocal best, best_key, best_chosen
+        if chosen in tried:
+            return
+        tried.add(chosen)
+        try:
+            candidate = _fused_chains(graph, hw, chosen, unfused_options, compile_step)
+        except AccelsimError:  # a fused step that does not fit or compile is not a candidate
+            return
+        key = (candidate.makespan_cycles, dram_bytes(candidate, hw))
+        if key < best_key:
+            best, best_key, best_chosen = candidate, key, chosen
+
     candidates = [tuple(sorted(ranked[:keep])) for keep in _halvings(len(ranked))]
     if ranked:  # the best chain's other promising counts: the estimate can misjudge where a tile's values fit
         top = next(c for c in choices if c.anchor == ranked[0][0])
         candidates += [((top.anchor, t),) for t, cycles in sorted(top.fused_cycles, key=lambda tc: (tc[1], tc[0]))
                        if t != top.tiles and cycles < top.unfused_cycles]
     for chosen in candidates:
-        try:
-            candidate = _fused_chains(graph, hw, chosen, unfused_options, compile_step)
-        except AccelsimError:  # a fused step that does not fit or compile is not a candidate
-            continue
-        if (candidate.makespan_cycles, dram_bytes(candidate, hw)) < best_key:
-            best, best_key = candidate, (candidate.makespan_cycles, dram_bytes(candidate, hw))
+        consider(chosen)
+    for pair in ranked:  # each chosen chain the best step leaves unfused, added where the step gets shorter
+        if pair[0] not in {a for a, _ in best_chosen}:
+            consider(tuple(sorted(best_chosen + (pair,))))
     return best
 
 

@@ -12,27 +12,35 @@ tiles in flight overlap on different units and on a unit's instances: the busies
 the instances the tiles in flight keep busy), plus the DRAM bytes fusion adds (the
 weights re-read where their staged copies find no room, the slices of an off-chip input, the concat's round trip of an off-chip output) at DRAM's
 bandwidth. A tile's intermediates are taken to stay on chip when TILES_IN_FLIGHT of the largest fit, beside the
-staged weights, the on-chip memory holding the unfused step's activations; otherwise every one of them is charged the DRAM round
-trip. A ranking, not a makespan: compiler/fusion.py compiles the chosen chains (and the halves ranked best by
-estimated saving) and keeps a fused step only when it is shorter than the unfused one.
+staged weights, the on-chip memory their units write first; otherwise every one of them is charged the DRAM round
+trip. That memory, not the one the unfused step put activations in: the planner keeps a group's internal values
+(its tiles' intermediates and staged weights) there whatever the activations placement says
+(hw/placement.GROUP_INTERNAL), and sizes them at the activations' width, as the estimate does. (Taking it from the
+unfused step charged every chain on a chip whose placement sends activations to the DRAM, Stream's, its staged
+weights re-read per tile and its intermediates' round trips: ResNet-18's layer2.1 block was left unfused there,
+which Stream fuses and which shortens the compiled step.)
+A ranking, not a makespan: compiler/fusion.py compiles the chosen chains (the halves ranked best by estimated
+saving, then each other chain added to the best) and keeps a fused step only when it is shorter than the unfused
+one.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from accelsim.compiler.planning.expand import expand
+from accelsim.compiler.planning.prefetch import Prefetcher
 from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT, tiles_in_flight
 from accelsim.fusion_groups import fusion_groups
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
-from accelsim.hw.precision import tensor_bytes
 from accelsim.hw.spec import HwSpec
 from accelsim.layer_names import layer_names
 from accelsim.limits import FUSION_TILES
 from accelsim.passes.fuse_chains import Chain, plan_fusion
 from accelsim.passes.fuse_layers import fuse_layers, pass_name
-from accelsim.schedule.levels import chip_list, memory_of
+from accelsim.schedule.levels import chip_list, memory_of, preferred_memory
 from accelsim.schedule.options import StepOptions
 from accelsim.schedule.plan import Schedule
 
@@ -68,21 +76,23 @@ def _dram_bandwidth(hw: HwSpec) -> float:
     return 0.0
 
 
-def _activation_bytes(schedule: Schedule, hw: HwSpec) -> int:
-    """Capacity of the on-chip memory where `schedule` placed the most bytes of node outputs (activations; a
-    weight FIFO holds only the weights staged into it), where the tiles' intermediates would live; 0 when it
-    placed none on chip (then every fused chain is charged its spills)."""
+def _group_memory_bytes(schedule: Schedule, hw: HwSpec) -> int:
+    """Capacity of the on-chip memory where a fusion group's tiles' intermediates and staged weights would live:
+    they are placed as without a placement (hw/placement.GROUP_INTERNAL), in the memory their unit writes first
+    (levels.preferred_memory), whatever memory a placement sends the step's activations to. Of those memories of
+    `schedule`'s node tasks, the one their outputs would fill most (a weight FIFO holds only the weights staged
+    into it, and no unit writes it); 0 when it is off chip (then every fused chain is charged its spills)."""
     chips = chip_list(hw)
     held: dict[tuple[int, str], int] = {}
-    for x in schedule.tensors:
-        level = memory_of(chips[x.chip], x.memory)
-        if x.task >= 0 and schedule.tasks[x.task].kind == "node" and level is not None and level.kind not in OFF_CHIP:
-            held[(x.chip, x.memory)] = held.get((x.chip, x.memory), 0) + x.size_bytes
+    for t in schedule.tasks:
+        if t.kind == "node":
+            key = (t.chip, preferred_memory(chips[t.chip], t.resource))
+            held[key] = held.get(key, 0) + t.out_bytes
     if not held:
         return 0
     chip, memory = max(held, key=lambda k: (held[k], k))
     level = memory_of(chips[chip], memory)
-    return level.capacity_bytes if level is not None else 0
+    return level.capacity_bytes if level is not None and level.kind not in OFF_CHIP else 0
 
 
 def _off_chip_bytes(schedule: Schedule, hw: HwSpec) -> dict[int, int]:
@@ -130,6 +140,15 @@ def _busiest(cycles: dict[int, dict[str, float]], nodes: tuple[int, ...]) -> flo
     return max(per.values(), default=0)
 
 
+def _stored_bytes(fused: Graph, hw: HwSpec) -> Callable[[int], int]:
+    """Node id of `fused` -> the bytes its value is stored as on the first chip: at the width of its placement
+    class (a group's internal values at the activations' width, hw/placement.GROUP_INTERNAL), as the memory
+    planner sizes it (planning/prefetch.Prefetcher.stored_bytes); the step's width without a placement."""
+    sizer = Prefetcher(fused, hw, chip_list(hw))
+    results = set(fused.outputs.values())
+    return lambda i: sizer.stored_bytes(0, fused.nodes[i], i in results)
+
+
 def _params(graph: Graph, chain: Chain) -> set[int]:
     return {i for m in chain.members for i in m.node.inputs if graph.nodes[i].op == "param"}
 
@@ -138,7 +157,7 @@ def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Sched
     """Each fusible chain of `graph` (in anchor order) with its estimated cycles and the tile count of the
     lowest estimate below the unfused one (module docstring). `hw` at the step's precision; `unfused`: the
     step compiled without fusion, whose placements say what spills."""
-    bandwidth, on_chip = _dram_bandwidth(hw), _activation_bytes(unfused, hw)
+    bandwidth, on_chip = _dram_bandwidth(hw), _group_memory_bytes(unfused, hw)
     off_chip = _off_chip_bytes(unfused, hw)
     cycles = _schedule_cycles(unfused)
     round_trip = (lambda nbytes: 2 * nbytes / bandwidth) if bandwidth else (lambda nbytes: 0.0)
@@ -153,20 +172,20 @@ def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Sched
         groups = fusion_groups(fused)
         assert len(groups) == len(fusible), (tiles, len(groups), len(fusible))
         tile_cycles = _plan_cycles(fused, hw, options, tiles)
+        nbytes = _stored_bytes(fused, hw)
         for chain, group in zip(fusible, groups):
             inner = [i for tile in group.tiles for i in tile[:-1]]
-            largest = max((tensor_bytes(fused, fused.nodes[i], hw) for i in inner), default=0)
-            staged = sum(tensor_bytes(fused, fused.nodes[i], hw) for i in group.staged)
+            largest = max((nbytes(i) for i in inner), default=0)
+            staged = sum(nbytes(i) for i in group.staged)
             kept = staged <= on_chip  # the staged weights are placed first, before any tile's values
             spills = TILES_IN_FLIGHT * largest + (staged if kept else 0) > on_chip
-            inter = sum(tensor_bytes(fused, fused.nodes[i], hw) for i in inner)
+            inter = sum(nbytes(i) for i in inner)
             weights = sum(off_chip.get(p, 0) for p in _params(graph, chain))
             # the tiles' slices read the chain's input again where it is off chip (a residual's rows too), and
             # where its output is, the concat reads every tile's output back and writes the whole again
-            slices = sum(tensor_bytes(fused, fused.nodes[i], hw) for tile in group.tiles for i in tile
-                         if fused.nodes[i].op == "slice")
+            slices = sum(nbytes(i) for tile in group.tiles for i in tile if fused.nodes[i].op == "slice")
             source = chain.members[0].node.inputs[0]
-            out_bytes = tensor_bytes(graph, chain.last, hw)
+            out_bytes = nbytes(group.concat)
             joins = 2 * out_bytes if off_chip.get(chain.last.id) or 2 * out_bytes > on_chip else 0
             # off-chip weights are read once to stage them (as unfused); a copy with no room on chip is written
             # off chip too and read again by every tile
