@@ -60,6 +60,23 @@ def test_tensor_parallel_shards_keep_their_layer_names():
         assert names[_consumer(g, f"h0.attn.q.w[{k}/2]", "matmul")] == "h0.attn.q"
 
 
+def test_tensor_parallel_gpt2_names_its_split_embedding_lm_head_and_loss_as_the_unsplit_model_does():
+    """The vocabulary-parallel embedding, LM head and cross-entropy (models/parallel_layers.py) were built outside
+    any layer: the per-layer report showed the LM head's matmuls under ln_f and the loss under a node name."""
+    def computed_names(tp: int) -> set[str]:
+        train = A.training_graph(A.models.build("gpt2", layers=1, d_model=32, heads=2, seq=8, vocab=64,
+                                                tensor_parallel=tp))
+        names = layer_names(train)
+        return {names[n.id] for n in train.nodes if not n.is_leaf and n.op != "const"}
+    split = computed_names(2)
+    assert split == computed_names(1)
+    g = A.models.build("gpt2", layers=1, d_model=32, heads=2, seq=8, vocab=64, tensor_parallel=2)
+    names = layer_names(g)
+    assert [names[g.outputs[f"logits[{k}/2]"]] for k in range(2)] == ["lm_head", "lm_head"]
+    assert names[g.loss] == "loss"
+    assert names[_consumer(g, "wte[1/2]", "matmul")] == "lm_head"
+
+
 def test_layer_names_do_not_change_the_graph_hash():
     """Schedules compiled before layers were named still match their graphs."""
     def build(named: bool) -> Graph:

@@ -203,10 +203,13 @@ def vocab_parallel_lm_head_loss(g: Graph, h: Var, tables: list[Var], labels: Var
     logits, partials = [], []
     for k, table in enumerate(tables):
         with g.rank(k):
-            z = F.matmul(h, table, transpose_b=True)
+            with g.layer("lm_head"):  # tied to wte, as the unsplit model names it
+                z = F.matmul(h, table, transpose_b=True)
             logits.append(z)
-            partials.append(vocab_parallel_xent(F.reshape(z, (n, rows)), labels, start=k * rows,
-                                                valid=min(rows, vocab - k * rows)))
-    totals = tp_allreduce_xent(*partials)  # [:, 0] each row's log-sum-exp, [:, 1] its label's logit
-    lse, picked = F.slice(totals, (0, 0), (n, 1)), F.slice(totals, (0, 1), (n, 2))
-    return F.mean(lse - picked), logits
+            with g.layer("loss"):
+                partials.append(vocab_parallel_xent(F.reshape(z, (n, rows)), labels, start=k * rows,
+                                                    valid=min(rows, vocab - k * rows)))
+    with g.layer("loss"):
+        totals = tp_allreduce_xent(*partials)  # [:, 0] each row's log-sum-exp, [:, 1] its label's logit
+        lse, picked = F.slice(totals, (0, 0), (n, 1)), F.slice(totals, (0, 1), (n, 2))
+        return F.mean(lse - picked), logits

@@ -143,8 +143,9 @@ def gpt2(batch: int = 1, seq: int = 1024, layers: int = _SMALL["layers"], d_mode
     ids = g.input("ids", (batch, seq), dtype="int64", init="randint", high=vocab)
     labels = g.input("labels", (batch * seq,), dtype="int64", init="randint", high=vocab)
     if tensor_parallel > 1:
-        emb, tables = parallel_layers.vocab_parallel_embedding(g, ids, vocab, d_model, "wte", tensor_parallel,
-                                                               std=0.02)
+        with g.layer("wte"):  # each rank's shard wte[k/t] and its lookup, named as the unsplit model's
+            emb, tables = parallel_layers.vocab_parallel_embedding(g, ids, vocab, d_model, "wte", tensor_parallel,
+                                                                   std=0.02)
     else:
         wte = g.param("wte", (vocab, d_model), std=0.02)
         with g.layer("wte"):
