@@ -1,15 +1,20 @@
 """Seed 001's dynamic runtime ("scheduler + worker threads") on a schedule's task DAG (Schedule,
-HwSpec -> Result). Ready tasks enter a FIFO work queue per chip and any free unit instance or link
-among a task's candidates takes the first it can run; a collective starts once every member is
-ready. A transfer or collective then takes every physical link it crosses (hw/topology.py,
+HwSpec -> Result). A task whose inputs are ready first takes the space for its output, then enters a FIFO
+work queue per chip, where any free unit instance or link among its candidates takes the first it can run:
+a unit never sits on a task waiting for buffer space. A collective starts once every member is ready. A
+transfer or collective then takes every physical link it crosses (hw/topology.py,
 schedule/collectives.py), one holder per link at a time, in one global order so no two wait on each
 other. Outputs go to the unit's own memory if it has room, else the next level with room, paying
 the spill's transfer time as the scheduler charges it (schedule/levels.py); leaves take memory from
-their first reader's release on. No compiled order, placement or in-flight window is used: only the
+their first reader's release on. Space is granted in the compiled order (sim/space.py): waiting requests
+first-scheduled first, and no task takes space its micro-batch's earlier-scheduled outputs still need, so
+a step the compiler fitted in memory does not deadlock by the runtime's own order within a micro-batch.
+Beyond that order no compiled decision is used: no unit choice, placement or in-flight window, only the
 schedule's tasks (dependences, candidates, reads, output sizes) and its leaf tensors' sizes. The
 memory held at the end (parameters, optimizer state, step results) matches the static schedule's.
 The compiled in-flight window is a static decision too, so the runtime ignores it: it follows the
-tasks' data dependences (`deps`), not their ordering edges (`after`). Its durations, ports and memories are
+tasks' data dependences (`deps`), not their ordering edges (`after`), and may admit more micro-batches
+than fit (a deadlock then names its cycle of waits, sim/waits.py). Its durations, ports and memories are
 the scheduler's, so it reproduces a compiled timeline where it has no choice to make (a free unit for every ready
 task); where it has, its first-come order is its own: on a chip with one vector unit it may copy a fused group's
 second staged weight before a tile's padded input, which the compiled priorities put first
@@ -31,8 +36,11 @@ from accelsim.schedule.levels import (aligned, chip_list, dma_buffers, first_mem
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import Port, unit_ports
 from accelsim.schedule.traffic import input_read_bytes
-from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end, take_bandwidth
+from accelsim.sim.machine import (ChannelKey, Memories, deadlock, describe, memory_ports, result, run_to_end,
+                                 take_bandwidth)
+from accelsim.sim.space import SpaceGrants
 from accelsim.sim.trace import Result, Span
+from accelsim.sim.waits import Edge, explain_cycle, find_cycle
 
 Server = tuple[int, str, int]
 """(chip, resource, out_chip): a unit kind of a chip (out_chip == chip) or the link chip -> out_chip."""
@@ -52,6 +60,7 @@ class WorkQueueRuntime:
         self.chips = chip_list(hw)
         self.order = {c: [(c, m.name) for m in memory_order(chip)] for c, chip in enumerate(self.chips)}
         self.memories = Memories(env, schedule)
+        self.space = SpaceGrants(env, self.memories, self.tasks)
         self.ports = memory_ports(env, hw)
         self.unit_port = unit_ports(self.chips)
         self.queues = {c: simpy.FilterStore(env) for c in range(len(self.chips))}
@@ -75,6 +84,7 @@ class WorkQueueRuntime:
             for key in keys:
                 self.leaf_readers_left[key] += 1
         self.leaf_home: dict[LeafKey, simpy.Event] = {}  # succeeds with the memory the leaf was put in
+        self.leaf_placer: dict[LeafKey, int] = {}  # the reader that puts the leaf in memory
         # a placement (hw/placement.py) fixes where a leaf lives: the runtime puts it where the schedule did
         self.leaf_memory: dict[LeafKey, str] = {(x.node, x.microbatch, x.replica, x.chip): x.memory
                                                 for x in schedule.tensors
@@ -88,7 +98,9 @@ class WorkQueueRuntime:
         # a reader waits for its prefetches (ordering edges the runtime keeps, unlike the in-flight window's)
         self.staging = [[a for a in t.after if TASK_KINDS[tasks[a].kind].stages] for t in tasks]
         self.placed: dict[int, Port] = {}
+        self.freed: set[int] = set()  # tasks whose output was given back
         self.ready_at: dict[int, int] = {}
+        self.spaced_at: dict[int, int] = {}  # when the task's output had its space (it then queues for a unit)
         self.spans: list[Span | None] = [None] * len(tasks)
         self.waiting: dict[int, str] = {t.id: "its inputs" for t in tasks}
         self.moved: dict[ChannelKey, int] = defaultdict(int)
@@ -117,7 +129,7 @@ class WorkQueueRuntime:
             self.env.process(self.release(t))
         events = run_to_end(self.env)
         if self.waiting:
-            raise deadlock(self.schedule, self.waiting)
+            raise deadlock(self.schedule, self.waiting, self.why_blocked())
         return result("dynamic", self.schedule, self.hw, self.spans, self.memories, self.moved, events)
 
     def target(self, chip: int, nbytes: int, first: str | None = None) -> Port:
@@ -135,23 +147,36 @@ class WorkQueueRuntime:
         for key in self.leaves_of[t.id]:
             if key not in self.leaf_home:
                 self.leaf_home[key] = self.env.event()
+                self.leaf_placer[key] = t.id
                 nbytes = self.leaf_bytes[key]
                 home = self.leaf_memory.get(key)
                 mem = (t.chip, home) if home is not None else self.target(t.chip, nbytes)
                 self.waiting[t.id] = f"{nbytes} B of space in {memory_label(*mem)} for leaf %{key[0]}"
-                yield from self.memories.take(mem, nbytes)
+                yield self.space.request(t, mem, nbytes, output=False)
                 self.leaf_home[key].succeed(mem)
             if not self.leaf_home[key].processed:  # another reader is still taking its space
                 yield self.leaf_home[key]
 
     def release(self, t: Task):
-        """Wait for the task's inputs, then hand it to its chip's queue or its collective."""
+        """Wait for the task's inputs, then hand it to its collective, or take its output's space and hand it to
+        its chip's queue: a unit is never held waiting for buffer space (a unit that sat on a task waiting for
+        space would keep the tasks that free that space off it)."""
         yield self.env.all_of([self.done[d] for d in t.deps + tuple(self.staging[t.id])])
         yield from self.hold_leaves(t)
         self.ready_at[t.id] = int(self.env.now)
-        queued = self.start_collective(t) if TASK_KINDS[t.kind].together else self.queue(t)
-        if queued is not None:
-            yield queued
+        if TASK_KINDS[t.kind].together:
+            self.start_collective(t)
+            return
+        yield from self.output_space(t, self.writer(t))
+        self.spaced_at[t.id] = int(self.env.now)
+        yield self.queue(t)
+
+    def writer(self, t: Task) -> str:
+        """The resource whose memory the output goes to first: the candidates' (they share it on every shipped
+        chip), or where they differ, the unit the compiled schedule chose (the runtime takes the space before
+        it knows which free unit will run the task)."""
+        resources = sorted({r for _, r, _ in self.cycles_on[t.id]})
+        return t.resource if t.resource in resources else resources[0]
 
     def queue(self, t: Task) -> simpy.Event:
         """Put a ready task in its chip's work queue (the event of the put)."""
@@ -174,7 +199,7 @@ class WorkQueueRuntime:
             first = first_memory(self.chips[t.out_chip], resource, is_result(t.keep, t.phase))
             mem = self.target(t.out_chip, t.out_bytes, first)
         self.waiting[t.id] = f"{t.out_bytes} B of space in {memory_label(*mem)}"
-        yield from self.memories.take(mem, t.out_bytes)
+        yield self.space.request(t, mem, t.out_bytes, output=True)
         self.placed[t.id] = mem
 
     def spill_of(self, t: Task, resource: str) -> int:
@@ -211,8 +236,6 @@ class WorkQueueRuntime:
         while True:
             t = yield self.queues[chip].get(lambda t: server in cycles_on[t.id])
             t_unit = int(env.now)
-            yield from self.output_space(t, resource)
-            t_space = int(env.now)
             loads = {}
             cycles = cycles_on[t.id][server]
             if port_key is not None:
@@ -233,7 +256,9 @@ class WorkQueueRuntime:
                 self.moved[(chip, out_chip, memory)] += nbytes
             if port_key is None:
                 self.moved[(chip, out_chip, "")] += t.bytes_moved  # a link's bytes
-            self.finish(t, resource, instance, t_port, t_unit, t_space)
+            ready, t_space = self.ready_at[t.id], self.spaced_at[t.id]
+            self.finish(t, resource, instance, t_port, (("buffer_space", t_space - ready), ("unit", t_unit - t_space),
+                                                        ("memory_port", t_port - t_unit)))
 
     def collective(self, group: int):
         """Every member starts once all members' inputs are ready and their outputs have space."""
@@ -247,7 +272,7 @@ class WorkQueueRuntime:
         yield self.env.timeout(collective.cycles)
         self.give_links(links)
         for m in members:
-            self.finish(m, collective.resource, 0, start, start, start)
+            self.finish(m, collective.resource, 0, start, (("unit", start - self.ready_at[m.id]),))
 
     def take_links(self, tasks: list[Task], links: tuple[Link, ...]):
         """Take `links` one by one in their sorted order (every holder does, so none waits on another
@@ -266,10 +291,9 @@ class WorkQueueRuntime:
         for link, request in held:
             self.link_servers[link].release(request)
 
-    def finish(self, t: Task, resource: str, instance: int, start: int, t_ready_unit: int, t_space: int) -> None:
+    def finish(self, t: Task, resource: str, instance: int, start: int, stalls: tuple[tuple[str, int], ...]) -> None:
+        """Record the task's span, with its cycles between ready and start by cause, and release its inputs."""
         ready = self.ready_at[t.id]
-        stalls = (("unit", t_ready_unit - ready), ("buffer_space", t_space - t_ready_unit),
-                  ("memory_port", start - t_space))
         self.spans[t.id] = Span(**identity_of(t), task=t.id, resource=resource_label(resource, t.chip, t.out_chip),
                                 instance=instance, ready=ready, start=start, end=int(self.env.now),
                                 planned_start=ready, stalls=tuple((c, int(v)) for c, v in stalls if v))
@@ -280,7 +304,8 @@ class WorkQueueRuntime:
     def release_output(self, task_id: int) -> None:
         """Give back a task's output once nothing will read it; a step result stays to the end."""
         if task_id in self.placed and not self.tasks[task_id].keep:
-            self.memories.give(self.placed[task_id], self.tasks[task_id].out_bytes)
+            self.freed.add(task_id)
+            self.space.give(self.placed[task_id], self.tasks[task_id].out_bytes)
 
     def release_inputs(self, t: Task) -> None:
         """Give back outputs after their last reader (an output nobody reads once written), and
@@ -294,7 +319,56 @@ class WorkQueueRuntime:
         for key in self.leaves_of[t.id]:
             self.leaf_readers_left[key] -= 1
             if self.leaf_readers_left[key] == 0 and key[1] != PER_STEP:
-                self.memories.give(self.leaf_home[key].value, self.leaf_bytes[key])
+                self.space.give(self.leaf_home[key].value, self.leaf_bytes[key])
+
+    def why_blocked(self) -> str:
+        """The cycle of waits that left the blocked tasks blocked, in one paragraph ("" if none is found)."""
+        waits = {t: self.waits_of(self.tasks[t]) for t in self.waiting}
+        first = sorted(self.waiting, key=lambda t: (self.space.blocking(t) is None, self.tasks[t].start, t))
+        cycle = find_cycle(waits, first)
+        return explain_cycle(cycle, lambda t: describe(self.tasks[t]),
+                             lambda t: f"mb {self.tasks[t].microbatch}, replica {self.tasks[t].replica}")
+
+    def waits_of(self, t: Task) -> list[Edge]:
+        """The tasks a blocked task waits on, each with how: the producers of its missing inputs, the reader
+        placing a leaf it reads, or for its buffer space the request ahead of it, the earlier output of its
+        micro-batch kept room for, or the readers that would free what fills the memory."""
+        request = self.space.blocking(t.id)
+        if request is None:
+            placing = [(self.leaf_placer[k], f"waits for leaf %{k[0]}, which task {self.leaf_placer[k]} puts in memory")
+                       for k in self.leaves_of[t.id] if k in self.leaf_home and not self.leaf_home[k].triggered
+                       and self.leaf_placer[k] != t.id]
+            inputs = [(d, f"waits for its input from task {d}") for d in sorted(set(t.deps) | set(self.staging[t.id]))
+                      if not self.done[d].triggered]
+            return placing + inputs
+        mem, nbytes = request.memory, request.nbytes
+        space = f"waits for {nbytes} B of space in {memory_label(*mem)} ({self.memories.free(mem)} B free)"
+        ahead = self.space.ahead_of(request)
+        if ahead is not None:
+            return [(ahead.task, f"{space} behind the earlier-scheduled request of task {ahead.task} there")]
+        if request.output and self.memories.free(mem) >= nbytes:
+            earlier = self.space.first_unplaced_before(t.id)
+            if earlier is not None:
+                return [(earlier, f"{space}, kept for the output of task {earlier}, earlier in its micro-batch's "
+                                  "compiled order")]
+        return [(reader, f"{space}, held by {what} until task {reader} reads it")
+                for what, reader in self.holders(mem) if reader != t.id]
+
+    def holders(self, mem: Port) -> list[tuple[str, int]]:
+        """(what holds space in `mem`, a task that has yet to read it) for every output and leaf held there."""
+        out = []
+        readers_of: dict[int, list[int]] = defaultdict(list)
+        for r in self.tasks:
+            for d in r.deps:
+                readers_of[d].append(r.id)
+        for d, where in sorted(self.placed.items()):
+            if where == mem and d not in self.freed:
+                out += [(f"the output of task {d}", r) for r in readers_of[d] if not self.done[r].triggered]
+        for key, home in sorted(self.leaf_home.items()):
+            if home.triggered and home.value == mem:
+                out += [(f"leaf %{key[0]} of mb {key[1]}", r.id) for r in self.tasks
+                        if key in self.leaves_of[r.id] and not self.done[r.id].triggered]
+        return out
 
 
 def run_work_queue(schedule: Schedule, hw: HwSpec) -> Result:

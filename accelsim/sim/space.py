@@ -1,0 +1,136 @@
+"""Buffer space for the dynamic runtime (sim/dynamic.py): each task's requests for bytes in a memory, granted in
+the compiled order, so that the work queue's first-come order within a micro-batch cannot take the space the
+compiler planned for that micro-batch's earlier outputs (the deadlock of issue 28's fused conv chain)."""
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import simpy
+
+from accelsim.schedule.plan import Task
+from accelsim.schedule.ports import Port
+from accelsim.sim.machine import Memories
+
+Stream = tuple[int, int, int]
+"""(chip the output lives on, micro-batch or PER_STEP, replica): one micro-batch's outputs on one chip."""
+
+
+class _PrefixSums:
+    """Sums of a prefix of positions under point updates, O(log n) each (a Fenwick tree)."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.tree = [0] * (len(values) + 1)
+        for i, v in enumerate(values):
+            self.add(i, v)
+
+    def add(self, i: int, delta: int) -> None:
+        i += 1
+        while i < len(self.tree):
+            self.tree[i] += delta
+            i += i & -i
+
+    def before(self, i: int) -> int:
+        """The sum over positions 0 .. i-1."""
+        total = 0
+        while i > 0:
+            total += self.tree[i]
+            i -= i & -i
+        return total
+
+
+@dataclass(order=True)
+class Request:
+    """`nbytes` wanted in `memory` by task `task`; `granted` succeeds when they are held."""
+    key: tuple[int, int, int]  # (compiled start, task id, n-th request of the task): the order of service
+    task: int = field(compare=False)
+    memory: Port = field(compare=False)
+    nbytes: int = field(compare=False)
+    output: bool = field(compare=False)  # the task's output (kept to its micro-batch's order), not a leaf
+    granted: simpy.Event = field(compare=False)
+
+
+class SpaceGrants:
+    """Grants memory space as the compiled schedule orders it. Two rules, both from the compiled order (start, id):
+
+    - waiting requests are served in that order, and one that cannot be granted holds back the later ones in its
+      memory (a task may not take space that an earlier-scheduled waiting task needs);
+    - a task's output takes space only if what is left in that memory still holds every output its micro-batch's
+      compiled order puts before it and that has no space yet (its stream's unplaced bytes). So a task that is
+      ready early (a weight slice, a broadcast) runs ahead where memory is ample and waits its turn where it is
+      not: within a micro-batch the runtime never holds more than the compiled schedule did when its turn comes.
+
+    Micro-batches are independent streams: the runtime ignores the compiled in-flight window, so it may still
+    admit more micro-batches than fit (a dynamic hazard; the deadlock error then names the cycle)."""
+
+    def __init__(self, env: simpy.Environment, memories: Memories, tasks: tuple[Task, ...]) -> None:
+        self.env, self.memories, self.tasks = env, memories, tasks
+        streams: dict[Stream, list[Task]] = defaultdict(list)
+        for t in sorted(tasks, key=lambda t: (t.start, t.id)):
+            if t.out_bytes:
+                streams[self.stream_of(t)].append(t)
+        self.position = {t.id: i for members in streams.values() for i, t in enumerate(members)}
+        self.order = {s: [t.id for t in members] for s, members in streams.items()}
+        self.unplaced = {s: _PrefixSums([t.out_bytes for t in members]) for s, members in streams.items()}
+        self.placed_outputs: set[int] = set()
+        self.pending: list[Request] = []
+        self.requests_of: dict[int, int] = defaultdict(int)
+
+    @staticmethod
+    def stream_of(t: Task) -> Stream:
+        return (t.out_chip, t.microbatch, t.replica)
+
+    def kept_for_earlier(self, task_id: int) -> int:
+        """Bytes of the outputs of the task's stream before it in compiled order that have no space yet."""
+        t = self.tasks[task_id]
+        return self.unplaced[self.stream_of(t)].before(self.position[task_id])
+
+    def first_unplaced_before(self, task_id: int) -> int | None:
+        """The earliest task of the task's stream, before it, whose output has no space yet (None: none)."""
+        order = self.order[self.stream_of(self.tasks[task_id])]
+        return next((e for e in order[:self.position[task_id]] if e not in self.placed_outputs), None)
+
+    def request(self, t: Task, memory: Port, nbytes: int, output: bool) -> simpy.Event:
+        """Ask for `nbytes` in `memory` for task `t` (its output, or a leaf it puts there first); the event
+        succeeds once they are held."""
+        n = self.requests_of[t.id]
+        self.requests_of[t.id] += 1
+        r = Request((t.start, t.id, n), t.id, memory, nbytes, output, self.env.event())
+        bisect.insort(self.pending, r)
+        self.serve()
+        return r.granted
+
+    def give(self, memory: Port, nbytes: int) -> None:
+        self.memories.give(memory, nbytes)
+        self.serve()
+
+    def grantable(self, r: Request) -> bool:
+        kept = self.kept_for_earlier(r.task) if r.output else 0
+        return self.memories.free(r.memory) >= r.nbytes + kept
+
+    def serve(self) -> None:
+        """Grant the waiting requests in compiled order; the first refused in a memory holds back the rest there.
+        One pass suffices: a grant only lowers a memory's free bytes and the unplaced bytes of later requests."""
+        held_back: set[Port] = set()
+        waiting: list[Request] = []
+        for r in self.pending:
+            if r.memory in held_back or not self.grantable(r):
+                held_back.add(r.memory)
+                waiting.append(r)
+                continue
+            self.memories.take_now(r.memory, r.nbytes)
+            if r.output:
+                t = self.tasks[r.task]
+                self.unplaced[self.stream_of(t)].add(self.position[t.id], -t.out_bytes)
+                self.placed_outputs.add(t.id)
+            r.granted.succeed(r.memory)
+        self.pending = waiting
+
+    def blocking(self, task_id: int) -> Request | None:
+        """The task's request still waiting, if any."""
+        return next((r for r in self.pending if r.task == task_id), None)
+
+    def ahead_of(self, r: Request) -> Request | None:
+        """The earliest waiting request before `r` in its memory (it holds `r` back), if any."""
+        return next((q for q in self.pending if q.memory == r.memory and q.key < r.key), None)
