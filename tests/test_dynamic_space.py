@@ -1,7 +1,7 @@
-"""The dynamic runtime's buffer space (sim/space.py): granted in the compiled order and before a unit is taken, so a
-fused step the compiler fitted in memory runs to the end where the work queue's first-come order used to deadlock
-(issue 28's fused conv chain on Stream's chip); a deadlock that remains (the runtime ignores the in-flight window)
-names its cycle of waits."""
+"""The dynamic runtime's buffer space (sim/space.py): granted in the compiled order within a micro-batch, and with the
+unit rather than after it, so a fused step the compiler fitted in memory runs to the end where the work queue's
+first-come order used to deadlock (issue 28's fused conv chain on Stream's chip); a deadlock that remains (the
+runtime ignores the in-flight window) names its cycle of waits."""
 import functools
 import itertools
 

@@ -1,23 +1,23 @@
 """Seed 001's dynamic runtime ("scheduler + worker threads") on a schedule's task DAG (Schedule,
-HwSpec -> Result). A task whose inputs are ready first takes the space for its output, then enters a FIFO
-work queue per chip, where any free unit instance or link among its candidates takes the first it can run:
-a unit never sits on a task waiting for buffer space. A collective starts once every member is ready. A
-transfer or collective then takes every physical link it crosses (hw/topology.py,
-schedule/collectives.py), one holder per link at a time, in one global order so no two wait on each
-other. Outputs go to the unit's own memory if it has room, else the next level with room, paying
-the spill's transfer time as the scheduler charges it (schedule/levels.py); leaves take memory from
-their first reader's release on. Space is granted in the compiled order (sim/space.py): waiting requests
-first-scheduled first, and no task takes space its micro-batch's earlier-scheduled outputs still need, so
-a step the compiler fitted in memory does not deadlock by the runtime's own order within a micro-batch.
-Beyond that order no compiled decision is used: no unit choice, placement or in-flight window, only the
-schedule's tasks (dependences, candidates, reads, output sizes) and its leaf tensors' sizes. The
-memory held at the end (parameters, optimizer state, step results) matches the static schedule's.
-The compiled in-flight window is a static decision too, so the runtime ignores it: it follows the
-tasks' data dependences (`deps`), not their ordering edges (`after`), and may admit more micro-batches
-than fit (a deadlock then names its cycle of waits, sim/waits.py). Its durations, ports and memories are
-the scheduler's, so it reproduces a compiled timeline where it has no choice to make (a free unit for every ready
-task); where it has, its first-come order is its own: on a chip with one vector unit it may copy a fused group's
-second staged weight before a tile's padded input, which the compiled priorities put first
+HwSpec -> Result). Ready tasks enter a FIFO work queue per chip and any free unit instance or link
+among a task's candidates takes the first it can run whose output can have its space now: a unit never
+sits on a task waiting for buffer space. A collective starts once every member is ready. A transfer or
+collective then takes every physical link it crosses (hw/topology.py, schedule/collectives.py), one
+holder per link at a time, in one global order so no two wait on each other. Outputs go to the unit's
+own memory if it has room, else the next level with room, paying the spill's transfer time as the
+scheduler charges it (schedule/levels.py); leaves take memory from their first reader's release on.
+Space follows the compiled order (sim/space.py): no output takes the space its micro-batch's
+earlier-scheduled outputs still need, and waiting leaves are served first-scheduled first, so a step the
+compiler fitted in memory does not deadlock by the runtime's own order within a micro-batch. Beyond that
+order no compiled decision is used: no unit choice, placement or in-flight window, only the schedule's
+tasks (dependences, candidates, reads, output sizes) and its leaf tensors' sizes. The memory held at the
+end (parameters, optimizer state, step results) matches the static schedule's. The compiled in-flight
+window is a static decision too, so the runtime ignores it: it follows the tasks' data dependences
+(`deps`), not their ordering edges (`after`), and may admit more micro-batches than fit (a deadlock then
+names its cycle of waits, sim/waits.py). Its durations, ports and memories are the scheduler's, so it
+reproduces a compiled timeline where it has no choice to make (a free unit for every ready task); where it
+has, its first-come order is its own: on a chip with one vector unit it may copy a fused group's second
+staged weight before a tile's padded input, which the compiled priorities put first
 (tests/test_fused_staged_sim.py)."""
 from __future__ import annotations
 
@@ -36,11 +36,10 @@ from accelsim.schedule.levels import (aligned, chip_list, dma_buffers, first_mem
 from accelsim.schedule.plan import PER_STEP, Schedule, Task, memory_label, resource_label
 from accelsim.schedule.ports import Port, unit_ports
 from accelsim.schedule.traffic import input_read_bytes
-from accelsim.sim.machine import (ChannelKey, Memories, deadlock, describe, memory_ports, result, run_to_end,
-                                 take_bandwidth)
+from accelsim.sim.machine import ChannelKey, Memories, deadlock, memory_ports, result, run_to_end, take_bandwidth
 from accelsim.sim.space import SpaceGrants
 from accelsim.sim.trace import Result, Span
-from accelsim.sim.waits import Edge, explain_cycle, find_cycle
+from accelsim.sim.waits import WaitGraph
 
 Server = tuple[int, str, int]
 """(chip, resource, out_chip): a unit kind of a chip (out_chip == chip) or the link chip -> out_chip."""
@@ -48,7 +47,7 @@ LeafKey = tuple[int, int, int, int]
 """(node, micro-batch or PER_STEP, replica, chip): one leaf tensor."""
 
 
-class WorkQueueRuntime:
+class WorkQueueRuntime(WaitGraph):
     """One run. Its state is explicit: the environment, memories and ports, a work queue per chip,
     a `done` event per task, where each output and leaf was put, how many readers each still has,
     and the record of what ran (spans, bytes moved, what each blocked task is waiting for)."""
@@ -63,7 +62,8 @@ class WorkQueueRuntime:
         self.space = SpaceGrants(env, self.memories, self.tasks)
         self.ports = memory_ports(env, hw)
         self.unit_port = unit_ports(self.chips)
-        self.queues = {c: simpy.FilterStore(env) for c in range(len(self.chips))}
+        self.queued: dict[int, list[Task]] = {c: [] for c in range(len(self.chips))}  # the FIFO work queue per chip
+        self.idle: dict[int, list[tuple[Server, simpy.Event]]] = {c: [] for c in range(len(self.chips))}
         # per task: the servers that can run it and its cycles there
         self.cycles_on: list[dict[Server, int]] = [
             {(t.chip, c.resource, t.out_chip): c.cycles for c in schedule.candidates[t.candidates]} for t in tasks]
@@ -100,7 +100,7 @@ class WorkQueueRuntime:
         self.placed: dict[int, Port] = {}
         self.freed: set[int] = set()  # tasks whose output was given back
         self.ready_at: dict[int, int] = {}
-        self.spaced_at: dict[int, int] = {}  # when the task's output had its space (it then queues for a unit)
+        self.short_of_space: dict[int, int] = {}  # when a free unit first found no space for the task's output
         self.spans: list[Span | None] = [None] * len(tasks)
         self.waiting: dict[int, str] = {t.id: "its inputs" for t in tasks}
         self.moved: dict[ChannelKey, int] = defaultdict(int)
@@ -152,54 +152,104 @@ class WorkQueueRuntime:
                 home = self.leaf_memory.get(key)
                 mem = (t.chip, home) if home is not None else self.target(t.chip, nbytes)
                 self.waiting[t.id] = f"{nbytes} B of space in {memory_label(*mem)} for leaf %{key[0]}"
-                yield self.space.request(t, mem, nbytes, output=False)
+                yield self.ask(t, mem, nbytes, output=False)
                 self.leaf_home[key].succeed(mem)
             if not self.leaf_home[key].processed:  # another reader is still taking its space
                 yield self.leaf_home[key]
 
     def release(self, t: Task):
-        """Wait for the task's inputs, then hand it to its collective, or take its output's space and hand it to
-        its chip's queue: a unit is never held waiting for buffer space (a unit that sat on a task waiting for
-        space would keep the tasks that free that space off it)."""
+        """Wait for the task's inputs, then hand it to its chip's queue or its collective."""
         yield self.env.all_of([self.done[d] for d in t.deps + tuple(self.staging[t.id])])
         yield from self.hold_leaves(t)
         self.ready_at[t.id] = int(self.env.now)
-        if TASK_KINDS[t.kind].together:
-            self.start_collective(t)
-            return
-        yield from self.output_space(t, self.writer(t))
-        self.spaced_at[t.id] = int(self.env.now)
-        yield self.queue(t)
-
-    def writer(self, t: Task) -> str:
-        """The resource whose memory the output goes to first: the candidates' (they share it on every shipped
-        chip), or where they differ, the unit the compiled schedule chose (the runtime takes the space before
-        it knows which free unit will run the task)."""
-        resources = sorted({r for _, r, _ in self.cycles_on[t.id]})
-        return t.resource if t.resource in resources else resources[0]
+        queued = self.start_collective(t) if TASK_KINDS[t.kind].together else self.queue(t)
+        if queued is not None:
+            yield queued
 
     def queue(self, t: Task) -> simpy.Event:
-        """Put a ready task in its chip's work queue (the event of the put)."""
+        """Put a ready task at the end of its chip's work queue; the idle units look at it once the returned
+        event is processed (as a SimPy store's put is)."""
         names = sorted({resource_label(r, c, o) for c, r, o in self.cycles_on[t.id]})
         self.waiting[t.id] = f"a free unit among {', '.join(names)} on chip{t.chip}"
-        return self.queues[t.chip].put(t)
+        self.queued[t.chip].append(t)
+        put = self.env.event()
+        put.callbacks.append(lambda _: self.dispatch())
+        return put.succeed()
+
+    def dispatch(self) -> None:
+        """Each idle unit instance or link, longest idle first, takes the first queued task it can run whose
+        output can have its space now (sim/space.py); a task without space stays queued, so no unit sits on a
+        task waiting for buffer space, which would keep off it the tasks that free that space. Repeats while
+        a dispatch lets a waiting leaf or collective have its space (a micro-batch's kept bytes shrink)."""
+        while self.dispatch_once() and self.space.serve():
+            pass
+
+    def dispatch_once(self) -> bool:
+        """One pass of dispatch; whether it gave some task's output space."""
+        placed = False
+        cycles_on = self.cycles_on
+        for chip, idle in self.idle.items():
+            queued = self.queued[chip]
+            if not idle or not queued:
+                continue
+            still_idle = []
+            for server, got in idle:
+                i = next((i for i, t in enumerate(queued)
+                          if server in cycles_on[t.id] and self.has_space(t, server[1])), None) if queued else None
+                if i is None:
+                    still_idle.append((server, got))
+                    continue
+                t = queued.pop(i)
+                got.succeed(t)
+                placed = placed or bool(t.out_bytes)
+            self.idle[chip] = still_idle
+        return placed
+
+    def has_space(self, t: Task, resource: str) -> bool:
+        """Whether the task's output has its space, taking it now if it can be granted (sim/space.py)."""
+        if not t.out_bytes or t.id in self.placed:
+            return True
+        mem = self.output_memory(t, resource)
+        if self.space.try_take(t, mem, t.out_bytes):
+            self.placed[t.id] = mem
+            return True
+        self.waiting[t.id] = f"{t.out_bytes} B of space in {memory_label(*mem)}"
+        self.short_of_space.setdefault(t.id, int(self.env.now))
+        return False
+
+    def ask(self, t: Task, mem: Port, nbytes: int, output: bool) -> simpy.Event:
+        """Request space for a leaf or a collective's output (they hold no unit while they wait)."""
+        granted = self.space.request(t, mem, nbytes, output)
+        if self.space.refused:  # only a task refused space could be dispatched now
+            self.dispatch()
+        return granted
+
+    def give(self, mem: Port, nbytes: int) -> None:
+        self.space.give(mem, nbytes)
+        if self.space.refused:
+            self.dispatch()
 
     def start_collective(self, t: Task) -> None:
         """The first member starts its collective's process, which waits for every member's inputs."""
         if t.id == self.members[t.group][0].id:
             self.env.process(self.collective(t.group))
 
-    def output_space(self, t: Task, resource: str):
-        if not t.out_bytes:
-            return
+    def output_memory(self, t: Task, resource: str) -> Port:
+        """Where the output goes: where a placement of outputs fixes it, else levels' ranking from the memory
+        `resource` writes (a step result: the backing memory)."""
         home = self.out_memory.get(t.id)
         if home is not None:
-            mem = (t.out_chip, home)
-        else:
-            first = first_memory(self.chips[t.out_chip], resource, is_result(t.keep, t.phase))
-            mem = self.target(t.out_chip, t.out_bytes, first)
+            return (t.out_chip, home)
+        first = first_memory(self.chips[t.out_chip], resource, is_result(t.keep, t.phase))
+        return self.target(t.out_chip, t.out_bytes, first)
+
+    def output_space(self, t: Task, resource: str):
+        """A collective member waits for its output's space."""
+        if not t.out_bytes:
+            return
+        mem = self.output_memory(t, resource)
         self.waiting[t.id] = f"{t.out_bytes} B of space in {memory_label(*mem)}"
-        yield self.space.request(t, mem, t.out_bytes, output=True)
+        yield self.ask(t, mem, t.out_bytes, output=True)
         self.placed[t.id] = mem
 
     def spill_of(self, t: Task, resource: str) -> int:
@@ -225,7 +275,7 @@ class WorkQueueRuntime:
         return [x for x in inputs + leaves if x[1]]
 
     def worker(self, server: Server, instance: int):
-        """One unit instance or link: takes the first queued task it can run, forever. A unit task lasts
+        """One unit instance or link: runs the tasks dispatch gives it, forever. A unit task lasts
         and loads the memory ports as the scheduler charges them (levels.read_cycles, write_cycles,
         port_loads) for where its tensors were put."""
         env, waiting = self.env, self.waiting
@@ -234,7 +284,10 @@ class WorkQueueRuntime:
         own = preferred_memory(self.chips[chip], resource)
         cycles_on = self.cycles_on
         while True:
-            t = yield self.queues[chip].get(lambda t: server in cycles_on[t.id])
+            got = env.event()
+            self.idle[chip].append((server, got))
+            self.dispatch()
+            t = yield got
             t_unit = int(env.now)
             loads = {}
             cycles = cycles_on[t.id][server]
@@ -256,8 +309,9 @@ class WorkQueueRuntime:
                 self.moved[(chip, out_chip, memory)] += nbytes
             if port_key is None:
                 self.moved[(chip, out_chip, "")] += t.bytes_moved  # a link's bytes
-            ready, t_space = self.ready_at[t.id], self.spaced_at[t.id]
-            self.finish(t, resource, instance, t_port, (("buffer_space", t_space - ready), ("unit", t_unit - t_space),
+            ready = self.ready_at[t.id]
+            short = min(self.short_of_space.get(t.id, t_unit), t_unit)  # from then on it lacked space, not a unit
+            self.finish(t, resource, instance, t_port, (("unit", short - ready), ("buffer_space", t_unit - short),
                                                         ("memory_port", t_port - t_unit)))
 
     def collective(self, group: int):
@@ -305,7 +359,7 @@ class WorkQueueRuntime:
         """Give back a task's output once nothing will read it; a step result stays to the end."""
         if task_id in self.placed and not self.tasks[task_id].keep:
             self.freed.add(task_id)
-            self.space.give(self.placed[task_id], self.tasks[task_id].out_bytes)
+            self.give(self.placed[task_id], self.tasks[task_id].out_bytes)
 
     def release_inputs(self, t: Task) -> None:
         """Give back outputs after their last reader (an output nobody reads once written), and
@@ -319,56 +373,7 @@ class WorkQueueRuntime:
         for key in self.leaves_of[t.id]:
             self.leaf_readers_left[key] -= 1
             if self.leaf_readers_left[key] == 0 and key[1] != PER_STEP:
-                self.space.give(self.leaf_home[key].value, self.leaf_bytes[key])
-
-    def why_blocked(self) -> str:
-        """The cycle of waits that left the blocked tasks blocked, in one paragraph ("" if none is found)."""
-        waits = {t: self.waits_of(self.tasks[t]) for t in self.waiting}
-        first = sorted(self.waiting, key=lambda t: (self.space.blocking(t) is None, self.tasks[t].start, t))
-        cycle = find_cycle(waits, first)
-        return explain_cycle(cycle, lambda t: describe(self.tasks[t]),
-                             lambda t: f"mb {self.tasks[t].microbatch}, replica {self.tasks[t].replica}")
-
-    def waits_of(self, t: Task) -> list[Edge]:
-        """The tasks a blocked task waits on, each with how: the producers of its missing inputs, the reader
-        placing a leaf it reads, or for its buffer space the request ahead of it, the earlier output of its
-        micro-batch kept room for, or the readers that would free what fills the memory."""
-        request = self.space.blocking(t.id)
-        if request is None:
-            placing = [(self.leaf_placer[k], f"waits for leaf %{k[0]}, which task {self.leaf_placer[k]} puts in memory")
-                       for k in self.leaves_of[t.id] if k in self.leaf_home and not self.leaf_home[k].triggered
-                       and self.leaf_placer[k] != t.id]
-            inputs = [(d, f"waits for its input from task {d}") for d in sorted(set(t.deps) | set(self.staging[t.id]))
-                      if not self.done[d].triggered]
-            return placing + inputs
-        mem, nbytes = request.memory, request.nbytes
-        space = f"waits for {nbytes} B of space in {memory_label(*mem)} ({self.memories.free(mem)} B free)"
-        ahead = self.space.ahead_of(request)
-        if ahead is not None:
-            return [(ahead.task, f"{space} behind the earlier-scheduled request of task {ahead.task} there")]
-        if request.output and self.memories.free(mem) >= nbytes:
-            earlier = self.space.first_unplaced_before(t.id)
-            if earlier is not None:
-                return [(earlier, f"{space}, kept for the output of task {earlier}, earlier in its micro-batch's "
-                                  "compiled order")]
-        return [(reader, f"{space}, held by {what} until task {reader} reads it")
-                for what, reader in self.holders(mem) if reader != t.id]
-
-    def holders(self, mem: Port) -> list[tuple[str, int]]:
-        """(what holds space in `mem`, a task that has yet to read it) for every output and leaf held there."""
-        out = []
-        readers_of: dict[int, list[int]] = defaultdict(list)
-        for r in self.tasks:
-            for d in r.deps:
-                readers_of[d].append(r.id)
-        for d, where in sorted(self.placed.items()):
-            if where == mem and d not in self.freed:
-                out += [(f"the output of task {d}", r) for r in readers_of[d] if not self.done[r].triggered]
-        for key, home in sorted(self.leaf_home.items()):
-            if home.triggered and home.value == mem:
-                out += [(f"leaf %{key[0]} of mb {key[1]}", r.id) for r in self.tasks
-                        if key in self.leaves_of[r.id] and not self.done[r.id].triggered]
-        return out
+                self.give(self.leaf_home[key].value, self.leaf_bytes[key])
 
 
 def run_work_queue(schedule: Schedule, hw: HwSpec) -> Result:

@@ -1,6 +1,7 @@
-"""Buffer space for the dynamic runtime (sim/dynamic.py): each task's requests for bytes in a memory, granted in
-the compiled order, so that the work queue's first-come order within a micro-batch cannot take the space the
-compiler planned for that micro-batch's earlier outputs (the deadlock of issue 28's fused conv chain)."""
+"""Buffer space for the dynamic runtime (sim/dynamic.py): a task's output space, taken when a unit is about to run
+it, and the space of leaves and collectives' outputs, which wait for it; granted so that the work queue's first-come
+order within a micro-batch cannot take the space the compiler planned for that micro-batch's earlier outputs (the
+deadlock of issue 28's fused conv chain)."""
 from __future__ import annotations
 
 import bisect
@@ -48,18 +49,20 @@ class Request:
     memory: Port = field(compare=False)
     nbytes: int = field(compare=False)
     output: bool = field(compare=False)  # the task's output (kept to its micro-batch's order), not a leaf
-    granted: simpy.Event = field(compare=False)
+    granted: simpy.Event | None = field(compare=False)  # None: a queued task's output, tried at dispatch
 
 
 class SpaceGrants:
-    """Grants memory space as the compiled schedule orders it. Two rules, both from the compiled order (start, id):
+    """Grants memory space by two rules, both from the compiled order (start, id):
 
-    - waiting requests are served in that order, and one that cannot be granted holds back the later ones in its
-      memory (a task may not take space that an earlier-scheduled waiting task needs);
     - a task's output takes space only if what is left in that memory still holds every output its micro-batch's
       compiled order puts before it and that has no space yet (its stream's unplaced bytes). So a task that is
       ready early (a weight slice, a broadcast) runs ahead where memory is ample and waits its turn where it is
-      not: within a micro-batch the runtime never holds more than the compiled schedule did when its turn comes.
+      not: within a micro-batch the runtime never holds more than the compiled schedule did when its turn comes;
+    - waiting requests (leaves, collectives' outputs) are served in that order, and one that cannot be granted
+      holds back the later requests and outputs in its memory (no task takes space an earlier-scheduled waiting
+      task needs). A queued task's output is not a waiting request: it is granted or refused when a unit is free
+      to run it (`try_take`), so the runtime holds no space for tasks that wait for a unit.
 
     Micro-batches are independent streams: the runtime ignores the compiled in-flight window, so it may still
     admit more micro-batches than fit (a dynamic hazard; the deadlock error then names the cycle)."""
@@ -76,6 +79,7 @@ class SpaceGrants:
         self.placed_outputs: set[int] = set()
         self.pending: list[Request] = []
         self.requests_of: dict[int, int] = defaultdict(int)
+        self.refused: dict[int, Request] = {}  # a queued task's output, refused at its last try (for deadlocks)
 
     @staticmethod
     def stream_of(t: Task) -> Stream:
@@ -101,6 +105,16 @@ class SpaceGrants:
         self.serve()
         return r.granted
 
+    def try_take(self, t: Task, memory: Port, nbytes: int) -> bool:
+        """Take space for `t`'s output now if the rules allow it (a unit is free to run `t`); else leave it."""
+        r = Request((t.start, t.id, self.requests_of[t.id]), t.id, memory, nbytes, True, None)
+        if self.ahead_of(r) is not None or not self.grantable(r):
+            self.refused[t.id] = r
+            return False
+        self.refused.pop(t.id, None)
+        self.grant(r)
+        return True
+
     def give(self, memory: Port, nbytes: int) -> None:
         self.memories.give(memory, nbytes)
         self.serve()
@@ -109,9 +123,17 @@ class SpaceGrants:
         kept = self.kept_for_earlier(r.task) if r.output else 0
         return self.memories.free(r.memory) >= r.nbytes + kept
 
-    def serve(self) -> None:
+    def grant(self, r: Request) -> None:
+        self.memories.take_now(r.memory, r.nbytes)
+        if r.output:
+            t = self.tasks[r.task]
+            self.unplaced[self.stream_of(t)].add(self.position[t.id], -t.out_bytes)
+            self.placed_outputs.add(t.id)
+
+    def serve(self) -> bool:
         """Grant the waiting requests in compiled order; the first refused in a memory holds back the rest there.
-        One pass suffices: a grant only lowers a memory's free bytes and the unplaced bytes of later requests."""
+        One pass suffices: a grant only lowers a memory's free bytes and the unplaced bytes of later requests.
+        Returns whether it granted any."""
         held_back: set[Port] = set()
         waiting: list[Request] = []
         for r in self.pending:
@@ -119,17 +141,15 @@ class SpaceGrants:
                 held_back.add(r.memory)
                 waiting.append(r)
                 continue
-            self.memories.take_now(r.memory, r.nbytes)
-            if r.output:
-                t = self.tasks[r.task]
-                self.unplaced[self.stream_of(t)].add(self.position[t.id], -t.out_bytes)
-                self.placed_outputs.add(t.id)
+            self.grant(r)
             r.granted.succeed(r.memory)
+        granted = len(waiting) < len(self.pending)
         self.pending = waiting
+        return granted
 
     def blocking(self, task_id: int) -> Request | None:
-        """The task's request still waiting, if any."""
-        return next((r for r in self.pending if r.task == task_id), None)
+        """The task's request still waiting, or its output's refused at its last try, if any."""
+        return next((r for r in self.pending if r.task == task_id), self.refused.get(task_id))
 
     def ahead_of(self, r: Request) -> Request | None:
         """The earliest waiting request before `r` in its memory (it holds `r` back), if any."""

@@ -1,8 +1,13 @@
-"""Why a dynamic run deadlocked: the cycle in its wait-for graph (blocked task -> the tasks it waits on), told as
-one paragraph. sim/dynamic.py builds the graph from its state when no event is left; this module only reads it."""
+"""Why a dynamic run deadlocked: the cycle in its wait-for graph (blocked task -> the tasks it waits on), read from
+the runtime's state (sim/dynamic.py) when no event is left and told as one paragraph."""
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable
+
+from accelsim.schedule.plan import Task, memory_label
+from accelsim.schedule.ports import Port
+from accelsim.sim.machine import describe
 
 Edge = tuple[int, str]
 """(the task waited on, how the waiting task waits on it, e.g. "waits for its input from task 4")."""
@@ -58,3 +63,58 @@ def explain_cycle(cycle: list[tuple[int, str]], name: Callable[[int], str], stre
                   "where it placed tensors (the unit's own memory when it has room, else the next level), which "
                   "differs from the compiled placement; simulate in static mode to follow the compiled one.")
     return f"Cycle of waits: {steps}; and so back to the first. {hazard}"
+
+
+class WaitGraph:
+    """The dynamic runtime's state read as a wait-for graph. A base of sim/dynamic.py's WorkQueueRuntime, whose
+    state it reads: tasks, waiting, space (SpaceGrants), memories, done, staging, leaves_of, leaf_home,
+    leaf_placer, placed and freed."""
+
+    def why_blocked(self) -> str:
+        """The cycle of waits that left the blocked tasks blocked, in one paragraph ("" if none is found)."""
+        waits = {t: self.waits_of(self.tasks[t]) for t in self.waiting}
+        first = sorted(self.waiting, key=lambda t: (self.space.blocking(t) is None, self.tasks[t].start, t))
+        cycle = find_cycle(waits, first)
+        return explain_cycle(cycle, lambda t: describe(self.tasks[t]),
+                             lambda t: f"mb {self.tasks[t].microbatch}, replica {self.tasks[t].replica}")
+
+    def waits_of(self, t: Task) -> list[Edge]:
+        """The tasks a blocked task waits on, each with how: the producers of its missing inputs, the reader
+        placing a leaf it reads, or for its buffer space the request ahead of it, the earlier output of its
+        micro-batch kept room for, or the readers that would free what fills the memory."""
+        request = self.space.blocking(t.id)
+        if request is None:
+            placing = [(self.leaf_placer[k], f"waits for leaf %{k[0]}, which task {self.leaf_placer[k]} puts in memory")
+                       for k in self.leaves_of[t.id] if k in self.leaf_home and not self.leaf_home[k].triggered
+                       and self.leaf_placer[k] != t.id]
+            inputs = [(d, f"waits for its input from task {d}") for d in sorted(set(t.deps) | set(self.staging[t.id]))
+                      if not self.done[d].triggered]
+            return placing + inputs
+        mem, nbytes = request.memory, request.nbytes
+        space = f"waits for {nbytes} B of space in {memory_label(*mem)} ({self.memories.free(mem)} B free)"
+        ahead = self.space.ahead_of(request)
+        if ahead is not None:
+            return [(ahead.task, f"{space} behind the earlier-scheduled request of task {ahead.task} there")]
+        if request.output and self.memories.free(mem) >= nbytes:
+            earlier = self.space.first_unplaced_before(t.id)
+            if earlier is not None:
+                return [(earlier, f"{space}, kept for the output of task {earlier}, earlier in its micro-batch's "
+                                  "compiled order")]
+        return [(reader, f"{space}, held by {what} until task {reader} reads it")
+                for what, reader in self.holders(mem) if reader != t.id]
+
+    def holders(self, mem: Port) -> list[tuple[str, int]]:
+        """(what holds space in `mem`, a task that has yet to read it) for every output and leaf held there."""
+        out = []
+        readers_of: dict[int, list[int]] = defaultdict(list)
+        for r in self.tasks:
+            for d in r.deps:
+                readers_of[d].append(r.id)
+        for d, where in sorted(self.placed.items()):
+            if where == mem and d not in self.freed:
+                out += [(f"the output of task {d}", r) for r in readers_of[d] if not self.done[r].triggered]
+        for key, home in sorted(self.leaf_home.items()):
+            if home.triggered and home.value == mem:
+                out += [(f"leaf %{key[0]} of mb {key[1]}", r.id) for r in self.tasks
+                        if key in self.leaves_of[r.id] and not self.done[r.id].triggered]
+        return out
