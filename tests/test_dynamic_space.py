@@ -15,7 +15,7 @@ from accelsim.sim import SimulationError, simulate
 from accelsim.sim.waits import find_cycle
 
 from test_fused_placement import HW_FILE, _conv_chain  # Stream's chip and its conv -> relu -> conv -> relu chain
-from test_sim import toy_hw
+from test_sim import SCHEDULES, toy_hw
 
 SRAM, DRAM = "chips.0.memories.0.capacity_bytes", "chips.0.memories.1.capacity_bytes"
 
@@ -92,3 +92,17 @@ def test_find_cycle_returns_the_cycle_reached_from_the_start_and_nothing_for_a_c
     waits = {4: [(1, "d")], 1: [(2, "a")], 2: [(5, "x"), (3, "b")], 3: [(1, "c")]}
     assert find_cycle(waits, [4]) == [(1, "a"), (2, "b"), (3, "c")]
     assert find_cycle({1: [(2, "a")], 2: [(3, "b")]}, [1, 2, 3]) == []
+
+
+def test_the_weight_dma_engine_fetches_the_first_layers_weights_first_not_in_task_id_order():
+    """tpu_v1_like's weight prefetches have no inputs, so all are ready at once; the one DMA engine used to take them
+    in task-id order (the last backward layer's first) and sit on each waiting for a slot in the weight FIFO. A
+    prefetch whose micro-batch's earlier-scheduled prefetches have no slot yet is now passed over, so the first
+    convolution starts at its compiled time."""
+    hw = A.load_hw("tpu_v1_like")
+    schedule = A.load_schedule(SCHEDULES / "superres_train_tpu_v1_like.json", hw=hw)
+    dynamic = simulate(schedule, hw, "dynamic")
+    _assert_runs_every_task_once_no_faster_than_the_bounds(schedule, dynamic)
+    first_matmul = min((t for t in schedule.tasks if t.resource == "mxu"), key=lambda t: (t.start, t.id))
+    assert dynamic.spans[first_matmul.id].task == first_matmul.id
+    assert dynamic.spans[first_matmul.id].start == first_matmul.start

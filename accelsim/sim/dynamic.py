@@ -59,7 +59,6 @@ class WorkQueueRuntime(WaitGraph):
         self.chips = chip_list(hw)
         self.order = {c: [(c, m.name) for m in memory_order(chip)] for c, chip in enumerate(self.chips)}
         self.memories = Memories(env, schedule)
-        self.space = SpaceGrants(env, self.memories, self.tasks)
         self.ports = memory_ports(env, hw)
         self.unit_port = unit_ports(self.chips)
         self.queued: dict[int, list[Task]] = {c: [] for c in range(len(self.chips))}  # the FIFO work queue per chip
@@ -97,6 +96,7 @@ class WorkQueueRuntime(WaitGraph):
                                            and places_outputs(self.chips[x.chip])}
         # a reader waits for its prefetches (ordering edges the runtime keeps, unlike the in-flight window's)
         self.staging = [[a for a in t.after if TASK_KINDS[tasks[a].kind].stages] for t in tasks]
+        self.space = SpaceGrants(env, self.memories, tasks, {t.id: self.homes_of(t) for t in tasks if t.out_bytes})
         self.placed: dict[int, Port] = {}
         self.freed: set[int] = set()  # tasks whose output was given back
         self.ready_at: dict[int, int] = {}
@@ -141,6 +141,19 @@ class WorkQueueRuntime(WaitGraph):
             return (chip, first)
         ranked = sorted((p for p in self.order[chip] if p[1] not in buffers), key=lambda p: p[1] != first)
         return next((p for p in ranked if self.memories.free(p) >= nbytes), ranked[-1])
+
+    def homes_of(self, t: Task) -> frozenset[Port]:
+        """The memories the task's output may go to (output_memory's choices): where a placement of outputs fixes
+        it; a DMA engine's buffer for its prefetches; else any memory of its chip but those buffers."""
+        chip = self.chips[t.out_chip]
+        if t.id in self.out_memory:
+            return frozenset({(t.out_chip, self.out_memory[t.id])})
+        buffers = dma_buffers(chip)
+        firsts = {first_memory(chip, r, is_result(t.keep, t.phase)) for _, r, _ in self.cycles_on[t.id]}
+        homes = {m for m in firsts if m in buffers}
+        if firsts - homes:
+            homes |= {m.name for m in memory_order(chip) if m.name not in buffers}
+        return frozenset((t.out_chip, m) for m in homes)
 
     def hold_leaves(self, t: Task):
         """The first reader of a leaf puts it in memory; later readers wait until it is there."""

@@ -56,7 +56,8 @@ class SpaceGrants:
     """Grants memory space by two rules, both from the compiled order (start, id):
 
     - a task's output takes space only if what is left in that memory still holds every output its micro-batch's
-      compiled order puts before it and that has no space yet (its stream's unplaced bytes). So a task that is
+      compiled order puts before it, that has no space yet and that may go there (its stream's unplaced bytes
+      for that memory: `homes` says where each output may go). So a task that is
       ready early (a weight slice, a broadcast) runs ahead where memory is ample and waits its turn where it is
       not: within a micro-batch the runtime never holds more than the compiled schedule did when its turn comes;
     - waiting requests (leaves, collectives' outputs) are served in that order, and one that cannot be granted
@@ -67,15 +68,21 @@ class SpaceGrants:
     Micro-batches are independent streams: the runtime ignores the compiled in-flight window, so it may still
     admit more micro-batches than fit (a dynamic hazard; the deadlock error then names the cycle)."""
 
-    def __init__(self, env: simpy.Environment, memories: Memories, tasks: tuple[Task, ...]) -> None:
-        self.env, self.memories, self.tasks = env, memories, tasks
+    def __init__(self, env: simpy.Environment, memories: Memories, tasks: tuple[Task, ...],
+                 homes: dict[int, frozenset[Port]]) -> None:
+        """`homes`: for each task with an output, the memories the runtime may put it in."""
+        self.env, self.memories, self.tasks, self.homes = env, memories, tasks, homes
         streams: dict[Stream, list[Task]] = defaultdict(list)
         for t in sorted(tasks, key=lambda t: (t.start, t.id)):
             if t.out_bytes:
                 streams[self.stream_of(t)].append(t)
         self.position = {t.id: i for members in streams.values() for i, t in enumerate(members)}
         self.order = {s: [t.id for t in members] for s, members in streams.items()}
-        self.unplaced = {s: _PrefixSums([t.out_bytes for t in members]) for s, members in streams.items()}
+        # per (stream, memory): the bytes of the stream's outputs that may go there, by position, until placed
+        self.unplaced: dict[tuple[Stream, Port], _PrefixSums] = {}
+        for s, members in streams.items():
+            for mem in sorted(set().union(*(homes[t.id] for t in members))):
+                self.unplaced[(s, mem)] = _PrefixSums([t.out_bytes if mem in homes[t.id] else 0 for t in members])
         self.placed_outputs: set[int] = set()
         self.pending: list[Request] = []
         self.requests_of: dict[int, int] = defaultdict(int)
@@ -85,15 +92,18 @@ class SpaceGrants:
     def stream_of(t: Task) -> Stream:
         return (t.out_chip, t.microbatch, t.replica)
 
-    def kept_for_earlier(self, task_id: int) -> int:
-        """Bytes of the outputs of the task's stream before it in compiled order that have no space yet."""
-        t = self.tasks[task_id]
-        return self.unplaced[self.stream_of(t)].before(self.position[task_id])
+    def kept_for_earlier(self, task_id: int, memory: Port) -> int:
+        """Bytes of the outputs of the task's stream before it in compiled order that have no space yet and may
+        go to `memory`."""
+        prefix = self.unplaced.get((self.stream_of(self.tasks[task_id]), memory))
+        return 0 if prefix is None else prefix.before(self.position[task_id])
 
-    def first_unplaced_before(self, task_id: int) -> int | None:
-        """The earliest task of the task's stream, before it, whose output has no space yet (None: none)."""
+    def first_unplaced_before(self, task_id: int, memory: Port) -> int | None:
+        """The earliest task of the task's stream, before it, whose output has no space yet and may go to
+        `memory` (None: none)."""
         order = self.order[self.stream_of(self.tasks[task_id])]
-        return next((e for e in order[:self.position[task_id]] if e not in self.placed_outputs), None)
+        return next((e for e in order[:self.position[task_id]]
+                     if e not in self.placed_outputs and memory in self.homes[e]), None)
 
     def request(self, t: Task, memory: Port, nbytes: int, output: bool) -> simpy.Event:
         """Ask for `nbytes` in `memory` for task `t` (its output, or a leaf it puts there first); the event
@@ -120,14 +130,15 @@ class SpaceGrants:
         self.serve()
 
     def grantable(self, r: Request) -> bool:
-        kept = self.kept_for_earlier(r.task) if r.output else 0
+        kept = self.kept_for_earlier(r.task, r.memory) if r.output else 0
         return self.memories.free(r.memory) >= r.nbytes + kept
 
     def grant(self, r: Request) -> None:
         self.memories.take_now(r.memory, r.nbytes)
         if r.output:
             t = self.tasks[r.task]
-            self.unplaced[self.stream_of(t)].add(self.position[t.id], -t.out_bytes)
+            for mem in self.homes[t.id]:
+                self.unplaced[(self.stream_of(t), mem)].add(self.position[t.id], -t.out_bytes)
             self.placed_outputs.add(t.id)
 
     def serve(self) -> bool:

@@ -96,7 +96,7 @@ class WaitGraph:
         if ahead is not None:
             return [(ahead.task, f"{space} behind the earlier-scheduled request of task {ahead.task} there")]
         if request.output and self.memories.free(mem) >= nbytes:
-            earlier = self.space.first_unplaced_before(t.id)
+            earlier = self.space.first_unplaced_before(t.id, mem)
             if earlier is not None:
                 return [(earlier, f"{space}, kept for the output of task {earlier}, earlier in its micro-batch's "
                                   "compiled order")]
