@@ -45,13 +45,13 @@ def find_cycle(waits: dict[int, list[Edge]], starts: Iterable[int]) -> list[tupl
     return []
 
 
-def explain_cycle(cycle: list[tuple[int, str]], name: Callable[[int], str], streams: Callable[[int], str]) -> str:
+def explain_cycle(cycle: list[tuple[int, str]], name: Callable[[int], str], spans: list[str]) -> str:
     """One paragraph: each task of the cycle and how it waits on the next, and which hazard closed it.
-    `name` names a task; `streams` its micro-batch and replica ("mb 0, replica 0")."""
+    `name` names a task; `spans` are the micro-batches ("mb 0, replica 0") of the cycle's tasks and of what holds
+    the memories they wait for."""
     if not cycle:
         return ""
     steps = "; ".join(f"{name(task)} {how}" for task, how in cycle)
-    spans = sorted({streams(task) for task, _ in cycle})
     if len(spans) > 1:
         hazard = (f"The cycle spans {len(spans)} micro-batches ({'; '.join(spans)}): the work queue starts each "
                   "micro-batch's tasks as soon as their inputs are ready, without the compiled in-flight window "
@@ -75,8 +75,13 @@ class WaitGraph:
         waits = {t: self.waits_of(self.tasks[t]) for t in self.waiting}
         first = sorted(self.waiting, key=lambda t: (self.space.blocking(t) is None, self.tasks[t].start, t))
         cycle = find_cycle(waits, first)
-        return explain_cycle(cycle, lambda t: describe(self.tasks[t]),
-                             lambda t: f"mb {self.tasks[t].microbatch}, replica {self.tasks[t].replica}")
+        involved = {task for task, _ in cycle}
+        for task, _ in cycle:  # what fills a memory the cycle waits for counts too, whether on the cycle or not
+            request = self.space.blocking(task)
+            if request is not None:
+                involved |= {reader for _, reader in self.holders(request.memory)}
+        spans = sorted({(self.tasks[t].microbatch, self.tasks[t].replica) for t in involved})
+        return explain_cycle(cycle, lambda t: describe(self.tasks[t]), [f"mb {m}, replica {r}" for m, r in spans])
 
     def waits_of(self, t: Task) -> list[Edge]:
         """The tasks a blocked task waits on, each with how: the producers of its missing inputs, the reader
