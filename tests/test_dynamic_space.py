@@ -12,7 +12,7 @@ from accelsim import ops as F
 from accelsim.errors import AccelsimError
 from accelsim.passes.fuse_layers import pass_name
 from accelsim.sim import SimulationError, simulate
-from accelsim.sim.waits import find_cycle
+from accelsim.sim.waits import explain_cycle, find_cycle
 
 from test_fused_placement import HW_FILE, _conv_chain  # Stream's chip and its conv -> relu -> conv -> relu chain
 from test_sim import SCHEDULES, toy_hw
@@ -92,6 +92,17 @@ def test_find_cycle_returns_the_cycle_reached_from_the_start_and_nothing_for_a_c
     waits = {4: [(1, "d")], 1: [(2, "a")], 2: [(5, "x"), (3, "b")], 3: [(1, "c")]}
     assert find_cycle(waits, [4]) == [(1, "a"), (2, "b"), (3, "c")]
     assert find_cycle({1: [(2, "a")], 2: [(3, "b")]}, [1, 2, 3]) == []
+
+
+def test_a_cycle_within_one_micro_batch_is_put_down_to_placement_and_no_cycle_explains_nothing():
+    cycle = [(1, "waits for 8 B of space in chip0:sram (0 B free), held by the output of task 3 until task 2 reads it"),
+             (2, "waits for its input from task 1")]
+    why = explain_cycle(cycle, lambda t: f"task {t}", ["mb 0, replica 0"])
+    assert why.startswith("Cycle of waits: task 1 waits for 8 B of space in chip0:sram (0 B free), held by the output "
+                          "of task 3 until task 2 reads it; task 2 waits for its input from task 1; and so back to the "
+                          "first. Within one micro-batch")
+    assert "compiled placement" in why and "\n" not in why
+    assert explain_cycle([], lambda t: f"task {t}", []) == ""
 
 
 def test_the_weight_dma_engine_fetches_the_first_layers_weights_first_not_in_task_id_order():
