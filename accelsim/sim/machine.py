@@ -105,7 +105,7 @@ def describe(t: Task) -> str:
 def deadlock(schedule: Schedule, waiting: dict[int, str], why: str = "") -> SimulationError:
     """The error for tasks still blocked when no event is left: `why` (a paragraph naming the cycle of waits,
     where the runtime found one), then each blocked task with what it waits for."""
-    lines = [f"  {describe(schedule.tasks[t])}: waiting for {why}" for t, why in sorted(waiting.items())[:12]]
+    lines = [f"  {describe(schedule.tasks[t])}: waiting for {what}" for t, what in sorted(waiting.items())[:12]]
     more = f"\n  ... and {len(waiting) - 12} more" if len(waiting) > 12 else ""
     cause = f"\n{why}\n" if why else "\n"
     return SimulationError(f"simulation of {schedule.graph_name} deadlocked with {len(waiting)} task(s) blocked:"

@@ -57,9 +57,9 @@ class SpaceGrants:
 
     - a task's output takes space only if what is left in that memory still holds every output its micro-batch's
       compiled order puts before it, that has no space yet and that may go there (its stream's unplaced bytes
-      for that memory: `homes` says where each output may go). So a task that is
-      ready early (a weight slice, a broadcast) runs ahead where memory is ample and waits its turn where it is
-      not: within a micro-batch the runtime never holds more than the compiled schedule did when its turn comes;
+      for that memory: `homes` says where each output may go). So a task that is ready early (a weight slice, a
+      broadcast) runs ahead where memory is ample and waits its turn where it is not, and never takes the room of
+      an output the compiler scheduled before it in its micro-batch;
     - waiting requests (leaves, collectives' outputs) are served in that order, and one that cannot be granted
       holds back the later requests and outputs in its memory (no task takes space an earlier-scheduled waiting
       task needs). A queued task's output is not a waiting request: it is granted or refused when a unit is free
