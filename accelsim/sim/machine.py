@@ -43,6 +43,12 @@ class Memories:
         yield self.stores[mem].get(nbytes)
         self._note(mem)
 
+    def take_now(self, mem: Port, nbytes: int) -> None:
+        """Hold `nbytes` of `mem` at once: the caller (sim/space.py) has checked that they are free."""
+        assert self.free(mem) >= nbytes, (mem, nbytes, self.free(mem))
+        self.stores[mem].get(nbytes)
+        self._note(mem)
+
     def give(self, mem: Port, nbytes: int) -> None:
         self.stores[mem].put(nbytes)
         self._note(mem)
@@ -96,12 +102,14 @@ def describe(t: Task) -> str:
     return f"task {t.id} ({t.kind} {t.op} %{t.node}, mb {t.microbatch}, replica {t.replica}, chip{t.chip})"
 
 
-def deadlock(schedule: Schedule, waiting: dict[int, str]) -> SimulationError:
-    """The error for tasks still blocked when no event is left: each named with what it waits for."""
-    lines = [f"  {describe(schedule.tasks[t])}: waiting for {why}" for t, why in sorted(waiting.items())[:12]]
+def deadlock(schedule: Schedule, waiting: dict[int, str], why: str = "") -> SimulationError:
+    """The error for tasks still blocked when no event is left: `why` (a paragraph naming the cycle of waits,
+    where the runtime found one), then each blocked task with what it waits for."""
+    lines = [f"  {describe(schedule.tasks[t])}: waiting for {what}" for t, what in sorted(waiting.items())[:12]]
     more = f"\n  ... and {len(waiting) - 12} more" if len(waiting) > 12 else ""
-    return SimulationError(f"simulation of {schedule.graph_name} deadlocked with {len(waiting)} task(s) blocked:\n"
-                           + "\n".join(lines) + more)
+    cause = f"\n{why}\n" if why else "\n"
+    return SimulationError(f"simulation of {schedule.graph_name} deadlocked with {len(waiting)} task(s) blocked:"
+                           + cause + "\n".join(lines) + more)
 
 
 def channels(hw: HwSpec, moved: dict[ChannelKey, int]) -> tuple[Channel, ...]:
