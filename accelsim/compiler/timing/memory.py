@@ -81,9 +81,12 @@ class Arena:
 
     def allocate(self, key: tuple, size_bytes: int, start: int) -> Block | None:
         """Hold the tensor's bytes from `start` on, or None if the memory has no room for them."""
+        return self.hold(key, size_bytes, start) if self.fits(size_bytes, start) else None
+
+    def hold(self, key: tuple, size_bytes: int, start: int) -> Block:
+        """Hold the tensor's bytes from `start` on, where the caller has found room for them (`fits` or
+        `earliest_fit` said so): the memory planner's rules check room once, not again here."""
         size = aligned(size_bytes)
-        if self.peak_bytes_from(start) + size > self.usable_bytes:
-            return None
         self._add(start, size)
         block = Block(key, UNPLACED, size, start, OPEN, seq=len(self.blocks))
         self.blocks.append(block)
