@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 
 import accelsim as A
+from accelsim.cli import main
 from accelsim.compiler.hierarchy.layer_templates import FIRST, MIDDLE, recipe, roles_of
 from accelsim.compiler.hierarchy.template_mappings import layer_nodes, mappings_by_place, template_entries
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.schedule.levels import chip_list
-from accelsim.schedule.mapping_file import mapping_entries
+from accelsim.schedule.mapping_file import mapping_entries, read_mapping_file
 
 SEARCH = {"chips.0.units.tensor_core.mapping": "search", "chips.0.units.tensor_core.dataflows": ["ws", "os", "is"],
           "chips.0.gpu_gemm": None, "chips.0.gpu_overheads": None}
@@ -64,6 +65,24 @@ def test_a_mapping_naming_a_layer_the_model_lacks_is_refused_at_either_granulari
     with pytest.raises(MappingSpecError, match=r"mapping entry 0 \(layer 'matmul9999', unit 'tensor_core'\): "
                                                r"graph '.*' has no layer 'matmul9999'"):
         A.compile(gpt2, hw, granularity=granularity, mapping={"mappings": {"matmul9999": SLOW}}, **STEP)
+
+
+def test_the_cli_compiles_a_stage_step_with_a_mapping_file_and_writes_what_it_measured(tmp_path, capsys):
+    """`run --granularity stage --mapping` was refused; the step's mappings now round-trip through --mapping-out."""
+    given = tmp_path / "given.yaml"
+    given.write_text("mappings:\n  matmul3:\n    mxu: {dataflow: os}\n")
+    flags = ["run", "--hw", "tpu_v1_like", "--hw-set", "chips.0.units.mxu.mapping=search", "--hw-set",
+             "chips.0.units.mxu.dataflows=[ws,os,is]", "--hw-set", "chips.0.units.mxu.array.rows=16", "--hw-set",
+             "chips.0.units.mxu.array.cols=16", "--model", "mlp", "--batch", "4", "--set", "sizes=16,8,4",
+             "--granularity", "stage", "--no-sim"]
+    out = tmp_path / "out.yaml"
+    assert main([*flags, "--mapping", str(given), "--mapping-out", str(out)]) == 0
+    written = {e.layer: e for e in read_mapping_file(out)}
+    assert written["matmul3"].dataflow == "os" and written["matmul3"].complete
+    assert main([*flags, "--mapping", str(tmp_path / "typo.yaml")]) != 0  # a missing file: refused, not ignored
+    given.write_text("mappings:\n  matmul1010:\n    mxu: {dataflow: os}\n")
+    assert main([*flags, "--mapping", str(given)]) != 0
+    assert "has no layer 'matmul1010'" in capsys.readouterr().err
 
 
 # layer templates: an entry by its node's place in its layer (template_mappings.py), built graphs only
