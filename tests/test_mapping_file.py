@@ -238,9 +238,12 @@ def test_missing_and_directory_paths_are_refused(graph, hw, tmp_path):
         read_mapping_file(tmp_path / "m.json")
 
 
-def test_a_mapping_at_stage_granularity_is_refused(graph, hw):
-    with pytest.raises(A.AccelsimError, match="stage granularity"):
-        A.compile(graph, hw, granularity="stage", mapping={"mappings": {"conv2d3": {"mxu": {"dataflow": "ws"}}}})
+def test_a_mapping_at_stage_granularity_is_measured_and_recorded(graph, hw, searched):
+    """It was refused ("mappings given per layer apply to a task-level schedule"); tests/test_stage_mappings.py
+    compares its effect with the task level's."""
+    assert next(m for m in searched.mappings if m.layer == "conv2d3").dataflow != "os"
+    step = A.compile(graph, hw, granularity="stage", mapping={"mappings": {"conv2d3": {"mxu": {"dataflow": "os"}}}})
+    assert next(m for m in step.mappings if m.layer == "conv2d3").dataflow == "os"
 
 
 def test_mapping_out_without_searching_units_is_refused(plain, tmp_path):

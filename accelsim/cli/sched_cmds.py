@@ -127,9 +127,6 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
     replica is evaluated) under --max-bytes first."""
     hw = load_hw_arg(args)
     templates = None if checking else stage_recipe(args)
-    if templates is not None and getattr(args, "mapping", None) is not None:
-        raise AccelsimError(f"--mapping {args.mapping}: mappings given per layer apply to a task-level schedule, "
-                            "which records them; this step is compiled at stage granularity: use --granularity task")
     if templates is not None:  # the step is measured from a few of its layers: never built whole
         note, limits = check_chips(hw, args), limits_from(args)
         start = time.perf_counter()
@@ -193,10 +190,15 @@ def _check_mapping_args(args: argparse.Namespace) -> None:
         step_options(args)
 
 
-def _write_mappings(args: argparse.Namespace, schedule: Schedule, console: Console | None = None) -> None:
-    """--mapping-out: the schedule's mappings, as a file --mapping reads back."""
+def _write_mappings(args: argparse.Namespace, schedule: Schedule | StageStep, console: Console | None = None) -> None:
+    """--mapping-out: the schedule's mappings, as a file --mapping reads back (a stage-level step's where it was
+    measured whole: layer templates' mappings name the nodes of a smaller graph than the step's)."""
     if args.mapping_out is None:
         return
+    if isinstance(schedule, StageStep) and schedule.template_layers is not None:
+        raise AccelsimError(f"--mapping-out {args.mapping_out}: this step was measured from layer templates, whose "
+                            "mappings name the nodes of a smaller graph than the step's, so a file of them would not "
+                            "apply to the step; use --granularity task")
     written = write_mapping_file(schedule.mappings, args.mapping_out)
     line = f"wrote the mappings of {fmt.plural(len(schedule.mappings), 'layer-unit pair')} to {written}"
     (console.print if console is not None else print)(line)
@@ -273,14 +275,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     c = _compile(args, checking=args.check)
     console = out_console()
     if isinstance(c.schedule, StageStep):
-        if args.mapping_out is not None:
-            raise AccelsimError(f"--mapping-out {args.mapping_out}: a step at stage granularity records no "
-                                "mappings; use --granularity task")
         if args.report is not None:
             raise AccelsimError(f"--report {args.report}: a step at stage granularity has no tasks to report per "
                                 "layer; use --granularity task (a smaller step if auto chose stage)")
         print_stage_step(console, c.schedule, c.seconds)
         write_json(args.json, c.schedule.to_dict())
+        _write_mappings(args, c.schedule, console)
         return 0
     s = run_summary(c.schedule, c.hw, c.graph)
     console.print(_step_header(s, c))

@@ -209,10 +209,6 @@ def compile(graph: Graph, hw: HwSpec | str | Path | dict[str, Any], options: Ste
     graph = _rematerialized(graph, options.remat)
     granularity, tasks = granularity_and_tasks(graph, options, len(chip_list(hw)), limits or DEFAULT_LIMITS)
     if granularity == "stage":
-        if options.mapping is not None:
-            raise AccelsimError("mapping: mappings given per layer apply to a task-level schedule, which records "
-                                "them; this step is compiled at stage granularity: use granularity='task' "
-                                "(--granularity task)")
         return compile_stage_step(graph, hw, options, limits or DEFAULT_LIMITS)
     check_step_size(graph, options.microbatches, options.data_parallel, options.pipeline_stages,
                     limits or DEFAULT_LIMITS, options.zero, tasks=tasks)

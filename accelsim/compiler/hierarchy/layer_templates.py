@@ -33,6 +33,9 @@ What is scaled, and how exactly:
   differently; tests/test_layer_templates.py bounds the difference against measuring the whole graph.
 Only rematerialization policies that act within one layer (none, every:1, full:1) keep the layers identical;
 others (sqrt, budget, every:K > 1, full:K > 1) are measured on the whole graph.
+Mappings given per layer (StepOptions.mapping) name the step's nodes; template_mappings.py carries each to the
+node of the probe and of the small graph that stands for it, and refuses copies of a repeated layer given
+different mappings (one template measures them all).
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from accelsim import models
+from accelsim.compiler.hierarchy.template_mappings import mappings_by_place, template_entries
 from accelsim.compiler.hierarchy.templates import chunk_figures, chunk_options, measure_step
 from accelsim.compiler.hierarchy.work import StageWork, StepWork
 from accelsim.compiler.planning.chip_map import chip_map
@@ -54,6 +58,7 @@ from accelsim.model_states import model_state_kinds
 from accelsim.remat import REMAT_PASS, rematerialize
 from accelsim.remat.policy import parse_policy
 from accelsim.schedule.levels import chip_list
+from accelsim.schedule.mappings import NodeMapping
 from accelsim.schedule.options import StepOptions
 from accelsim.training import training_graph
 
@@ -131,13 +136,15 @@ def recipe_of(graph: Graph, options: StepOptions) -> Recipe | None:
 @dataclass(frozen=True)
 class Templated:
     """The StepWork of a step measured from layer templates, and how: the small graph measured, the real
-    layer names, the chunks' first layers (p*v + 1 positions) and each chunk's kind (its measured chunk)."""
+    layer names, the chunks' first layers (p*v + 1 positions), each chunk's kind (its measured chunk) and the
+    mappings the small graph's nodes were measured with (of units that search them; None: no such unit)."""
 
     work: StepWork
     graph: Graph
     names: tuple[str, ...]
     starts: tuple[int, ...]
     kinds: tuple[int, ...]
+    mappings: tuple[NodeMapping, ...] | None = None
 
 
 def real_layers(recipe: Recipe, probe: Graph) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]:
@@ -156,26 +163,41 @@ def real_layers(recipe: Recipe, probe: Graph) -> tuple[tuple[str, ...], tuple[st
     return real, roles, tuple(probe_of[r] for r in roles)
 
 
+def roles_of(recipe: Recipe, names: tuple[str, ...], repeated: int) -> tuple[str, ...]:
+    """The role of each of `names`, the layers of the recipe's step built with `repeated` repeated layers."""
+    first, last = recipe.scope(0), recipe.scope(repeated - 1)
+    middle = {recipe.scope(i) for i in range(1, repeated - 1)}
+    return tuple(FIRST if n == first else LAST if n == last else MIDDLE if n in middle else n for n in names)
+
+
 def templated_work(recipe: Recipe, hw: HwSpec, options: StepOptions, max_tasks: int,
-                   probe: Graph | None = None) -> Templated | None:
+                   probe: Graph | None = None, step: Graph | None = None) -> Templated | None:
     """The StepWork of the step `options` describe, measured from layer templates (module docstring); None
     where they would measure no fewer repeated layers than the model has, or the real layers are fewer than
     the chunks (the partition then splits nodes, not layers). `probe`: recipe.build(PROBE_LAYERS), if the
-    caller built it. ScheduleError when the small graph's one micro-batch is above `max_tasks` tasks."""
+    caller built it. ScheduleError when the small graph's one micro-batch is above `max_tasks` tasks.
+    options.mapping names the step's nodes: the step (`step`, or built here when the caller has none) is read
+    to carry each entry to the template graphs' nodes that stand for its node (template_mappings.py)."""
     if recipe.layers <= PROBE_LAYERS:
         return None
     probe = probe if probe is not None else recipe.build(PROBE_LAYERS)
     names, roles, probe_of = real_layers(recipe, probe)
-    one = chunk_options(options).model_copy(update={"microbatches": options.microbatches})
+    one = chunk_options(options).model_copy(update={"microbatches": options.microbatches, "mapping": None})
     n_chunks = one.pipeline_stages
     user = options.stage_layers is not None or options.stage_boundaries is not None
     if not user and len(names) < n_chunks:
         return None
+    chips = chip_list(hw)
+    by_place = None
+    if options.mapping is not None:
+        step = step if step is not None else recipe.build(recipe.layers)
+        by_place = mappings_by_place(step, roles, options.mapping, chips)
+    probe_entries = None if by_place is None else template_entries(
+        probe, roles_of(recipe, find_layers(probe).names, PROBE_LAYERS), by_place)
     whole = one.model_copy(update={"pipeline_stages": 1, "virtual_stages": 1, "stage_layers": None,
-                                   "stage_boundaries": None, "pipeline_schedule": None})
+                                   "stage_boundaries": None, "pipeline_schedule": None, "mapping": probe_entries})
     probe_costs = Planner(probe, hw, whole).partition.layers
     costs = [replace(probe_costs[i], name=name) for i, name in zip(probe_of, names)]
-    chips = chip_list(hw)
     chip_of = chip_map(len(chips), one)
     starts, _, _ = split_layers(probe.name, names, costs, one, [chips[chip_of[(0, s, 0)]] for s in range(n_chunks)])
     signatures = [roles[a:b] for a, b in zip(starts, starts[1:])]
@@ -189,9 +211,10 @@ def templated_work(recipe: Recipe, hw: HwSpec, options: StepOptions, max_tasks: 
     if repeated >= recipe.layers or tuple(r for sig in ordered for r in sig) != expected:
         return None
     small = recipe.build(repeated)
+    small_entries = None if by_place is None else template_entries(small, expected, by_place)
     measured_options = options.model_copy(update={
         "pipeline_stages": len(ordered), "virtual_stages": 1, "stage_layers": tuple(len(sig) for sig in ordered),
-        "stage_boundaries": None, "pipeline_schedule": None})
+        "stage_boundaries": None, "pipeline_schedule": None, "mapping": small_entries})
     tasks = estimate_tasks(small, 1, 1, len(ordered))
     if tasks > max_tasks:
         raise ScheduleError(f"stage granularity list-schedules one micro-batch of {small.name!r} with {repeated} of "
@@ -202,7 +225,7 @@ def templated_work(recipe: Recipe, hw: HwSpec, options: StepOptions, max_tasks: 
     figures = chunk_figures(m, measured_options)
     chunk_kind = tuple(kinds[sig] for sig in signatures)
     work = _step_work(small, m.plan.leaf_bytes, figures, chunk_kind, options, chips, recipe)
-    return Templated(work, small, names, tuple(starts), chunk_kind)
+    return Templated(work, small, names, tuple(starts), chunk_kind, m.costs.recorded())
 
 
 def _step_work(small: Graph, leaf_bytes: Mapping[int, int], figures: list, chunk_kind: tuple[int, ...],

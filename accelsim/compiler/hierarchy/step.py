@@ -9,7 +9,7 @@ from typing import Any
 from accelsim.compiler.hierarchy.compose import Composition, compose
 from accelsim.compiler.hierarchy.layer_templates import PROBE_LAYERS, Recipe, recipe_of, templated_work
 from accelsim.compiler.planning.layers import find_layers
-from accelsim.compiler.hierarchy.templates import step_work
+from accelsim.compiler.hierarchy.templates import measure_step, work_of
 from accelsim.compiler.hierarchy.work import StepWork
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
@@ -17,6 +17,7 @@ from accelsim.graph.stats import samples_per_microbatch
 from accelsim.hw.spec import HwSpec
 from accelsim.limits import DEFAULT_LIMITS, Limits, estimate_tasks
 from accelsim.schedule.levels import chip_list
+from accelsim.schedule.mappings import NodeMapping
 from accelsim.schedule.plan import Schedule
 from accelsim.schedule.options import StepOptions
 
@@ -106,6 +107,9 @@ class StageStep:
     """Nodes of the graph whose one micro-batch was list-scheduled: the step's, or its layer templates'."""
     template_layers: int | None = None
     """The repeated layers of a step measured from layer templates (layer_templates.py); None: measured whole."""
+    mappings: tuple[NodeMapping, ...] | None = None
+    """The mappings the measured graph's nodes ran with on units that search them (as Schedule.mappings): of the
+    step's own nodes, or of the layer templates' graph where template_layers is set; None: no such unit."""
 
     @property
     def makespan_cycles(self) -> int:
@@ -140,6 +144,7 @@ class StageStep:
             "makespan_s": self.makespan_seconds, "throughput_samples_per_s": self.throughput,
             "bubble_fraction": self.bubble_fraction, "exposed_cycles": self.exposed_cycles,
             "measured_graph_nodes": self.measured_graph_nodes, "template_layers": self.template_layers,
+            "mappings": None if self.mappings is None else [m.model_dump(mode="json") for m in self.mappings],
             "stages": [{"stage": s.stage, "chips": list(s.chips), "busy_cycles": busy, "update_cycles": s.update_cycles,
                         "parameter_bytes": s.parameter_bytes, "optimizer_bytes": s.optimizer_bytes,
                         "gradient_bytes": s.gradient_bytes, "peak_stash_bytes": stash}
@@ -208,14 +213,15 @@ def compile_stage_step(graph: Graph, hw: HwSpec, options: StepOptions, limits: L
     options = _with_schedule(options)
     measured = estimate_tasks(graph, 1, 1, options.pipeline_stages * options.virtual_stages)
     found = recipe_of(graph, options) if measured > TEMPLATE_TASKS else None
-    templated = templated_work(found, hw, options, limits.max_tasks) if found is not None else None
+    templated = templated_work(found, hw, options, limits.max_tasks, step=graph) if found is not None else None
     if templated is not None:
-        return _composed(templated.graph, hw, options, templated.work, found.layers)
+        return _composed(templated.graph, hw, options, templated.work, found.layers, templated.mappings)
     if measured > limits.max_tasks:
         raise ScheduleError(f"stage granularity list-schedules one micro-batch of {graph.name!r}: about "
                             f"{measured:,} tasks, above the limit of {limits.max_tasks:,}; raise the limit "
                             f"(--max-tasks, or limits=Limits(max_tasks=N) from Python)")
-    return _composed(graph, hw, options, step_work(graph, hw, options), None)
+    m = measure_step(graph, hw, options)
+    return _composed(graph, hw, options, work_of(m, options), None, m.costs.recorded())
 
 
 def compile_recipe_step(recipe: Recipe, hw: HwSpec, options: StepOptions, limits: Limits | None = None) -> StageStep:
@@ -233,20 +239,23 @@ def compile_recipe_step(recipe: Recipe, hw: HwSpec, options: StepOptions, limits
     templated = templated_work(recipe, hw, options, limits.max_tasks, probe) if about > TEMPLATE_TASKS else None
     if templated is None:
         return compile_stage_step(recipe.build(recipe.layers), hw, options, limits)
-    return _composed(templated.graph, hw, options, templated.work, recipe.layers)
+    return _composed(templated.graph, hw, options, templated.work, recipe.layers, templated.mappings)
 
 
-def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, template_layers: int | None) -> StageStep:
+def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, template_layers: int | None,
+              mappings: tuple[NodeMapping, ...] | None) -> StageStep:
     """The StageStep of `work` (measured from `graph`: the step's, or its layer templates') composed under
-    the options' pipeline schedule, with the filler its idle time cannot hold added to the updates."""
+    the options' pipeline schedule, with the filler its idle time cannot hold added to the updates. It records
+    the mappings measured, not the ones asked for (options.mapping), as a task-level Schedule does."""
     schedule = options.pipeline_schedule
     reduction = options.gradient_reduction
     composition = compose(work, schedule, hw, reduction=reduction)
     if any(s.filler_cycles for s in work.stages):
         work = with_filler(work, composition)
         composition = compose(work, schedule, hw, reduction=reduction)
-    return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
+    return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz,
+                     options=options.model_copy(update={"mapping": None}),
                      training=any(n.phase == "update" for n in graph.nodes),
                      samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,
                      work=work, composition=composition, measured_graph_nodes=len(graph.nodes),
-                     template_layers=template_layers)
+                     template_layers=template_layers, mappings=mappings)

@@ -105,7 +105,7 @@ def measure_step(graph: Graph, hw: HwSpec, options: StepOptions) -> Measured:
                             f"virtual stages or hardware with at least {chunks * t} chips")
     if options.remat is not None and not any(p.name == REMAT_PASS for p in graph.passes):
         graph = rematerialize(graph, options.remat)
-    costs = CostTable(graph, hw, chip_list(hw))
+    costs = CostTable(graph, hw, chip_list(hw), options.mapping)  # the user's, by this graph's node names
     planner = Planner(graph, hw, one, costs)
     if options.microbatches > 1:  # the step's partition, which may weigh M micro-batches' work against one update
         planner.stage = Planner(graph, hw, one.model_copy(update={"microbatches": options.microbatches}), costs).stage

@@ -6,13 +6,10 @@ keeps the shortest schedule.
 Each ready task goes to the candidate resource instance on which it finishes earliest, filling
 idle gaps (insertion), at a time its memory port has the bandwidth for it (ports.py) and every physical
 link it holds is free (a transfer: its route's; a collective: every link its algorithm crosses,
-schedule/collectives.py), so tasks sharing a link serialize on it. A task whose
-output does not fit in its unit's memory either waits until enough of it is freed or spills to the
-next level, whichever finishes first: the scheduler delays work rather than paying for slow memory
-when that is cheaper; where no memory has room yet and its unit's never will, it waits for room in
-the next level that gets some first (as the dynamic runtime waits in its last level). Every tensor
-is placed when its producer starts: in the producing unit's memory, or the next level that fits,
-paying the extra transfer time there. Ties break by task id, so the result is deterministic.
+schedule/collectives.py), so tasks sharing a link serialize on it. Every tensor is placed when its
+producer starts, by the memory planner's rules (memory_planner.PLACEMENT_RULES): a later start where
+its output waits for room, or extra cycles where it is written to a slower memory. Ties break by task
+id, so the result is deterministic.
 """
 from __future__ import annotations
 

@@ -60,11 +60,12 @@ class Arena:
     def _index(self, t: float) -> int:
         return bisect.bisect_right(self.at, t) - 1
 
-    def _peak_from(self, t: float) -> int:
+    def peak_bytes_from(self, t: float) -> int:
+        """The most bytes live at any time from `t` on: what a tensor placed at `t` must fit beside."""
         return int(self._level[self._index(t):len(self.at)].max())
 
     def fits(self, size_bytes: int, start: int) -> bool:
-        return self._peak_from(start) + aligned(size_bytes) <= self.usable_bytes
+        return self.peak_bytes_from(start) + aligned(size_bytes) <= self.usable_bytes
 
     def earliest_fit(self, size_bytes: int, start: int, horizon: float | None = None) -> int | None:
         """The first time >= start from which the tensor fits for good (a known free time), or None
@@ -80,9 +81,12 @@ class Arena:
 
     def allocate(self, key: tuple, size_bytes: int, start: int) -> Block | None:
         """Hold the tensor's bytes from `start` on, or None if the memory has no room for them."""
+        return self.hold(key, size_bytes, start) if self.fits(size_bytes, start) else None
+
+    def hold(self, key: tuple, size_bytes: int, start: int) -> Block:
+        """Hold the tensor's bytes from `start` on, where the caller has found room for them (`fits` or
+        `earliest_fit` said so): the memory planner's rules check room once, not again here."""
         size = aligned(size_bytes)
-        if self._peak_from(start) + size > self.usable_bytes:
-            return None
         self._add(start, size)
         block = Block(key, UNPLACED, size, start, OPEN, seq=len(self.blocks))
         self.blocks.append(block)
@@ -113,10 +117,6 @@ class Arena:
 
     def live_bytes_at(self, t: int) -> int:
         return int(self._level[self._index(t)])
-
-    def peak_bytes_from(self, t: int) -> int:
-        """The most bytes live at any time from `t` on: what a tensor placed at `t` must fit beside."""
-        return self._peak_from(t)
 
 
 def refusal(what: str, size: int, start: int, arenas: list[Arena], leaf: bool) -> MemoryFitError:

@@ -1,22 +1,110 @@
 """Where a static schedule's tensors live (HwSpec, Plan -> per-memory arenas of blocks): the memory planner the
 list scheduler (list_sched.py) asks, when a producer starts, for a memory with room for its output, the time it can
-have it and the write cost it pays there.
-
-A tensor goes to its unit's first-choice memory now, or later when that memory has room then, or to another memory
-with room now, whichever finishes first; where no memory has room yet and the first choice never will, it waits for
-room in the next level that gets some first (as the dynamic runtime waits in its last level). A leaf, which cannot
-wait, is refused where no memory has room for it from the step's start; the refusal (memory.refusal) states each
-memory's peak. `pack` gives every block its offset at the end and reports memories whose blocks did not fit, so the
-list scheduler retries with less room there.
+have it and the write cost it pays there. The rules it places a tensor by are PLACEMENT_RULES, tried in order, each
+with its reason; `pack` gives every block its offset at the end and reports memories whose blocks did not fit, so
+the list scheduler retries with less room there.
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable, NamedTuple
 
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack, refusal
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.levels import (aligned, dma_buffers, first_memory, memory_order, write_cycles)
+
+
+class Choice(NamedTuple):
+    """Where a tensor goes: the arena, the cycle its bytes are held from, and the extra cycles of writing it there
+    (levels.write_cycles)."""
+    arena: Arena
+    at: int
+    write_cycles: int
+
+
+@dataclass
+class Want:
+    """One tensor asking for memory: `size` bytes from cycle `start`, in the memories of `ranked` (first choice
+    first, each with its arena), `cost` giving the write cycles of each. A leaf (loaded before the step) cannot wait
+    for room: its readers are placed from `start` on whatever it does."""
+    size: int
+    start: int
+    leaf: bool
+    ranked: list[tuple[Memory, Arena]]
+    cost: Callable[[Memory], int]
+
+    @cached_property
+    def spill(self) -> Choice | None:
+        """The first memory after the first choice with room from `start` on (None: none has)."""
+        return next((Choice(arena, self.start, self.cost(mem)) for mem, arena in self.ranked[1:]
+                     if arena.fits(self.size, self.start)), None)
+
+
+def _now(w: Want) -> Choice | None:
+    mem, arena = w.ranked[0]
+    return Choice(arena, w.start, w.cost(mem)) if arena.fits(w.size, w.start) else None
+
+
+def _wait(w: Want) -> Choice | None:
+    if w.leaf:
+        return None
+    mem, arena = w.ranked[0]
+    horizon = None if w.spill is None else w.start + w.spill.write_cycles - w.cost(mem)
+    at = arena.earliest_fit(w.size, w.start, horizon)
+    return None if at is None else Choice(arena, at, w.cost(mem))
+
+
+def _spill(w: Want) -> Choice | None:
+    return w.spill
+
+
+def _later(w: Want) -> Choice | None:
+    if w.leaf:
+        return None
+    best = None
+    for mem, arena in w.ranked[1:]:
+        at = arena.earliest_fit(w.size, w.start)
+        if at is not None and (best is None or at + w.cost(mem) < best.at + best.write_cycles):
+            best = Choice(arena, at, w.cost(mem))
+    return best
+
+
+@dataclass(frozen=True)
+class PlacementRule:
+    """One way a tensor is placed: `choose` gives where, or None where the rule does not apply."""
+    name: str
+    why: str
+    choose: Callable[[Want], Choice | None]
+
+
+PLACEMENT_RULES: tuple[PlacementRule, ...] = (
+    PlacementRule("now", "the first-choice memory has room from the start on: the tensor goes there, paying its "
+                  "write cost (none in the memory its unit writes)", _now),
+    PlacementRule("wait", "the first choice has room for good later, and the task finishes no later by waiting "
+                  "for it than by spilling now to the next level with room (paying its write cost): the "
+                  "scheduler delays work rather than paying for slow memory when that is cheaper. Not a leaf, "
+                  "which cannot wait", _wait),
+    PlacementRule("spill", "the next memory after the first choice with room from the start on, paying the extra "
+                  "cycles of writing there", _spill),
+    PlacementRule("later", "no memory has room now and the first choice never will: the task waits for room in "
+                  "the level after it where it finishes being written earliest (the earlier level on a tie), as "
+                  "the dynamic runtime waits in its last level, rather than the step being refused while that "
+                  "level frees room. Not a leaf", _later),
+)
+"""The rules a tensor's placement is chosen by, tried in this order; the first that applies places it. Where none
+does, no memory ever has room for the tensor beside what stays live (or, for a leaf, none from its start on), and
+the step is refused (memory.refusal, stating each memory's peak)."""
+
+
+def choose(want: Want) -> tuple[PlacementRule, Choice] | None:
+    """The first rule of PLACEMENT_RULES that places `want`, and where; None: no memory can hold it."""
+    for rule in PLACEMENT_RULES:
+        choice = rule.choose(want)
+        if choice is not None:
+            return rule, choice
+    return None
 
 
 class MemoryPlanner:
@@ -42,63 +130,42 @@ class MemoryPlanner:
 
     def place(self, key: tuple, chip: int, resource: str | None, result: bool, size: int, start: int,
               what: str, home: str | None = None) -> tuple[int, int]:
-        """Allocate `key` for a task on `resource` (None: a leaf, loaded before the step) wanting to start
-        at `start`. Returns (start, extra): the first-choice memory (levels.first_memory) now, or later
-        when it has room then, or another memory with room now, whichever finishes first, else (no room
-        anywhere now, none ever in the first) another memory later (_later); `extra` is the write cost of
-        the memory chosen (levels.write_cycles). Refused (memory.refusal) only where no memory ever has room
-        for the tensor beside what stays live, or for a leaf, which cannot wait, none from `start` on.
-        `home`: the one memory a placement puts a leaf in (hw/placement.py). A DMA buffer holds its engine's
-        prefetches only, and they wait for room there (levels.dma_buffers)."""
-        row = self.order[chip]
+        """Allocate `key` for a task on `resource` (None: a leaf, loaded before the step) wanting to start at
+        `start`, by the first of PLACEMENT_RULES that applies among the memories `candidates` allows. Returns
+        (start, extra): the cycle it is held from and the write cycles of the memory chosen. Refused
+        (memory.refusal) where no rule applies."""
         spec = self.chips[chip]
+
+        def cost(mem: Memory) -> int:
+            return 0 if resource is None else write_cycles(spec, resource, mem.name, size, self.hw.clock_hz)
+
+        want = Want(size, start, resource is None, self.candidates(chip, resource, result, size, home), cost)
+        chosen = choose(want)
+        if chosen is None:
+            raise refusal(what, size, start, [a for _, a in self.order[chip]], leaf=resource is None)
+        arena, at, extra = chosen[1]
+        return self._keep(key, arena, arena.hold(key, size, at)), extra
+
+    def candidates(self, chip: int, resource: str | None, result: bool, size: int,
+                   home: str | None) -> list[tuple[Memory, Arena]]:
+        """The memories a tensor may go to, first choice first. `home`: the one memory a placement puts a leaf in
+        (hw/placement.py). A DMA buffer holds its engine's prefetches only, and they wait for room there
+        (levels.dma_buffers). Otherwise the unit's first choice (levels.first_memory), then the chip's other
+        memories but DMA buffers, fastest first; a step result that its first choice (the backing memory) can
+        hold goes there alone, waiting for room if need be."""
+        row = self.order[chip]
         buffers = self.buffers[chip]
         if home is not None:
             ranked = [ma for ma in row if ma[0].name == home]
         elif resource is not None and resource in buffers.values():
             ranked = [ma for ma in row if buffers.get(ma[0].name) == resource]
         else:
-            target = None if resource is None else first_memory(spec, resource, result)
+            target = None if resource is None else first_memory(self.chips[chip], resource, result)
             ranked = [ma for _, ma in sorted(enumerate(row), key=lambda im: (im[1][0].name != target, im[0]))
                       if ma[0].name not in buffers]
         if result and aligned(size) <= ranked[0][1].capacity_bytes:
-            ranked = ranked[:1]  # a result goes to the backing memory, waiting for room there if need be
-
-        def cost(mem: Memory) -> int:
-            return 0 if resource is None else write_cycles(spec, resource, mem.name, size, self.hw.clock_hz)
-
-        mem0, first = ranked[0]
-        block = first.allocate(key, size, start)
-        if block is not None:
-            return self._keep(key, first, block), cost(mem0)
-        spill = next(((arena, cost(mem)) for mem, arena in ranked[1:] if arena.fits(size, start)), None)
-        # a leaf cannot wait for room: its readers are placed from `start` on whatever it does
-        wait = None if resource is None else first.earliest_fit(
-            size, start, horizon=start + spill[1] - cost(mem0) if spill else None)
-        if wait is not None and (spill is None or wait + cost(mem0) <= start + spill[1]):
-            return self._keep(key, first, first.allocate(key, size, wait)), cost(mem0)
-        if spill is not None:
-            return self._keep(key, spill[0], spill[0].allocate(key, size, start)), spill[1]
-        later = None if resource is None else self._later(ranked[1:], size, start, cost)
-        if later is not None:  # no room anywhere now, none ever in the first: wait for the next level's
-            arena, at, extra = later
-            return self._keep(key, arena, arena.allocate(key, size, at)), extra
-        raise refusal(what, size, start, [a for _, a in row], leaf=resource is None)
-
-    @staticmethod
-    def _later(ranked: list[tuple[Memory, Arena]], size: int, start: int,
-               cost: Callable[[Memory], int]) -> tuple[Arena, int, int] | None:
-        """(arena, time, write cycles) of the memory among `ranked` (the levels after the first choice) where a
-        tensor of `size` bytes wanted at `start` finishes being written earliest once it has room for good
-        (the earlier level on a tie), or None where none ever has. Used only where the first choice can never
-        hold it and no level has room at `start`: the task waits for room in a level that can (as the dynamic
-        runtime waits in its last level), rather than the step being refused while that level frees room."""
-        best = None
-        for mem, arena in ranked:
-            at = arena.earliest_fit(size, start)
-            if at is not None and (best is None or at + cost(mem) < best[1] + best[2]):
-                best = (arena, at, cost(mem))
-        return best
+            ranked = ranked[:1]
+        return ranked
 
     def _keep(self, key: tuple, arena: Arena, block: Block) -> int:
         self.home[key], self.where[key] = block, arena.name
