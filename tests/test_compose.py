@@ -297,6 +297,13 @@ def test_transfers_queue_behind_transfers_and_collectives_behind_both():
     assert book.book(transfer, 60) == (60, 80)
 
 
+def test_a_hold_is_booked_only_where_it_crosses_links():
+    book = LinkBook()
+    link = Link("scale_out", 0, -1)
+    assert book.crossing(None) is None and book.crossing(Hold((), 0)) is None
+    assert book.crossing(Hold((link,), 20)) == book.booking(Hold((link,), 20))
+
+
 def test_an_allreduce_of_any_group_costs_what_collective_cost_says():
     # the canonical twin of a group is costed in its place: cycles and links equal the direct costing
     for overrides in ({}, {"interconnect.topology": "ring"}, {"interconnect.scale_out.nics": "per_node"}):

@@ -23,9 +23,9 @@ def transfer_bookings(work: StepWork, topo: Topology | None, book: LinkBook) -> 
             src, dst, nbytes = src_chunk % p, dst_chunk % p, sent_bytes(work, src_chunk, dst_chunk)
             if src == dst or nbytes == 0 or (src, dst, nbytes) in holds:
                 continue
-            hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
-            if hold.links:
-                holds[(src, dst, nbytes)] = book.booking(hold)
+            booking = book.crossing(transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes))
+            if booking is not None:
+                holds[(src, dst, nbytes)] = booking
     return holds
 
 
@@ -39,7 +39,7 @@ def gradient_sender(work: StepWork, topo: Topology | None, book: LinkBook) -> Ca
             hold = None
             if topo is not None and src != dst and nbytes:
                 hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
-            holds[(src, dst, nbytes)] = book.booking(hold) if hold is not None and hold.links else None
+            holds[(src, dst, nbytes)] = book.crossing(hold)
         return holds[(src, dst, nbytes)]
 
     return send
@@ -78,8 +78,7 @@ def bucket_bookings(work: StepWork, topo: Topology | None, kind: str, bucket_byt
             sizes = [cap] * (nbytes // cap) + ([nbytes % cap] if nbytes % cap else [])
             for n in sizes:
                 if n not in bookings:
-                    hold = collective_hold(topo, kind, groups, n)
-                    bookings[n] = book.booking(hold) if hold.links else None
+                    bookings[n] = book.crossing(collective_hold(topo, kind, groups, n))
             out[(stage.stage, stage.stage + j * p)] = [(n, bookings[n]) for n in sizes if bookings[n] is not None]
     return out
 
@@ -93,6 +92,7 @@ def gather_bookings(work: StepWork, topo: Topology | None, bucket_bytes: int, bo
     for stage in work.stages:
         groups = work.replica_groups(stage.stage)
         n, rest = divmod(stage.parameter_bytes, bucket_bytes)
-        holds = [collective_hold(topo, "all_gather", groups, size) for size in [bucket_bytes] * n + [rest] if size]
-        out[stage.stage] = [book.booking(h) for h in holds if h.links]
+        bookings = [book.crossing(collective_hold(topo, "all_gather", groups, size))
+                    for size in [bucket_bytes] * n + [rest] if size]
+        out[stage.stage] = [b for b in bookings if b is not None]
     return out
