@@ -3,7 +3,7 @@
 schedule, their ratio and the CPU seconds of each. Issue 27 asks for agreement within 3% (AGREEMENT).
 Run: python experiments/stage_vs_task.py [--models transformer_block gpt2 resnet50] [--layers 2 4 12]
      [--p 1 2 4] [--d 1 2] [--t 1 2] [--m 1 4 8] [--schedules gpipe 1f1b zb-h1] [--hw a100_x8]
-     [--gradient-reduction overlap after-backward]
+     [--gradient-reduction overlap after-backward] [--zero 0 3]
 
 Measured on h6-dptail (2026-11-26), with StepOptions.gradient_reduction (after-backward: each stage's gradients
 all-reduced after its backward pass, then its whole update, as Megatron-LM of 2021; overlap: the default):
@@ -194,6 +194,8 @@ class Config:
     schedule: str
     reduction: str = "overlap"
     """StepOptions.gradient_reduction: data-parallel gradients in buckets beside the backward pass, or after it."""
+    zero: int = 0
+    """StepOptions.zero: 0, or 3 (ZeRO 3: parameters all-gathered before each pass, hierarchy/zero3.py)."""
 
     @property
     def name(self) -> str:
@@ -211,7 +213,7 @@ def compare(config: Config, hw: A.HwSpec) -> dict:
     follows the same pipeline schedule (its in-flight window is the schedule's: GPipe M, 1F1B and ZB-H1 p)."""
     graph = config.graph()
     step = dict(microbatches=config.m, data_parallel=config.d, pipeline_stages=config.p,
-                pipeline_schedule=config.schedule, gradient_reduction=config.reduction)
+                pipeline_schedule=config.schedule, gradient_reduction=config.reduction, zero=config.zero)
     t0 = time.process_time()
     stage = A.compile(graph, hw, granularity="stage", **step)
     t1 = time.process_time()
@@ -223,7 +225,7 @@ def compare(config: Config, hw: A.HwSpec) -> dict:
 
 
 def configs(models: list[str], layers: list[int] | None, ps: list[int], ds: list[int], ts: list[int], ms: list[int],
-            schedules: list[str], chips: int, reductions: tuple[str, ...] = ("overlap",)) -> list[Config]:
+            schedules: list[str], chips: int, reductions: tuple[str, ...] = ("overlap",), zero: int = 0) -> list[Config]:
     """Every combination that fits the chips (d * p * t of them); one stage runs every schedule alike, so
     p = 1 gets 1F1B only; resnet50 has no tensor-parallel ranks; with one replica there is nothing to reduce,
     so d = 1 gets the first gradient reduction only."""
@@ -233,7 +235,7 @@ def configs(models: list[str], layers: list[int] | None, ps: list[int], ds: list
         for n, p, d, t, m, schedule, reduction in itertools.product(counts, ps, ds, ts, ms, schedules, reductions):
             if d * p * t <= chips and (p > 1 or schedule == "1f1b") and (t == 1 or model != "resnet50") and (
                     d > 1 or reduction == reductions[0]):
-                out.append(Config(model, n, d, p, t, m, schedule, reduction))
+                out.append(Config(model, n, d, p, t, m, schedule, reduction, zero))
     return out
 
 
@@ -249,6 +251,8 @@ def main() -> None:
     ap.add_argument("--hw", default="a100_x8")
     ap.add_argument("--gradient-reduction", nargs="+", default=["overlap"], choices=GRADIENT_REDUCTIONS,
                     help="StepOptions.gradient_reduction values to run (default overlap)")
+    ap.add_argument("--zero", type=int, default=0, choices=(0, 3),
+                    help="StepOptions.zero for every row (3: ZeRO 3, which only 'overlap' reduces)")
     args = ap.parse_args()
     hw = A.load_hw(args.hw)
     layers = args.layers or ([2, 4] if "gpt2" in args.models else None)
@@ -256,7 +260,7 @@ def main() -> None:
           f"{'ratio':>6} {'bubble':>6}  ok   CPU s (task/stage)")
     worst = 0.0
     for c in configs(args.models, layers, args.p, args.d, args.t, args.m, args.schedules, hw.n_chips,
-                     tuple(args.gradient_reduction)):
+                     tuple(args.gradient_reduction), args.zero):
         r = compare(c, hw)
         worst = max(worst, abs(r["gap"]))
         print(f"{c.name:<18} {c.d:>2} {c.p:>2} {c.t:>2} {c.m:>2} {c.schedule:<8} {c.reduction:<14} {r['task']:>12,} "

@@ -411,9 +411,9 @@ def test_zero_reduce_scatters_gradients_and_all_gathers_updated_parameters_after
     assert not spans_of(comp, "allreduce")
 
 
-def test_zero_3_is_refused_at_stage_granularity(hw8):
-    with pytest.raises(ScheduleError, match="zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got 3"):
-        compose(step(1, 2, d=2), "1f1b", hw8, zero=3)
+def test_a_zero_stage_above_3_is_refused(hw8):
+    with pytest.raises(ScheduleError, match="zero must be the ZeRO stage 0, 1, 2 or 3, got 4"):
+        compose(step(1, 2, d=2), "1f1b", hw8, zero=4)
 
 
 def test_a_step_too_large_to_compose_is_refused_with_its_size(hw8):

@@ -96,3 +96,27 @@ def gather_bookings(work: StepWork, topo: Topology | None, bucket_bytes: int, bo
                     for size in [bucket_bytes] * n + [rest] if size]
         out[stage.stage] = [b for b in bookings if b is not None]
     return out
+
+
+def pass_gather_bookings(work: StepWork, topo: Topology | None, book: LinkBook
+                         ) -> dict[tuple[int, str], tuple[tuple[int, int, Booking], ...]]:
+    """ZeRO 3: (chunk, "forward" or "backward") -> (ready, need, all-gather over the replicas) of each parameter
+    gather of that pass (ChunkWork.forward_gathers, backward_gathers) that crosses links, each shape booked
+    once."""
+    out: dict[tuple[int, str], tuple[tuple[int, int, Booking], ...]] = {}
+    if work.data_parallel == 1 or topo is None:
+        return out
+    holds: dict[tuple[int, int], Booking | None] = {}
+    for chunk in work.chunks:
+        stage = chunk.chunk % work.pipeline_stages
+        for kind, gathers in (("forward", chunk.forward_gathers), ("backward", chunk.backward_gathers)):
+            held = []
+            for nbytes, ready, need in gathers:
+                if (stage, nbytes) not in holds:
+                    holds[(stage, nbytes)] = book.crossing(
+                        collective_hold(topo, "all_gather", work.replica_groups(stage), nbytes))
+                if holds[(stage, nbytes)] is not None:
+                    held.append((ready, need, holds[(stage, nbytes)]))
+            if held:
+                out[(chunk.chunk, kind)] = tuple(held)
+    return out

@@ -19,8 +19,8 @@ from typing import Callable, Generator
 import simpy
 
 from accelsim.compiler.hierarchy.check import check_work
-from accelsim.compiler.hierarchy.bookings import (bucket_bookings, gather_bookings, gradient_sender, sent_bytes,
-                                                  transfer_bookings)
+from accelsim.compiler.hierarchy.bookings import (bucket_bookings, gather_bookings, gradient_sender,
+                                                  pass_gather_bookings, sent_bytes, transfer_bookings)
 from accelsim.compiler.hierarchy.links import Booking, LinkBook
 from accelsim.compiler.hierarchy.schedules import Item, Order, pipeline_schedule
 from accelsim.compiler.hierarchy.sent_sums import sent_gradient_bytes, sent_reductions
@@ -31,7 +31,8 @@ from accelsim.hw.topology import topology_of
 
 EXPOSED_KINDS: tuple[str, ...] = ("transfer", "allreduce", "reduce_scatter", "all_gather")
 """Communication a step can wait on: pipeline transfers; gradient buckets, all-reduced (zero=0) or
-reduce-scattered (ZeRO 1 and 2: each replica updates its shard); the updated parameters' all-gather (ZeRO)."""
+reduce-scattered (ZeRO 1 to 3: each replica updates its shard); the updated parameters' all-gather (ZeRO 1
+and 2), or each pass's parameters' (ZeRO 3)."""
 SPAN_KINDS: tuple[str, ...] = ("forward", "backward", "weight_grad", "update") + EXPOSED_KINDS
 
 DDP_BUCKET_BYTES = 25 * 2**20
@@ -65,6 +66,11 @@ class Composition:
     span_rows: tuple[tuple[int, int, str, int, int, int], ...] = field(repr=False)
     """The timeline as plain (start, stage, kind, chunk, microbatch, end) rows, sorted: `spans` makes records
     of them on first use (a 1,024-chip step has ~40,000, and making them costs as much as composing)."""
+
+    peak_gathered_bytes: tuple[int, ...] = ()
+    """ZeRO 3, per stage: the most all-gathered parameter bytes held at once, per rank: those one pass reads
+    (ChunkWork.forward_gathers or backward_gathers, the most of its chunks'), which live during that item only;
+    () without ZeRO 3."""
 
     @cached_property
     def spans(self) -> tuple[StageSpan, ...]:
@@ -106,6 +112,15 @@ class _Planned:
     sends_after: int = 0
     """Cycles from the item's start until the weight gradients of update_sends are computed and leave
     (ChunkWork.update_send_after, update_send_after_split; its end where not measured)."""
+    gathers: tuple[tuple[int, int, Booking], ...] = ()
+    """ZeRO 3: (ready, need, all-gather) of the parameters the item reads (ChunkWork.forward_gathers,
+    backward_gathers, bounded by its cycles; those crossing links): each gather is booked once the item has run
+    `ready` of its cycles (0: once its chip is free for it, before its input arrives), and the item stops at
+    `need` of its cycles until the gather has ended."""
+    final: bool = True
+    """Its buckets are the last of the step for their gradients (the chunk's last gradient-producing item):
+    the update's parts wait for them. Under ZeRO 3 every such item reduce-scatters its micro-batch's
+    gradients; only the last one's hold the update."""
 
 
 def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
@@ -114,10 +129,14 @@ def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
 
 
 def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, int, int], Booking],
-          buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None]
-          ) -> list[list[_Planned]]:
+          buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None],
+          gathers: dict[tuple[int, str], tuple[tuple[int, int, Booking], ...]] | None = None,
+          per_microbatch: bool = False) -> list[list[_Planned]]:
     """Per stage, its items with their cycles, inputs, outputs, transfers, buckets and weight gradients
-    sent to other stages (`send`: from stage, to stage, bytes -> its booking)."""
+    sent to other stages (`send`: from stage, to stage, bytes -> its booking); under ZeRO 3 the parameter
+    gathers of each (chunk, kind) (`gathers`: bookings.pass_gather_bookings), and every gradient-producing
+    item's buckets (`per_microbatch`), not only the chunk's last one's."""
+    gathers = gathers or {}
     p, M, last = work.pipeline_stages, work.microbatches, len(work.chunks) - 1
     producer = "weight_grad" if split else "backward"
     last_producer = {(s, it.chunk): it for s, items in enumerate(order) for it in items if it.kind == producer}
@@ -156,8 +175,11 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
             if to is not None:
                 gives = _key(it.kind, m, to, M)
                 transfer = transfers.get((s, to % p, sent_bytes(work, c, to)))
-            mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
-            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after))
+            final = last_producer[(s, c)] is it
+            mine = tuple(buckets.get((s, c), ())) if final or (per_microbatch and it.kind == producer) else ()
+            held = tuple((min(ready, cycles), min(need, cycles), b) for ready, need, b in gathers.get((c, it.kind), ()))
+            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after, held,
+                                 final))
         plans.append(plan)
     return plans
 
@@ -184,9 +206,9 @@ class _Step:
     waiting: dict[int, simpy.Event] = field(default_factory=dict)
     spans: list[tuple[int, int, str, int, int, int]] = field(default_factory=list)
     """(start, stage, kind, chunk, microbatch, end)."""
-    trace: list[list[tuple[int, int, tuple[int, int, int, int] | None]]] = field(default_factory=list)
+    trace: list[list[tuple[int, int, tuple[int, int, int, int] | None, int]]] = field(default_factory=list)
     """Per stage, per item run: (start, end, its input as (producer stage, producer's index, cycle the
-    producer ended, cycle the input arrived), or None)."""
+    producer ended, cycle the input arrived), or None, cycles it waited for its parameters' gathers (ZeRO 3))."""
     tail: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     """Stage -> (cycles its update waited for gradient collectives (its buckets, the reduction of the sums of
     the gradients sent to it) beyond its last item and its update's earlier parts, cycles it waited beyond
@@ -228,6 +250,15 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     bucket_ends: list[tuple[int, int]] = []  # (cycle reduced, bytes) of each bucket reduced beside the items
     for planned in plan:
         item, came = planned.item, None
+        gathers, ended = planned.gathers, []  # ZeRO 3: (need, cycle it ended) of the gathers booked
+        if gathers and not gathers[0][0]:  # those ready once the chip is free go before its input is waited for
+            if clock > env.now:
+                yield env.timeout(clock - env.now)
+            while len(ended) < len(gathers) and not gathers[len(ended)][0]:
+                _, need, booking = gathers[len(ended)]
+                g_start, g_end = book.book_collective(booking, clock)
+                spans.append((g_start, stage, "all_gather", item.chunk, item.microbatch, g_end))
+                ended.append((need, g_end))
         if planned.needs is not None:
             if planned.needs not in arrived and clock > env.now:
                 yield env.timeout(clock - env.now)  # the input may be produced meanwhile
@@ -240,17 +271,31 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             clock = max(clock, came[3])
         start, cycles = clock, planned.cycles
         clock = start + cycles
-        spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
-        trace.append((start, clock, came))
+        trace.append((start, clock, came, 0))
         n = len(planned.buckets)
-        # what the item hands on, in time order (links are booked in time order): its gradient buckets, as
-        # the pass produces them, and its output to another chunk once computed (index n: after a bucket
-        # complete at the same cycle)
-        events = [(start + math.ceil((i + 1) * cycles / n), i) for i in range(n)]
+        # what the item hands on, in time order (links are booked in time order), as cycles into it: its
+        # gradient buckets, as the pass produces them, and its output to another chunk once computed (index
+        # n: after a bucket complete at the same cycle); under ZeRO 3 first its gathers' issues (-2) and waits
+        # (-1) at each cycle, which hold the rest by `stall` cycles
+        events = [(math.ceil((i + 1) * cycles / n), 0, i) for i in range(n)]
         if planned.gives is not None:
-            events.append((start + planned.gives_after, n))
-        events += [(start + planned.sends_after, n + 1 + j) for j in range(len(planned.update_sends))]
-        for at, i in sorted(events):
+            events.append((planned.gives_after, 0, n))
+        events += [(planned.sends_after, 0, n + 1 + j) for j in range(len(planned.update_sends))]
+        events += [(ready, -2, j) for j, (ready, _, _) in enumerate(gathers) if j >= len(ended)]
+        events += [(need, -1, j) for j, (_, need, _) in enumerate(gathers)]
+        stall = 0
+        for offset, kind, i in sorted(events):
+            at = start + offset + stall
+            if kind == -2:  # a gather, issued `ready` cycles into the item
+                if at > env.now:
+                    yield env.timeout(at - env.now)
+                g_start, g_end = book.book_collective(gathers[i][2], at)
+                spans.append((g_start, stage, "all_gather", item.chunk, item.microbatch, g_end))
+                ended.append((gathers[i][1], g_end))
+                continue
+            if kind == -1:  # its first reader: the item waits for the gather to end
+                stall += max(0, ended[i][1] - at)
+                continue
             if i > n:  # a weight gradient for another stage's update (index n + 1 + j: after the rest at that cycle)
                 to, booking = planned.update_sends[i - n - 1]
                 arrival = at
@@ -270,9 +315,11 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             if i < n:
                 nbytes, booking = planned.buckets[i]
                 b_start, b_end = book.book_collective(booking, at)
-                spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
-                reduced = max(reduced, b_end)
-                bucket_ends.append((b_end, nbytes))
+                spans.append((b_start, stage, step.reduce_kind, item.chunk, -1 if planned.final else item.microbatch,
+                              b_end))
+                if planned.final:
+                    reduced = max(reduced, b_end)
+                    bucket_ends.append((b_end, nbytes))
                 continue
             arrival = at
             if planned.transfer is not None:
@@ -281,6 +328,9 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             arrived[planned.gives] = (stage, len(trace) - 1, at, arrival)
             if planned.gives in waiting:
                 waiting.pop(planned.gives).succeed()
+        clock += stall
+        trace[-1] = (start, clock, came, stall)
+        spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
     if step.deferred.get(stage):  # AFTER_BACKWARD: the whole gradients once the stage's last item ended
         if clock > env.now:
             yield env.timeout(clock - env.now)
@@ -360,9 +410,12 @@ def _update_parts(cycles: int, gradient_bytes: int, bucket_ends: list[tuple[int,
 def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_BUCKET_BYTES,
             zero: int = 0, reduction: str = "overlap") -> Composition:
     """Time one step of `work` under the pipeline schedule named `schedule` on `hw` (cycles). `zero` is the
-    ZeRO stage (0, 1 or 2): from 1 on, gradient buckets are reduce-scattered over the replicas and the updated
-    parameters all-gathered, in buckets of `bucket_bytes`, after the update (the update's cycles are the
-    shard's, as templates measure them). `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
+    ZeRO stage (0 to 3): from 1 on, gradient buckets are reduce-scattered over the replicas (the update's cycles
+    are the shard's, as templates measure them) and, at 1 and 2, the updated parameters all-gathered, in
+    buckets of `bucket_bytes`, after the update; at 3, as the task level plans it (hierarchy/zero3.py), no
+    all-gather follows the update: each forward and backward item all-gathers the parameters it reads
+    (ChunkWork.forward_gathers, backward_gathers) and waits for them, and every micro-batch's gradients are
+    reduce-scattered as its backward pass completes them. `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
     buckets as the backward pass completes them; AFTER_BACKWARD each chunk's whole gradients after the stage's
     last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only). Either way
     the sums of the gradients other stages send a stage (a tied embedding's: sent_sums.py) are reduced in a
@@ -379,9 +432,10 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     after = reduction == AFTER_BACKWARD
     sent = sent_gradient_bytes(work)  # reduced after the sends, in no bucket (nor, AFTER_BACKWARD, chunk's whole)
     buckets = bucket_bookings(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
-    gathers = gather_bookings(work, topo, bucket_bytes, book) if zero else {}
+    gathers = gather_bookings(work, topo, bucket_bytes, book) if zero in (1, 2) else {}
     plans = _plan(work, order, split, transfer_bookings(work, topo, book), {} if after else buckets,
-                  gradient_sender(work, topo, book))
+                  gradient_sender(work, topo, book), pass_gather_bookings(work, topo, book) if zero == 3 else None,
+                  per_microbatch=zero == 3)
     deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = {}
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
@@ -404,14 +458,18 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     busy = [sum(pl.cycles for pl in plans[s]) + work.stages[s].update_cycles for s in range(p)]
     makespan = max(step.ends.values())
     idle = p * makespan - sum(busy)
+    gathered = tuple(max((sum(n for n, _, _ in gathers) for c in work.chunks[s::p]
+                          for gathers in (c.forward_gathers, c.backward_gathers)), default=0)
+                     for s in range(p)) if zero == 3 else ()
     return Composition(schedule, makespan, idle / (p * makespan) if makespan else 0.0, _exposed(step, makespan),
-                       tuple(busy), _peak_stash(work, order, split), tuple(sorted(step.spans)))
+                       tuple(busy), _peak_stash(work, order, split), tuple(sorted(step.spans)), gathered)
 
 
 def _exposed(step: _Step, makespan: int) -> dict[str, int]:
     """Communication on the critical path, walked back from the stage that ends last (the lowest on a tie):
     an update's parts wait for their buckets beyond its stage's last item and the parts before them (allreduce
-    or reduce_scatter), the step ends after the update's all-gathers (all_gather); an update waits for weight
+    or reduce_scatter), the step ends after the update's all-gathers, or an item on the path waits for its
+    parameters' gathers (ZeRO 3) (all_gather); an update waits for weight
     gradients sent to it beyond both (transfer); an item waits for its input
     beyond both its chip's previous item and the input's producer (transfer), and the path goes on through
     whichever of those two ended later (its own chip on a tie)."""
@@ -423,6 +481,7 @@ def _exposed(step: _Step, makespan: int) -> dict[str, int]:
     exposed["all_gather"] += makespan - updated
     index = len(step.trace[stage]) - 1
     while index >= 0:
+        exposed["all_gather"] += step.trace[stage][index][3]  # ZeRO 3: the item waited for its parameters
         came = step.trace[stage][index][2]
         before = step.trace[stage][index - 1][1] if index else 0
         if came is None or came[3] <= before:

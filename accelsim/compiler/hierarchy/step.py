@@ -29,8 +29,9 @@ DEFAULT_STAGE_SCHEDULE = "1f1b"
 """The pipeline schedule of a stage-granularity step whose options name none (StepOptions.pipeline_schedule)."""
 
 
-UNSUPPORTED = {"zero": 0, "exact": None}
-"""Options stage granularity does not model yet, with the only value it accepts."""
+UNSUPPORTED = {"zero": (0, 3), "exact": (None,)}
+"""Options stage granularity does not model in full yet, with the values it accepts (ZeRO 1 and 2: compose.py
+times them, but templates do not yet measure their sharded update)."""
 
 
 ITEMS_PER_CHUNK = 3
@@ -50,8 +51,9 @@ def stage_refusal(graph: Graph, options: StepOptions, chips: int, limits: Limits
         return (f"stage granularity composes training steps (forward and backward passes per micro-batch); "
                 f"{graph.name!r} is an inference graph")
     for key, accepted in UNSUPPORTED.items():
-        if getattr(options, key) != accepted:
-            return f"{key}={getattr(options, key)!r} is not modelled at stage granularity yet"
+        if getattr(options, key) not in accepted:
+            return (f"{key}={getattr(options, key)!r} is not modelled at stage granularity yet (it takes {key} "
+                    f"{' or '.join(map(repr, accepted))})")
     items = composed_items(options)
     if items > limits.max_tasks:
         return (f"the composition would simulate {items:,} work items (microbatches={options.microbatches} x "
@@ -140,6 +142,7 @@ class StageStep:
             "makespan_s": self.makespan_seconds, "throughput_samples_per_s": self.throughput,
             "bubble_fraction": self.bubble_fraction, "exposed_cycles": self.exposed_cycles,
             "measured_graph_nodes": self.measured_graph_nodes, "template_layers": self.template_layers,
+            "peak_gathered_bytes": list(self.composition.peak_gathered_bytes),
             "stages": [{"stage": s.stage, "chips": list(s.chips), "busy_cycles": busy, "update_cycles": s.update_cycles,
                         "parameter_bytes": s.parameter_bytes, "optimizer_bytes": s.optimizer_bytes,
                         "gradient_bytes": s.gradient_bytes, "peak_stash_bytes": stash}
@@ -164,9 +167,6 @@ def task_schedule(compiled: Schedule | StageStep, what: str) -> Schedule:
                         f"task limit above the step's tasks) or use fewer micro-batches or replicas")
 
 
-ITEM_KINDS = ("forward", "backward", "weight_grad")
-
-
 def with_filler(work: StepWork, composition: Composition) -> StepWork:
     """`work` with each stage's update lengthened by the filler (StageWork.filler_cycles) that the stage's
     idle time before its update, in `composition`, cannot hold: a list scheduler runs such work in the
@@ -175,7 +175,8 @@ def with_filler(work: StepWork, composition: Composition) -> StepWork:
     for stage in work.stages:
         spans = [x for x in composition.spans if x.stage == stage.stage]
         update_start = min((x.start for x in spans if x.kind == "update"), default=composition.makespan_cycles)
-        busy = sum(x.end - x.start for x in spans if x.kind in ITEM_KINDS and x.end <= update_start)
+        # its items' cycles (all before its update), without the cycles they wait for gathers (ZeRO 3): idle
+        busy = composition.busy_cycles[stage.stage] - stage.update_cycles
         excess = max(0, stage.filler_cycles - (update_start - busy))
         stages.append(replace(stage, update_cycles=stage.update_cycles + excess))
     return replace(work, stages=tuple(stages))
@@ -241,10 +242,10 @@ def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, te
     the options' pipeline schedule, with the filler its idle time cannot hold added to the updates."""
     schedule = options.pipeline_schedule
     reduction = options.gradient_reduction
-    composition = compose(work, schedule, hw, reduction=reduction)
+    composition = compose(work, schedule, hw, reduction=reduction, zero=options.zero)
     if any(s.filler_cycles for s in work.stages):
         work = with_filler(work, composition)
-        composition = compose(work, schedule, hw, reduction=reduction)
+        composition = compose(work, schedule, hw, reduction=reduction, zero=options.zero)
     return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
                      training=any(n.phase == "update" for n in graph.nodes),
                      samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,

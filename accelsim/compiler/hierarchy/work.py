@@ -60,6 +60,12 @@ class ChunkWork:
     update_send_after_split: int = -1
     """As update_send_after, into the item that completes them under a schedule that splits the backward pass
     (ZB-H1): the last W item where sends_after_weight_grad, else the last B item."""
+    forward_gathers: tuple[tuple[int, int, int], ...] = ()
+    """ZeRO 3 (hierarchy/zero3.py): per parameter the forward pass reads, in the order it first reads them, (bytes
+    per rank all-gathered over the replicas, cycles into the pass from which the gather may start, cycles into
+    the pass at which its first reader starts); () without ZeRO 3 or replicas."""
+    backward_gathers: tuple[tuple[int, int, int], ...] = ()
+    """As forward_gathers, for the backward pass (its cycles counted as backward_cycles counts them)."""
 
 
 @dataclass(frozen=True, slots=True)
