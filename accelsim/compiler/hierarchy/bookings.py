@@ -99,24 +99,30 @@ def gather_bookings(work: StepWork, topo: Topology | None, bucket_bytes: int, bo
 
 
 def pass_gather_bookings(work: StepWork, topo: Topology | None, book: LinkBook
-                         ) -> dict[tuple[int, str], tuple[tuple[int, int, Booking], ...]]:
-    """ZeRO 3: (chunk, "forward" or "backward") -> (ready, need, all-gather over the replicas) of each parameter
-    gather of that pass (ChunkWork.forward_gathers, backward_gathers) that crosses links, each shape booked
-    once."""
-    out: dict[tuple[int, str], tuple[tuple[int, int, Booking], ...]] = {}
+                         ) -> dict[tuple[int, str], tuple[tuple[int, int, int, Booking, bool], ...]]:
+    """ZeRO 3: (chunk, "forward" or "backward") -> (ready, need, slack, booking, whether it is a transfer) of each
+    parameter gather of that pass (ChunkWork.forward_gathers, backward_gathers) that crosses links: an all-gather
+    over the replicas, or where another chunk gathered the parameter first in the pass, a transfer of its copy
+    from that chunk's stage (none where both chunks are on one chip). Each shape is booked once."""
+    out: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, bool], ...]] = {}
     if work.data_parallel == 1 or topo is None:
         return out
-    holds: dict[tuple[int, int], Booking | None] = {}
+    p = work.pipeline_stages
+    holds: dict[tuple[int, int, int], Booking | None] = {}  # (stage, source stage or -1, bytes) -> its booking
     for chunk in work.chunks:
-        stage = chunk.chunk % work.pipeline_stages
+        stage = chunk.chunk % p
         for kind, gathers in (("forward", chunk.forward_gathers), ("backward", chunk.backward_gathers)):
             held = []
-            for nbytes, ready, need in gathers:
-                if (stage, nbytes) not in holds:
-                    holds[(stage, nbytes)] = book.crossing(
-                        collective_hold(topo, "all_gather", work.replica_groups(stage), nbytes))
-                if holds[(stage, nbytes)] is not None:
-                    held.append((ready, need, holds[(stage, nbytes)]))
+            for nbytes, ready, need, slack, source in gathers:
+                key = (stage, -1 if source < 0 else source % p, nbytes)
+                if key not in holds:
+                    if source < 0:
+                        hold = collective_hold(topo, "all_gather", work.replica_groups(stage), nbytes)
+                    else:
+                        hold = transfer_hold(topo, work.stages[source % p].chips, work.stages[stage].chips, nbytes)
+                    holds[key] = book.crossing(hold)
+                if holds[key] is not None:
+                    held.append((ready, need, slack, holds[key], source >= 0))
             if held:
                 out[(chunk.chunk, kind)] = tuple(held)
     return out

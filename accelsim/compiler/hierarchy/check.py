@@ -24,21 +24,28 @@ def _need(problems: list[str], where: str, value: object, least: int, what: str)
         problems.append(f"{where} must be {what}, got {value!r}")
 
 
-def _gathers(problems: list[str], where: str, gathers: object) -> None:
-    """ChunkWork.forward_gathers / backward_gathers: (bytes, ready, need) triples of counts, ready at most need
-    and never decreasing (a pass issues its gathers in order)."""
+def _gathers(problems: list[str], where: str, gathers: object, chunk: int, n_chunks: int) -> None:
+    """ChunkWork.forward_gathers / backward_gathers of chunk `chunk`: (bytes, ready, need, slack, source) of
+    integers, ready from -1 to need and never decreasing (a pass issues its gathers in order), bytes, need and
+    slack non-negative, source -1 or another chunk."""
     if not isinstance(gathers, tuple):
-        problems.append(f"{where} must be a tuple of (bytes, ready, need) triples, got {gathers!r}")
+        problems.append(f"{where} must be a tuple of (bytes, ready, need, slack, source) tuples, got {gathers!r}")
         return
-    ready_before = 0
+    ready_before = -1
     for j, gather in enumerate(gathers):
-        if not (isinstance(gather, tuple) and len(gather) == 3 and all(_count(x) and x >= 0 for x in gather)):
-            problems.append(f"{where}[{j}] must be a (bytes, ready, need) triple of non-negative integers, got {gather!r}")
+        if not (isinstance(gather, tuple) and len(gather) == 5 and all(_count(x) for x in gather)
+                and min(gather[1], gather[4]) >= -1 and min(gather[0], gather[2], gather[3]) >= 0):
+            problems.append(f"{where}[{j}] must be (bytes, ready, need, slack, source): integers, ready and source at "
+                            f"least -1, the others non-negative, got {gather!r}")
             return
-        _, ready, need = gather
+        _, ready, need, _, source = gather
         if ready > need or ready < ready_before:
             problems.append(f"{where}[{j}] is {gather!r}: expected ready ({ready}) at most need ({need}) and at least "
                             f"the ready of the gather before it ({ready_before})")
+            return
+        if source == chunk or source >= n_chunks:
+            problems.append(f"{where}[{j}] is {gather!r}: expected source -1 (an all-gather) or another chunk's "
+                            f"number, 0 .. {n_chunks - 1}, not {chunk}")
             return
         ready_before = ready
 
@@ -86,7 +93,7 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0, red
             _need(problems, f"{where}.{key}", getattr(chunk, key), -1,
                   "an integer of cycles, at least -1 (the item's end)")
         for key in ("forward_gathers", "backward_gathers"):
-            _gathers(problems, f"{where}.{key}", getattr(chunk, key))
+            _gathers(problems, f"{where}.{key}", getattr(chunk, key), i, len(work.chunks))
     seen: dict[int, int] = {}
     for i, stage in enumerate(work.stages):
         where = f"stages[{i}]"

@@ -112,11 +112,13 @@ class _Planned:
     sends_after: int = 0
     """Cycles from the item's start until the weight gradients of update_sends are computed and leave
     (ChunkWork.update_send_after, update_send_after_split; its end where not measured)."""
-    gathers: tuple[tuple[int, int, Booking], ...] = ()
-    """ZeRO 3: (ready, need, all-gather) of the parameters the item reads (ChunkWork.forward_gathers,
-    backward_gathers, bounded by its cycles; those crossing links): each gather is booked once the item has run
-    `ready` of its cycles (0: once its chip is free for it, before its input arrives), and the item stops at
-    `need` of its cycles until the gather has ended."""
+    gathers: tuple[tuple[int, int, int, Booking, bool], ...] = ()
+    """ZeRO 3: (ready, need, slack, all-gather or transfer, whether a transfer) of the parameters the item reads
+    (ChunkWork.forward_gathers, backward_gathers, bounded by its cycles; those crossing links: a parameter another
+    chunk gathered first in the pass comes from it by transfer): each gather is booked once the item has run
+    `ready` of its cycles (0: once its chip is free for it, before its input arrives; -1: once the item before
+    it on the chip started), and the item stops at `need` of its cycles until the gather has ended, less the
+    `slack` cycles of its work that do not wait for it."""
     final: bool = True
     """Its buckets are the last of the step for their gradients (the chunk's last gradient-producing item):
     the update's parts wait for them. Under ZeRO 3 every such item reduce-scatters its micro-batch's
@@ -130,7 +132,7 @@ def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
 
 def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, int, int], Booking],
           buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None],
-          gathers: dict[tuple[int, str], tuple[tuple[int, int, Booking], ...]] | None = None,
+          gathers: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, bool], ...]] | None = None,
           per_microbatch: bool = False) -> list[list[_Planned]]:
     """Per stage, its items with their cycles, inputs, outputs, transfers, buckets and weight gradients
     sent to other stages (`send`: from stage, to stage, bytes -> its booking); under ZeRO 3 the parameter
@@ -177,7 +179,8 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                 transfer = transfers.get((s, to % p, sent_bytes(work, c, to)))
             final = last_producer[(s, c)] is it
             mine = tuple(buckets.get((s, c), ())) if final or (per_microbatch and it.kind == producer) else ()
-            held = tuple((min(ready, cycles), min(need, cycles), b) for ready, need, b in gathers.get((c, it.kind), ()))
+            held = tuple((min(ready, cycles), min(need, cycles), slack, b, sent)
+                         for ready, need, slack, b, sent in gathers.get((c, it.kind), ()))
             plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after, held,
                                  final))
         plans.append(plan)
@@ -200,6 +203,10 @@ class _Step:
     none)."""
     deferred_update: bool = False
     """AFTER_BACKWARD: a stage's whole update waits for the weight gradients other stages send it."""
+    whole_reduction: bool = False
+    """ZeRO 3: a stage's whole update waits for every bucket of its gradients and the reduction of the sums of
+    those other stages send it (the task level's optimizer step on a replica's shards follows their whole
+    reduction, as optimizer.step() follows backward: zero.update_part)."""
     arrived: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     """Input key -> (producer's stage, its index in the stage's trace, cycle it ended, cycle the input
     arrived)."""
@@ -246,19 +253,17 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     reads only that cycle, and starts no earlier."""
     env, spans, arrived, book, waiting = step.env, step.spans, step.arrived, step.book, step.waiting
     trace = step.trace[stage]
-    clock = reduced = 0
+    clock = reduced = previous = 0  # previous: when the chip started its item before
     bucket_ends: list[tuple[int, int]] = []  # (cycle reduced, bytes) of each bucket reduced beside the items
     for planned in plan:
         item, came = planned.item, None
-        gathers, ended = planned.gathers, []  # ZeRO 3: (need, cycle it ended) of the gathers booked
-        if gathers and not gathers[0][0]:  # those ready once the chip is free go before its input is waited for
+        gathers, ended = planned.gathers, []  # ZeRO 3: the cycle each gather booked ends
+        if gathers and gathers[0][0] <= 0:  # those ready before the item starts go before its input is waited for
             if clock > env.now:
                 yield env.timeout(clock - env.now)
-            while len(ended) < len(gathers) and not gathers[len(ended)][0]:
-                _, need, booking = gathers[len(ended)]
-                g_start, g_end = book.book_collective(booking, clock)
-                spans.append((g_start, stage, "all_gather", item.chunk, item.microbatch, g_end))
-                ended.append((need, g_end))
+            while len(ended) < len(gathers) and gathers[len(ended)][0] <= 0:
+                ready = gathers[len(ended)][0]
+                ended.append((yield from _gather(step, stage, item, gathers[len(ended)], previous if ready < 0 else clock)))
         if planned.needs is not None:
             if planned.needs not in arrived and clock > env.now:
                 yield env.timeout(clock - env.now)  # the input may be produced meanwhile
@@ -270,7 +275,7 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             came = arrived.pop(planned.needs)
             clock = max(clock, came[3])
         start, cycles = clock, planned.cycles
-        clock = start + cycles
+        clock, previous = start + cycles, start
         trace.append((start, clock, came, 0))
         n = len(planned.buckets)
         # what the item hands on, in time order (links are booked in time order), as cycles into it: its
@@ -281,20 +286,16 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         if planned.gives is not None:
             events.append((planned.gives_after, 0, n))
         events += [(planned.sends_after, 0, n + 1 + j) for j in range(len(planned.update_sends))]
-        events += [(ready, -2, j) for j, (ready, _, _) in enumerate(gathers) if j >= len(ended)]
-        events += [(need, -1, j) for j, (_, need, _) in enumerate(gathers)]
+        events += [(gather[0], -2, j) for j, gather in enumerate(gathers) if j >= len(ended)]
+        events += [(gather[1], -1, j) for j, gather in enumerate(gathers)]
         stall = 0
         for offset, kind, i in sorted(events):
             at = start + offset + stall
             if kind == -2:  # a gather, issued `ready` cycles into the item
-                if at > env.now:
-                    yield env.timeout(at - env.now)
-                g_start, g_end = book.book_collective(gathers[i][2], at)
-                spans.append((g_start, stage, "all_gather", item.chunk, item.microbatch, g_end))
-                ended.append((gathers[i][1], g_end))
+                ended.append((yield from _gather(step, stage, item, gathers[i], at)))
                 continue
-            if kind == -1:  # its first reader: the item waits for the gather to end
-                stall += max(0, ended[i][1] - at)
+            if kind == -1:  # its first reader: the item waits for the gather to end, doing its slack meanwhile
+                stall += max(0, ended[i] - at - gathers[i][2])
                 continue
             if i > n:  # a weight gradient for another stage's update (index n + 1 + j: after the rest at that cycle)
                 to, booking = planned.update_sends[i - n - 1]
@@ -342,11 +343,13 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         event = step.sends_done[stage] = env.event()
         yield event
     # AFTER_BACKWARD: Megatron-LM's optimizer step follows the embedding group's all-reduce, so all of it waits
-    late = update_cycles if sent_update_cycles < 0 or step.deferred_update else min(sent_update_cycles, update_cycles)
+    # ZeRO 3: all of it follows every reduction, the sums' included
+    late = update_cycles if sent_update_cycles < 0 or step.deferred_update or step.whole_reduction else \
+        min(sent_update_cycles, update_cycles)
     sums = step.sent_reduce.get(stage)  # the collective of the sums of the gradients sent to it (or None)
     summing = min(max(0, sent_sum_cycles), late) if sums is not None else 0
     sends_in = step.sends_in.get(stage, 0)
-    own = deque(_update_parts(update_cycles - late, gradient_bytes, bucket_ends))
+    own = deque() if step.whole_reduction else deque(_update_parts(update_cycles - late, gradient_bytes, bucket_ends))
     waited = [0, 0]  # for collectives, for the weight gradients sent
     first = None  # the update's span runs from its first part's start to its last part's end
     sums_reduced = 0
@@ -389,6 +392,18 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             spans.append((g_start, stage, "all_gather", -1, -1, g_end))
         clock = max(clock, g_end)
     step.ends[stage] = clock
+
+
+def _gather(step: _Step, stage: int, item: Item, gather: tuple[int, int, int, Booking, bool], ready: int
+            ) -> Generator:
+    """Book one of an item's parameter gathers (_Planned.gathers), ready at cycle `ready`, once SimPy's time has
+    caught up with it (an earlier `ready` is a prefetch the chip issued before); returns when it ends."""
+    if ready > step.env.now:
+        yield step.env.timeout(ready - step.env.now)
+    _, _, _, booking, sent = gather
+    start, end = step.book.book(booking, ready) if sent else step.book.book_collective(booking, ready)
+    step.spans.append((start, stage, "transfer" if sent else "all_gather", item.chunk, item.microbatch, end))
+    return end
 
 
 def _update_parts(cycles: int, gradient_bytes: int, bucket_ends: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -440,7 +455,7 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
     step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)],
-                 sent_reduce=sent_reductions(work, topo, reduce_kind, sent, book))
+                 sent_reduce=sent_reductions(work, topo, reduce_kind, sent, book), whole_reduction=zero == 3)
     for plan in plans:
         for planned in plan:
             for to, _ in planned.update_sends:
@@ -458,7 +473,7 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     busy = [sum(pl.cycles for pl in plans[s]) + work.stages[s].update_cycles for s in range(p)]
     makespan = max(step.ends.values())
     idle = p * makespan - sum(busy)
-    gathered = tuple(max((sum(n for n, _, _ in gathers) for c in work.chunks[s::p]
+    gathered = tuple(max((sum(g[0] for g in gathers) for c in work.chunks[s::p]
                           for gathers in (c.forward_gathers, c.backward_gathers)), default=0)
                      for s in range(p)) if zero == 3 else ()
     return Composition(schedule, makespan, idle / (p * makespan) if makespan else 0.0, _exposed(step, makespan),

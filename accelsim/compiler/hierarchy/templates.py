@@ -49,7 +49,8 @@ from typing import Callable
 from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_grad_transfers, update_send_tasks
 from accelsim.compiler.hierarchy.handoffs import handoffs
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
-from accelsim.compiler.hierarchy.zero3 import gathered_bytes, pass_gathers, shard_update_share, zero3_sharding
+from accelsim.compiler.hierarchy.zero3 import (first_readers, gathered_bytes, pass_gathers, shard_update_share,
+                                               zero3_sharding)
 from accelsim.compiler.planning.chip_map import chip_map
 from accelsim.compiler.planning.expand import Planner
 from accelsim.compiler.planning.node_costs import CostTable
@@ -351,7 +352,8 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
         sent_update = min(busy(c, "update"), max(busy_cycles(late_spans.get(chip, [])) for chip in ranks[c]))
         update = busy(c, "update")
         if shards is not None:  # ZeRO 3: the passes wait for their parameters' gathers; the update is one shard's
-            work, update, sent_update = _zero3(m, ranks[c][0], work, intervals, shards, update, sent_update)
+            work, update, sent_update = _zero3(m, ranks[c][0], work, intervals, shards, update, sent_update,
+                                               chunk_of_chip)
         figures.append(ChunkFigures(
             work=work, update_cycles=update, sent_update_cycles=sent_update,
             sent_sum_cycles=min(sent_update, max(busy_cycles(sum_spans.get(chip, [])) for chip in ranks[c])),
@@ -371,20 +373,24 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
 
 
 def _zero3(m: Measured, chip: int, work: ChunkWork, intervals: dict[int, list[tuple[int, int, int]]], shards,
-           update: int, sent_update: int) -> tuple[ChunkWork, int, int]:
+           update: int, sent_update: int, chunk_of_chip: dict[int, int]) -> tuple[ChunkWork, int, int]:
     """A chunk's work under ZeRO 3 (hierarchy/zero3.py), read on its rank-0 chip (the ranks are alike): its
     passes' parameter gathers, and its update (and the part of it waiting for sent gradients) cut to the
     share replica 0's rows parts cost."""
     tasks, timed = m.plan.tasks, m.timed
     params = gathered_bytes(m.graph, m.hw, shards)
+    firsts = first_readers(tasks, chunk_of_chip, params)
+    c = chunk_of_chip[chip]
+    sources = {phase: {leaf: k for leaf, k in first.items() if k != c} for phase, first in firsts.items()}
     mine = [t for t in tasks if t.chip == chip and t.kind != TRANSFER]
-    starts = {t.id: timed[t.id].start for t in mine}
+    spans = {t.id: (timed[t.id].start, timed[t.id].end) for t in mine}
 
-    def ready_at(reader: TaskSpec) -> int:
-        # zero.PREFETCH = 1: once the tasks one step before the producers of the reader's inputs have ended
+    def ready_at(reader: TaskSpec) -> int | None:
+        # zero.PREFETCH = 1: once the tasks one step before the producers of the reader's inputs have ended;
+        # None: it reads only leaves (the micro-batch's input), so nothing holds its gather back
         made = {tasks[d].deps[0] if tasks[d].kind == TRANSFER and tasks[d].deps else d for d in reader.deps}
         before = {x for d in made for x in tasks[d].deps} or made
-        return max((timed[x].end for x in before), default=0)
+        return max(timed[x].end for x in before) if before else None
 
     def before(parts: list[int]) -> Callable[[int], int]:
         def busy_before(at: int) -> int:
@@ -392,8 +398,10 @@ def _zero3(m: Measured, chip: int, work: ChunkWork, intervals: dict[int, list[tu
             return sum(cycles[k] for k in parts)
         return busy_before
 
-    forward = pass_gathers([t for t in mine if t.phase == "forward"], starts, ready_at, before([0]), params)
-    backward = pass_gathers([t for t in mine if t.phase == "backward"], starts, ready_at, before([1, 2, 3]), params)
+    forward = pass_gathers([t for t in mine if t.phase == "forward"], spans, ready_at, before([0]), busy_cycles, params,
+                           sources["forward"])
+    backward = pass_gathers([t for t in mine if t.phase == "backward"], spans, ready_at, before([1, 2, 3]),
+                            busy_cycles, params, sources["backward"])
     part, whole = shard_update_share(m.graph, m.costs, chip, [t for t in mine if t.phase == "update"], shards)
     share = (lambda n: math.ceil(n * part / whole)) if whole else (lambda n: n)
     return replace(work, forward_gathers=forward, backward_gathers=backward), share(update), share(sent_update)
