@@ -85,16 +85,34 @@ def test_a_gather_whose_reader_reads_only_the_micro_batch_goes_once_the_item_bef
 
 
 def test_a_parameter_another_stage_gathered_first_comes_by_transfer(hw8):
-    # p=2: chunk 1's forward reads a parameter chunk 0 gathered first (gpt2's tied matrix): a transfer of its copy
-    # from stage 0's chip, issued as chunk 1's forward is ready and needed at once
+    # p=2: chunk 1's forward reads, 3 cycles in, a parameter chunk 0 gathered first (gpt2's tied matrix): chunk
+    # 0's forward item sends its copy as it ends (cycle 10), and chunk 1's forward, started at 10 on its input,
+    # waits for it
     send = topology_of(hw8).route(0, 1).cycles(PARAM)
-    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0), ChunkWork(1, 10, 20, 0, 0, 0, 0, forward_gathers=((PARAM, 0, 0, 0, 0),)))
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0), ChunkWork(1, 10, 20, 0, 0, 0, 0, forward_gathers=((PARAM, 0, 3, 0, 0),)))
     stages = (StageWork(0, (0,), 5, 0, PARAM, 0), StageWork(1, (1,), 5, 0, PARAM, 0))
     comp = compose(StepWork(stages, chunks, microbatches=1, data_parallel=2, tensor_parallel=1), "1f1b", hw8, zero=3)
     assert not spans_of(comp, "all_gather")
-    assert [x for x in spans_of(comp, "transfer")] == [(0, send, 0)]  # issued as stage 1's chip is free
+    assert spans_of(comp, "transfer") == [(10, 10 + send, 0)]
     (forward,) = [(x.start, x.end) for x in comp.spans if x.kind == "forward" and x.stage == 1]
-    assert forward == (10, max(10, send) + 10)
+    assert forward == (10, 10 + send + 7)
+    assert comp.exposed_cycles["all_gather"] == send - 3
+
+
+@pytest.mark.parametrize("zero, sends", [(0, 1), (3, 2)])
+def test_under_zero_3_a_weight_gradient_for_another_stage_is_sent_every_micro_batch(hw8, zero, sends):
+    """The task level sums no gradient over the step under ZeRO (planning/step_sums.py): the LM head's part of the
+    tied matrix's gradient crosses once per micro-batch, not once per step."""
+    nbytes = 10**8
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0),
+              ChunkWork(1, 10, 20, 0, 0, 0, 0, backward_bytes=nbytes, update_sends=((0, nbytes),)))
+    stages = (StageWork(0, (0,), 5, nbytes, 0, 0), StageWork(1, (1,), 5, 0, 0, 0))
+    comp = compose(StepWork(stages, chunks, microbatches=2, data_parallel=2, tensor_parallel=1), "1f1b", hw8, zero=zero)
+    send = topology_of(hw8).route(1, 0).cycles(nbytes)
+    crossed = [x for x in comp.spans if x.kind == "transfer" and x.stage == 1 and x.end - x.start == send]
+    assert len(crossed) == sends
+    (update,) = [x for x in comp.spans if x.kind == "update" and x.stage == 0]
+    assert update.start >= max(x.end for x in crossed)
 
 
 def test_the_update_waits_for_every_bucket_under_zero_3(hw8):

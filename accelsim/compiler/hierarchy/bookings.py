@@ -99,12 +99,12 @@ def gather_bookings(work: StepWork, topo: Topology | None, bucket_bytes: int, bo
 
 
 def pass_gather_bookings(work: StepWork, topo: Topology | None, book: LinkBook
-                         ) -> dict[tuple[int, str], tuple[tuple[int, int, int, Booking, bool], ...]]:
-    """ZeRO 3: (chunk, "forward" or "backward") -> (ready, need, slack, booking, whether it is a transfer) of each
-    parameter gather of that pass (ChunkWork.forward_gathers, backward_gathers) that crosses links: an all-gather
-    over the replicas, or where another chunk gathered the parameter first in the pass, a transfer of its copy
-    from that chunk's stage (none where both chunks are on one chip). Each shape is booked once."""
-    out: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, bool], ...]] = {}
+                         ) -> dict[tuple[int, str], tuple[tuple[int, int, int, Booking, int], ...]]:
+    """ZeRO 3: (chunk, "forward" or "backward") -> (ready, need, slack, booking, source) of each parameter gather
+    of that pass (ChunkWork.forward_gathers, backward_gathers) that crosses links: an all-gather over the
+    replicas (source -1), or where chunk `source` gathered the parameter first in the pass, a transfer of its
+    copy from that chunk's stage (none where both chunks are on one chip). Each shape is booked once."""
+    out: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, int], ...]] = {}
     if work.data_parallel == 1 or topo is None:
         return out
     p = work.pipeline_stages
@@ -122,7 +122,7 @@ def pass_gather_bookings(work: StepWork, topo: Topology | None, book: LinkBook
                         hold = transfer_hold(topo, work.stages[source % p].chips, work.stages[stage].chips, nbytes)
                     holds[key] = book.crossing(hold)
                 if holds[key] is not None:
-                    held.append((ready, need, slack, holds[key], source >= 0))
+                    held.append((ready, need, slack, holds[key], source))
             if held:
                 out[(chunk.chunk, kind)] = tuple(held)
     return out

@@ -112,13 +112,17 @@ class _Planned:
     sends_after: int = 0
     """Cycles from the item's start until the weight gradients of update_sends are computed and leave
     (ChunkWork.update_send_after, update_send_after_split; its end where not measured)."""
-    gathers: tuple[tuple[int, int, int, Booking, bool], ...] = ()
-    """ZeRO 3: (ready, need, slack, all-gather or transfer, whether a transfer) of the parameters the item reads
-    (ChunkWork.forward_gathers, backward_gathers, bounded by its cycles; those crossing links: a parameter another
-    chunk gathered first in the pass comes from it by transfer): each gather is booked once the item has run
-    `ready` of its cycles (0: once its chip is free for it, before its input arrives; -1: once the item before
-    it on the chip started), and the item stops at `need` of its cycles until the gather has ended, less the
-    `slack` cycles of its work that do not wait for it."""
+    gathers: tuple[tuple[int, int, int, Booking, int], ...] = ()
+    """ZeRO 3: (ready, need, slack, all-gather or transfer, source chunk or -1) of the parameters the item reads
+    (ChunkWork.forward_gathers, backward_gathers, bounded by its cycles; those crossing links): each all-gather is
+    booked once the item has run `ready` of its cycles (0: once its chip is free for it, before its input
+    arrives; -1: once the item before it on the chip started); a parameter the source chunk gathered first in
+    the pass comes from its item of the same micro-batch, which sends it (`copies`). The item stops at `need` of
+    its cycles until the gather or copy has ended, less the `slack` cycles of its work that do not wait for it."""
+    copies: tuple[tuple[tuple[int, str, int, int], Booking], ...] = ()
+    """ZeRO 3: ((chunk, kind, micro-batch, index into its gathers) of a later reader, transfer) of the parameters
+    this item gathered first in its pass that later chunks on other chips read: sent as it ends (the task level
+    sends the gathered copy, once per micro-batch and pass, as soon as the link takes it)."""
     final: bool = True
     """Its buckets are the last of the step for their gradients (the chunk's last gradient-producing item):
     the update's parts wait for them. Under ZeRO 3 every such item reduce-scatters its micro-batch's
@@ -132,13 +136,19 @@ def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
 
 def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, int, int], Booking],
           buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None],
-          gathers: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, bool], ...]] | None = None,
+          gathers: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, int], ...]] | None = None,
           per_microbatch: bool = False) -> list[list[_Planned]]:
     """Per stage, its items with their cycles, inputs, outputs, transfers, buckets and weight gradients
     sent to other stages (`send`: from stage, to stage, bytes -> its booking); under ZeRO 3 the parameter
     gathers of each (chunk, kind) (`gathers`: bookings.pass_gather_bookings), and every gradient-producing
-    item's buckets (`per_microbatch`), not only the chunk's last one's."""
+    item's buckets and weight gradients sent to other stages (`per_microbatch`: the task level sums no gradient
+    over the step under ZeRO, planning/step_sums.py), not only the chunk's last one's."""
     gathers = gathers or {}
+    copies: dict[tuple[int, str], list[tuple[int, int, Booking]]] = {}  # (source chunk, kind) -> (chunk, index, transfer)
+    for (c, kind), held in sorted(gathers.items()):
+        for j, (_, _, _, booking, source) in enumerate(held):
+            if source >= 0:
+                copies.setdefault((source, kind), []).append((c, j, booking))
     p, M, last = work.pipeline_stages, work.microbatches, len(work.chunks) - 1
     producer = "weight_grad" if split else "backward"
     last_producer = {(s, it.chunk): it for s, items in enumerate(order) for it in items if it.kind == producer}
@@ -169,7 +179,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                     gives_after = min(cycles, max(1, chunk.input_grad_after))
                 elif not split:
                     gives_after = max(1, cycles - chunk.weight_grad_cycles)
-            if last_sender[(s, c)] is it:
+            if last_sender[(s, c)] is it or (per_microbatch and it.kind == last_sender[(s, c)].kind):
                 sends = tuple((dest % p, send(s, dest % p, nbytes)) for dest, nbytes in chunk.update_sends)
                 lag = chunk.update_send_after_split if split else chunk.update_send_after
                 sends_after = cycles if lag < 0 else min(cycles, lag)
@@ -179,10 +189,11 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                 transfer = transfers.get((s, to % p, sent_bytes(work, c, to)))
             final = last_producer[(s, c)] is it
             mine = tuple(buckets.get((s, c), ())) if final or (per_microbatch and it.kind == producer) else ()
-            held = tuple((min(ready, cycles), min(need, cycles), slack, b, sent)
-                         for ready, need, slack, b, sent in gathers.get((c, it.kind), ()))
+            held = tuple((min(ready, cycles), min(need, cycles), slack, b, source)
+                         for ready, need, slack, b, source in gathers.get((c, it.kind), ()))
+            sent = tuple(((to, it.kind, m, j), b) for to, j, b in copies.get((c, it.kind), ()))
             plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after, held,
-                                 final))
+                                 copies=sent, final=final))
         plans.append(plan)
     return plans
 
@@ -203,6 +214,10 @@ class _Step:
     none)."""
     deferred_update: bool = False
     """AFTER_BACKWARD: a stage's whole update waits for the weight gradients other stages send it."""
+    copies: dict[tuple[int, str, int, int], int] = field(default_factory=dict)
+    """ZeRO 3: (chunk, kind, micro-batch, gather index) of a parameter copy sent (_Planned.copies) -> the cycle it
+    arrived, until its reader takes it."""
+    copy_waiting: dict[tuple[int, str, int, int], simpy.Event] = field(default_factory=dict)
     whole_reduction: bool = False
     """ZeRO 3: a stage's whole update waits for every bucket of its gradients and the reduction of the sums of
     those other stages send it (the task level's optimizer step on a replica's shards follows their whole
@@ -257,13 +272,13 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     bucket_ends: list[tuple[int, int]] = []  # (cycle reduced, bytes) of each bucket reduced beside the items
     for planned in plan:
         item, came = planned.item, None
-        gathers, ended = planned.gathers, []  # ZeRO 3: the cycle each gather booked ends
-        if gathers and gathers[0][0] <= 0:  # those ready before the item starts go before its input is waited for
+        gathers, ended = planned.gathers, {}  # ZeRO 3: gather -> the cycle it ends (a copy's: when it arrives)
+        early = [j for j, g in enumerate(gathers) if g[0] <= 0 and g[4] < 0]
+        if early:  # the gathers ready before the item starts go before its input is waited for
             if clock > env.now:
                 yield env.timeout(clock - env.now)
-            while len(ended) < len(gathers) and gathers[len(ended)][0] <= 0:
-                ready = gathers[len(ended)][0]
-                ended.append((yield from _gather(step, stage, item, gathers[len(ended)], previous if ready < 0 else clock)))
+            for j in early:
+                ended[j] = yield from _gather(step, stage, item, gathers[j], previous if gathers[j][0] < 0 else clock)
         if planned.needs is not None:
             if planned.needs not in arrived and clock > env.now:
                 yield env.timeout(clock - env.now)  # the input may be produced meanwhile
@@ -286,15 +301,22 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         if planned.gives is not None:
             events.append((planned.gives_after, 0, n))
         events += [(planned.sends_after, 0, n + 1 + j) for j in range(len(planned.update_sends))]
-        events += [(gather[0], -2, j) for j, gather in enumerate(gathers) if j >= len(ended)]
+        events += [(gather[0], -2, j) for j, gather in enumerate(gathers) if j not in ended and gather[4] < 0]
         events += [(gather[1], -1, j) for j, gather in enumerate(gathers)]
         stall = 0
         for offset, kind, i in sorted(events):
             at = start + offset + stall
             if kind == -2:  # a gather, issued `ready` cycles into the item
-                ended.append((yield from _gather(step, stage, item, gathers[i], at)))
+                ended[i] = yield from _gather(step, stage, item, gathers[i], at)
                 continue
-            if kind == -1:  # its first reader: the item waits for the gather to end, doing its slack meanwhile
+            if kind == -1:  # its first reader: the item waits for the gather (or the copy sent) to end, doing
+                if i not in ended:  # its slack meanwhile
+                    key = (item.chunk, item.kind, item.microbatch, i)
+                    if key not in step.copies:
+                        step.waits_for[stage] = item
+                        yield step.copy_waiting.setdefault(key, env.event())
+                        del step.waits_for[stage]
+                    ended[i] = step.copies.pop(key)
                 stall += max(0, ended[i] - at - gathers[i][2])
                 continue
             if i > n:  # a weight gradient for another stage's update (index n + 1 + j: after the rest at that cycle)
@@ -332,6 +354,15 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         clock += stall
         trace[-1] = (start, clock, came, stall)
         spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
+        if planned.copies:  # ZeRO 3: the parameters it gathered first in its pass, sent on to later readers
+            if clock > env.now:
+                yield env.timeout(clock - env.now)
+            for key, booking in planned.copies:
+                t_start, arrival = book.book(booking, clock)
+                spans.append((t_start, stage, "transfer", item.chunk, item.microbatch, arrival))
+                step.copies[key] = arrival
+                if key in step.copy_waiting:
+                    step.copy_waiting.pop(key).succeed()
     if step.deferred.get(stage):  # AFTER_BACKWARD: the whole gradients once the stage's last item ended
         if clock > env.now:
             yield env.timeout(clock - env.now)
@@ -394,15 +425,14 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     step.ends[stage] = clock
 
 
-def _gather(step: _Step, stage: int, item: Item, gather: tuple[int, int, int, Booking, bool], ready: int
+def _gather(step: _Step, stage: int, item: Item, gather: tuple[int, int, int, Booking, int], ready: int
             ) -> Generator:
-    """Book one of an item's parameter gathers (_Planned.gathers), ready at cycle `ready`, once SimPy's time has
-    caught up with it (an earlier `ready` is a prefetch the chip issued before); returns when it ends."""
+    """Book one of an item's parameter all-gathers (_Planned.gathers), ready at cycle `ready`, once SimPy's time
+    has caught up with it (an earlier `ready` is a prefetch the chip issued before); returns when it ends."""
     if ready > step.env.now:
         yield step.env.timeout(ready - step.env.now)
-    _, _, _, booking, sent = gather
-    start, end = step.book.book(booking, ready) if sent else step.book.book_collective(booking, ready)
-    step.spans.append((start, stage, "transfer" if sent else "all_gather", item.chunk, item.microbatch, end))
+    start, end = step.book.book_collective(gather[3], ready)
+    step.spans.append((start, stage, "all_gather", item.chunk, item.microbatch, end))
     return end
 
 
