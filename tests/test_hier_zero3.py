@@ -8,6 +8,7 @@ import pytest
 
 import accelsim as A
 from accelsim.compiler.hierarchy.compose import compose
+from accelsim.compiler.hierarchy.step import StageStep
 from accelsim.compiler.hierarchy.templates import step_work
 from accelsim.compiler.hierarchy.zero3 import gathered_bytes, pass_gathers, zero3_sharding
 from accelsim.compiler.planning.tasks import TaskSpec
@@ -192,3 +193,18 @@ def test_a_pass_gathers_each_parameter_before_its_first_reader_with_the_work_bes
                            lambda intervals: sum(b - a for a, b in intervals), {100: 7, 101: 9}, {101: 3})
     assert gathers == ((7, -1, 0, 5, -1),   # issued once the item before starts; c may run while a waits
                        (9, 4, 10, 5, 3))    # issued 6 cycles before b, from chunk 3's copy
+
+
+def test_the_stage_steps_figures_report_what_each_pass_gathers_and_the_peak_held(hw8):
+    """StageStep.to_dict (the CLI's --json): per chunk the bytes its forward and backward passes all-gather over
+    the replicas per micro-batch (a copy sent from another chunk is no all-gather), per stage the most held."""
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0, forward_gathers=((PARAM, 0, 0, 0, -1), (3, 0, 5, 0, -1))),
+              ChunkWork(1, 10, 20, 0, 0, 0, 0, forward_gathers=((PARAM, 0, 3, 0, 0),),
+                        backward_gathers=((5, 0, 0, 0, -1),)))
+    stages = (StageWork(0, (0,), 5, 0, PARAM, 0), StageWork(1, (1,), 5, 0, PARAM, 0))
+    work = StepWork(stages, chunks, microbatches=1, data_parallel=2, tensor_parallel=1)
+    options = StepOptions.of(data_parallel=2, pipeline_stages=2, zero=3, granularity="stage")
+    step = StageStep("g", hw8.name, hw8.clock_hz, options, True, 2, work, compose(work, "1f1b", hw8, zero=3))
+    figures = step.to_dict()
+    assert [(c["forward_gather_bytes"], c["backward_gather_bytes"]) for c in figures["chunks"]] == [(PARAM + 3, 0), (0, 5)]
+    assert figures["peak_gathered_bytes"] == [PARAM + 3, PARAM]

@@ -150,7 +150,10 @@ class StageStep:
                                                  self.composition.peak_stash_bytes)],
             "chunks": [{"chunk": c.chunk, "forward_cycles": c.forward_cycles, "backward_cycles": c.backward_cycles,
                         "weight_grad_cycles": c.weight_grad_cycles, "recompute_cycles": c.recompute_cycles,
-                        "activation_bytes": c.activation_bytes, "stash_bytes": c.stash_bytes}
+                        "activation_bytes": c.activation_bytes, "stash_bytes": c.stash_bytes,
+                        # ZeRO 3: what each pass all-gathers over the replicas per micro-batch and rank
+                        "forward_gather_bytes": sum(g[0] for g in c.forward_gathers if g[4] < 0),
+                        "backward_gather_bytes": sum(g[0] for g in c.backward_gathers if g[4] < 0)}
                        for c in self.work.chunks],
         }
 
@@ -172,9 +175,12 @@ def with_filler(work: StepWork, composition: Composition) -> StepWork:
     idle time before its update, in `composition`, cannot hold: a list scheduler runs such work in the
     pipeline's bubbles, and only what does not fit there lengthens the step."""
     stages = []
+    update_starts: dict[int, int] = {}
+    for start, s, kind, *_ in composition.span_rows:  # rows, not spans: a large step has ~10^6 of them
+        if kind == "update":
+            update_starts[s] = min(start, update_starts.get(s, start))
     for stage in work.stages:
-        spans = [x for x in composition.spans if x.stage == stage.stage]
-        update_start = min((x.start for x in spans if x.kind == "update"), default=composition.makespan_cycles)
+        update_start = update_starts.get(stage.stage, composition.makespan_cycles)
         # its items' cycles (all before its update), without the cycles they wait for gathers (ZeRO 3): idle
         busy = composition.busy_cycles[stage.stage] - stage.update_cycles
         excess = max(0, stage.filler_cycles - (update_start - busy))
@@ -244,8 +250,9 @@ def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, te
     reduction = options.gradient_reduction
     composition = compose(work, schedule, hw, reduction=reduction, zero=options.zero)
     if any(s.filler_cycles for s in work.stages):
-        work = with_filler(work, composition)
-        composition = compose(work, schedule, hw, reduction=reduction, zero=options.zero)
+        filled = with_filler(work, composition)
+        if filled != work:  # the idle time held all the filler: composing again would give the same step
+            work, composition = filled, compose(filled, schedule, hw, reduction=reduction, zero=options.zero)
     return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz, options=options,
                      training=any(n.phase == "update" for n in graph.nodes),
                      samples_per_step=samples_per_microbatch(graph) * options.microbatches * options.data_parallel,
