@@ -136,9 +136,15 @@ def test_every_micro_batch_reduce_scatters_its_gradients_and_the_update_waits_fo
 
 
 def test_zero_3_with_one_replica_is_zero_0(hw8):
-    """As at task level (zero.ZeroSteps.of): a shard of one replica is the whole, nothing is gathered."""
+    """As at task level (zero.ZeroSteps.of): a shard of one replica is the whole, nothing is gathered, and a weight
+    gradient for another stage is summed over the step and sent once, as without ZeRO."""
     work = one_stage(1, M=2, forward=((PARAM, 0, 0, 0, -1),), backward=((PARAM, 5, 8, 0, -1),), grad=10**6)
     assert compose(work, "1f1b", hw8, zero=3).span_rows == compose(work, "1f1b", hw8, zero=0).span_rows
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0),
+              ChunkWork(1, 10, 20, 0, 0, 0, 0, backward_bytes=10**8, update_sends=((0, 10**8),)))
+    stages = (StageWork(0, (0,), 5, 10**8, 0, 0), StageWork(1, (1,), 5, 0, 0, 0))
+    sent = StepWork(stages, chunks, microbatches=2, data_parallel=1, tensor_parallel=1)
+    assert compose(sent, "1f1b", hw8, zero=3).span_rows == compose(sent, "1f1b", hw8, zero=0).span_rows
 
 
 @pytest.mark.parametrize("gathers, message", [

@@ -467,6 +467,7 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     collective of their own once the sends have arrived and been added, as the task level reduces them."""
     sched = pipeline_schedule(schedule)
     check_work(work, hw, bucket_bytes, zero, reduction)
+    zero = zero if work.data_parallel > 1 else 0  # one replica's shard is the whole: as the task level, no ZeRO
     p, v, M = work.pipeline_stages, work.virtual_stages, work.microbatches
     sched.check(p, v, M)
     order = sched.order(p, v, M)

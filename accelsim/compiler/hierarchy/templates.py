@@ -291,7 +291,9 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
     chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
     # as the task level plans M > 1 micro-batches without ZeRO, a tied gradient's parts are summed per step,
     # and the gradient is added from them once, after the sends (update work that waits for them)
-    step_sums = options.microbatches > 1 and options.zero == 0
+    # ZeRO with one replica plans exactly as without it (zero.ZeroSteps.of: a shard of one is the whole)
+    zero = options.zero if options.data_parallel > 1 else 0
+    step_sums = options.microbatches > 1 and zero == 0
     summed = step_summed_parts(graph, plan.stage_of_node) if step_sums else frozenset()
     per_step = frozenset(step_summed_gradients(graph, plan.stage_of_node)) if step_sums else frozenset()
     wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node, summed), recompute_nodes(graph)
@@ -338,10 +340,10 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
         return max(sum(per_chip.get(chip, {}).get(part, 0) for part in parts) for chip in ranks[c])
 
     later = options.microbatches - 1
-    shards = zero3_sharding(graph, options.data_parallel) if options.zero == 3 and options.data_parallel > 1 else None
+    shards = zero3_sharding(graph, options.data_parallel) if zero == 3 else None
     figures = []
     for c in range(n_chunks):
-        acc = math.ceil(accumulate_cycles(m, c, options.zero == 0) * later / options.microbatches)
+        acc = math.ceil(accumulate_cycles(m, c, zero == 0) * later / options.microbatches)
         # a chunk with no forward or backward work of its own still passes its micro-batch on: one cycle
         work = ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
                          backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),
