@@ -34,6 +34,8 @@ re-measured on h7-agree (`python experiments/bench_scale_compile.py`, 33 CPU s i
   gpt3-175b (seq 2048): 8.5 s CPU, 104 MiB max RSS; makespan 35,015,847,154 cycles, step 24.83 s,
     177.4 TFLOP/s per GPU, pipeline bubble 7.1%; 10,482 nodes list-scheduled (9 of the 96 blocks)
     (before layer templates: 22 s CPU building the graph, then a refusal: ~352,000 tasks to measure)
+  (h8-zero3: 6.6 s CPU, 104 MiB, the same makespan: a step is composed a second time with its filler only
+  where its idle time could not hold it, which here it could; megatron-1t 9.2 s CPU, 199 MiB, the same)
   megatron-1t: 13.7 s CPU, 266 MiB max RSS; makespan 114,829,934,625 cycles, step 81.44 s, 205.4 TFLOP/s
     per GPU, pipeline bubble 11.6%; 3,630 nodes list-scheduled (3 of the 128 blocks)
   (before h7-agree: 35,044,938,730 and 114,931,427,380 cycles. h7-agree sends the tied embedding's gradient
