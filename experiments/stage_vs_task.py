@@ -251,7 +251,8 @@ def compare(config: Config, hw: A.HwSpec) -> dict:
 
 
 def configs(models: list[str], layers: list[int] | None, ps: list[int], ds: list[int], ts: list[int], ms: list[int],
-            schedules: list[str], chips: int, reductions: tuple[str, ...] = ("overlap",), zero: int = 0) -> list[Config]:
+            schedules: list[str], chips: int, reductions: tuple[str, ...] = ("overlap",),
+            zero: int = 0) -> list[Config]:
     """Every combination that fits the chips (d * p * t of them); one stage runs every schedule alike, so
     p = 1 gets 1F1B only; resnet50 has no tensor-parallel ranks; with one replica there is nothing to reduce,
     so d = 1 gets the first gradient reduction only."""

@@ -52,7 +52,8 @@ def test_a_pass_waits_for_a_gather_its_first_reader_needs_and_nothing_follows_th
     backward_end = forward_end + 20 + gather_cycles - 3
     assert spans_of(comp, "forward") == [(0, forward_end, 0)]
     assert spans_of(comp, "backward") == [(forward_end, backward_end, 0)]
-    assert spans_of(comp, "all_gather") == [(0, gather_cycles, 0), (forward_end + 5, forward_end + 5 + gather_cycles, 0)]
+    second = forward_end + 5
+    assert spans_of(comp, "all_gather") == [(0, gather_cycles, 0), (second, second + gather_cycles, 0)]
     assert comp.makespan_cycles == backward_end + 5  # the update, and no all-gather after it
     assert comp.exposed_cycles["all_gather"] == 2 * gather_cycles - 3
     assert comp.busy_cycles == (10 + 20 + 5,)  # waiting for a gather is not work
@@ -82,7 +83,8 @@ def test_a_gather_whose_reader_reads_only_the_micro_batch_goes_once_the_item_bef
     comp = compose(work, "1f1b", hw8, zero=3)
     first_end = 10 + gather_cycles
     assert spans_of(comp, "all_gather") == [(0, gather_cycles, 0), (first_end, first_end + gather_cycles, 1)]
-    assert [(a, b) for a, b, _ in spans_of(comp, "forward")] == [(0, first_end), (first_end + long, first_end + long + 10)]
+    second = first_end + long
+    assert [(a, b) for a, b, _ in spans_of(comp, "forward")] == [(0, first_end), (second, second + 10)]
 
 
 def test_a_parameter_another_stage_gathered_first_comes_by_transfer(hw8):
@@ -90,7 +92,8 @@ def test_a_parameter_another_stage_gathered_first_comes_by_transfer(hw8):
     # 0's forward item sends its copy as it ends (cycle 10), and chunk 1's forward, started at 10 on its input,
     # waits for it
     send = topology_of(hw8).route(0, 1).cycles(PARAM)
-    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0), ChunkWork(1, 10, 20, 0, 0, 0, 0, forward_gathers=((PARAM, 0, 3, 0, 0),)))
+    chunks = (ChunkWork(0, 10, 20, 0, 0, 0, 0),
+              ChunkWork(1, 10, 20, 0, 0, 0, 0, forward_gathers=((PARAM, 0, 3, 0, 0),)))
     stages = (StageWork(0, (0,), 5, 0, PARAM, 0), StageWork(1, (1,), 5, 0, PARAM, 0))
     comp = compose(StepWork(stages, chunks, microbatches=1, data_parallel=2, tensor_parallel=1), "1f1b", hw8, zero=3)
     assert not spans_of(comp, "all_gather")
@@ -148,14 +151,17 @@ def test_zero_3_with_one_replica_is_zero_0(hw8):
 
 
 @pytest.mark.parametrize("gathers, message", [
-    (((PARAM, 9, 8, 0, -1),), r"forward_gathers\[0\] is \(10000000, 9, 8, 0, -1\): expected ready \(9\) at most need \(8\)"),
-    (((PARAM, 5, 8, 0, -1), (PARAM, 2, 8, 0, -1)), r"forward_gathers\[1\] .*at least the ready of the gather before it \(5\)"),
+    (((PARAM, 9, 8, 0, -1),),
+     r"forward_gathers\[0\] is \(10000000, 9, 8, 0, -1\): expected ready \(9\) at most need \(8\)"),
+    (((PARAM, 5, 8, 0, -1), (PARAM, 2, 8, 0, -1)),
+     r"forward_gathers\[1\] .*at least the ready of the gather before it \(5\)"),
     (((PARAM, -2, 8, 0, -1),), r"forward_gathers\[0\] must be \(bytes, ready, need, slack, source\): integers"),
     (((PARAM, 0, 8, -5, -1),), r"forward_gathers\[0\] must be \(bytes, ready, need, slack, source\)"),
     (((PARAM, 0.5, 8, 0, -1),), r"forward_gathers\[0\] must be \(bytes, ready, need, slack, source\)"),
     (((PARAM, 0, 8, 0),), r"forward_gathers\[0\] must be \(bytes, ready, need, slack, source\)"),
     (((PARAM, 0, 8, 0, 0),), r"forward_gathers\[0\] is .*: expected source -1 \(an all-gather\) or another chunk's"),
-    ([(PARAM, 0, 8, 0, -1)], r"forward_gathers must be a tuple of \(bytes, ready, need, slack, source\) tuples, got \["),
+    ([(PARAM, 0, 8, 0, -1)],
+     r"forward_gathers must be a tuple of \(bytes, ready, need, slack, source\) tuples, got \["),
 ])
 def test_bad_gathers_are_refused_naming_the_chunk_field_and_value(hw8, gathers, message):
     with pytest.raises(ScheduleError, match=r"chunks\[0\]\." + message):
@@ -179,7 +185,8 @@ def test_a_template_measures_the_gathers_of_every_parameter_its_passes_read(hw8)
     params = gathered_bytes(graph, hw8, zero3_sharding(graph, 2))
     assert sum(g[0] for g in chunk.forward_gathers) == sum(params.values())
     assert 0 < sum(g[0] for g in chunk.backward_gathers) < sum(params.values())
-    for gathers, cycles in ((chunk.forward_gathers, chunk.forward_cycles), (chunk.backward_gathers, chunk.backward_cycles)):
+    passes = ((chunk.forward_gathers, chunk.forward_cycles), (chunk.backward_gathers, chunk.backward_cycles))
+    for gathers, cycles in passes:
         readies = [ready for _, ready, _, _, _ in gathers]
         assert readies == sorted(readies) and all(-1 <= r <= need <= cycles for _, r, need, _, _ in gathers)
         assert all(source == -1 for *_, source in gathers)  # one chunk: nothing comes from another
@@ -212,5 +219,6 @@ def test_the_stage_steps_figures_report_what_each_pass_gathers_and_the_peak_held
     options = StepOptions.of(data_parallel=2, pipeline_stages=2, zero=3, granularity="stage")
     step = StageStep("g", hw8.name, hw8.clock_hz, options, True, 2, work, compose(work, "1f1b", hw8, zero=3))
     figures = step.to_dict()
-    assert [(c["forward_gather_bytes"], c["backward_gather_bytes"]) for c in figures["chunks"]] == [(PARAM + 3, 0), (0, 5)]
+    gathered = [(c["forward_gather_bytes"], c["backward_gather_bytes"]) for c in figures["chunks"]]
+    assert gathered == [(PARAM + 3, 0), (0, 5)]
     assert figures["peak_gathered_bytes"] == [PARAM + 3, PARAM]

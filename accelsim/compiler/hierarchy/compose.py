@@ -144,7 +144,8 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
     item's buckets and weight gradients sent to other stages (`per_microbatch`: the task level sums no gradient
     over the step under ZeRO, planning/step_sums.py), not only the chunk's last one's."""
     gathers = gathers or {}
-    copies: dict[tuple[int, str], list[tuple[int, int, Booking]]] = {}  # (source chunk, kind) -> (chunk, index, transfer)
+    # (source chunk, kind) -> (reading chunk, index into its gathers, transfer) of the copies it sends
+    copies: dict[tuple[int, str], list[tuple[int, int, Booking]]] = {}
     for (c, kind), held in sorted(gathers.items()):
         for j, (_, _, _, booking, source) in enumerate(held):
             if source >= 0:
@@ -459,8 +460,9 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     are the shard's, as templates measure them) and, at 1 and 2, the updated parameters all-gathered, in
     buckets of `bucket_bytes`, after the update; at 3, as the task level plans it (hierarchy/zero3.py), no
     all-gather follows the update: each forward and backward item all-gathers the parameters it reads
-    (ChunkWork.forward_gathers, backward_gathers) and waits for them, and every micro-batch's gradients are
-    reduce-scattered as its backward pass completes them. `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
+    (ChunkWork.forward_gathers, backward_gathers) and waits for them, every micro-batch's gradients are
+    reduce-scattered as its backward pass completes them, and the whole update waits for every reduction;
+    with one replica it is ZeRO 0. `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
     buckets as the backward pass completes them; AFTER_BACKWARD each chunk's whole gradients after the stage's
     last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only). Either way
     the sums of the gradients other stages send a stage (a tied embedding's: sent_sums.py) are reduced in a

@@ -109,7 +109,8 @@ def shard_update_share(graph: Graph, costs: CostTable, chip: int, updates: Itera
         whole += cycles
         if task.node in sharded:
             node = graph.nodes[task.node]
-            cycles = min(c for _, _, c in costs.part(task.node, chip, rows_part(graph, node, 0, replicas)).costs.options)
+            part_costs = costs.part(task.node, chip, rows_part(graph, node, 0, replicas)).costs
+            cycles = min(c for _, _, c in part_costs.options)
         part += cycles
     return part, whole
 
