@@ -133,6 +133,7 @@ def test_every_micro_batch_reduce_scatters_its_gradients_and_the_update_waits_fo
     comp = compose(one_stage(2, M=2, grad=grad), "1f1b", hw8, zero=3)
     scatters = spans_of(comp, "reduce_scatter")
     assert [m for _, _, m in scatters] == [0, -1]  # micro-batch 0's, then the last (the step's) one
+    assert all(end - start == rs for start, end, _ in scatters)  # each the whole gradient's
     (update,) = spans_of(comp, "update")
     assert update[0] == scatters[-1][1] and comp.makespan_cycles == update[1]
     assert not spans_of(comp, "all_gather") and not spans_of(comp, "allreduce")
