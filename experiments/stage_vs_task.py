@@ -5,22 +5,23 @@ Run: python experiments/stage_vs_task.py [--models transformer_block gpt2 resnet
      [--p 1 2 4] [--d 1 2] [--t 1 2] [--m 1 4 8] [--schedules gpipe 1f1b zb-h1] [--hw a100_x8]
      [--gradient-reduction overlap after-backward] [--zero 0 3]
 
-ZeRO 3 on h8-zero3 (2026-11-26; `--models gpt2 --layers 2 --p 1 2 --d 2 4 --t 1 2 --m 1 4 --zero 3`, 26 rows, 123
-CPU s; a100_x8's 8 chips hold d=4 p=2 at t=1 only): 21 rows within 3%, 0.971 to 1.021; one stage 1.002 to 1.021
-(d=4 M=4); p=2 t=2 0.995 to 1.020; p=2 t=1 d=2 0.962 (M=4 ZB-H1) to 0.985, d=4 0.952 (M=4 ZB-H1), 0.960 (M=4
-1F1B), 0.962 (M=1 GPipe and 1F1B), 0.973 and 0.987. Outside 3%: those five p=2 t=1 rows, where the stage level
-is the faster. What they share, compared per stage (d=2 p=2 M=4 1F1B): the last stage's backward pass hands its
-input gradient on 2.22M cycles after it starts at task level, 1.42M at stage level. The task level's LM head
-waits 281K cycles for the vocabulary matrix's all-gather (77 MB) with its chip idle but for a few reshapes: the
-list scheduler places the 438K-cycle weight-gradient matmul beside it only after the input gradient's matmul (a
-task is placed whole, in priority order), where the stage level lets the pass's work that needs neither the
-matrix nor anything computed from it run during the wait (zero3.pass_gathers' slack), as it does run at d=4 on
-one stage and with t=2 (without that slack: one stage d=4 M=4 1.069, p=2 t=2 M=1 1.057, these rows 1.00-1.02;
-with a slack of only what fits whole in the wait, 1.047 and 1.053; with none of the W item's work as slack under
-ZB-H1, p=2 t=2 M=1 1.035 and d=4 M=4 0.967). And at M=1 the task level sends the gathered matrix from stage 0 to
-the LM head (508K cycles) only after stage 1's own gathers on its links (from 1,387,258, not at stage 0's
-forward end, 875,099, as it does at M=4), which a transfer at stage level passes. Either is the task-level list
-scheduler's order, which one stage-level rule does not reproduce in every row.
+ZeRO 3 on h8-zero3 (2026-11-26; `--models gpt2 --layers 2 --p 1 2 --d 2 4 --t 1 2 --m 1 4 --zero 3`, 26 rows, 133
+CPU s; a100_x8's 8 chips hold d=4 p=2 at t=1 only): 22 rows within 3%, 0.971 to 1.021; one stage 1.002 to 1.021
+(d=4 M=4); p=2 t=2 0.998 to 1.020; p=2 t=1 0.971 to 0.988 but for four rows where the stage level is the faster:
+d=2 M=4 ZB-H1 0.967, d=4 M=4 ZB-H1 0.969, d=4 M=1 GPipe and 1F1B 0.962 (largest gap 3.8%). Compared per stage
+(d=2 p=2 M=4 1F1B), the task level's LM head waits 281K cycles for the vocabulary matrix's backward all-gather
+(77 MB) with its chip all but idle: its list scheduler places a task whole, in priority order, so the
+438K-cycle matmul of the LM head's part of the tied gradient (sent to stage 0 every micro-batch under ZeRO) runs
+after the input gradient's chain, not in the wait. The stage level lets the pass's work that needs neither the
+gathered parameter nor anything computed from it run during a wait (zero3.pass_gathers' slack), as the task level
+does with the other layers' weight gradients (without any slack: one stage d=4 M=4 1.069, p=2 t=2 M=1 1.057;
+with only what fits whole in the wait: 1.047 and 1.053), but not a weight gradient sent to another stage (d=4
+M=4 1F1B 0.960 -> 0.988, d=2 M=4 1F1B 0.973 -> 0.979, ZB-H1 0.962 -> 0.967, d=4 M=4 ZB-H1 0.952 -> 0.969).
+Under ZB-H1 the task level's B item cannot fill a wait with W work either (with none of the W item's work as
+slack: d=2 M=4 ZB-H1 0.977 but p=2 t=2 M=1 ZB-H1 1.035). At M=1 the task level sends the gathered matrix from
+stage 0 to the LM head (508K cycles) only after stage 1's own gathers on its links (from 1,387,258 at d=2, not
+at stage 0's forward end, 875,099, as it does at M=4), which a transfer at stage level passes. Either is the
+task-level list scheduler's order, which one stage-level rule does not reproduce in every row.
 How ZeRO 3 is composed, as the task level plans it (planning/zero.py): per chunk and pass the parameters it
 reads are all-gathered over the replicas' links, each issued as far ahead of its first reader as the task level
 issues it (zero.PREFETCH: one task ahead of the reader's inputs; a reader of the micro-batch's own input

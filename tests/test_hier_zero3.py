@@ -207,6 +207,11 @@ def test_a_pass_gathers_each_parameter_before_its_first_reader_with_the_work_bes
                            lambda intervals: sum(b - a for a, b in intervals), {100: 7, 101: 9}, {101: 3})
     assert gathers == ((7, -1, 0, 5, -1),   # issued once the item before starts; c may run while a waits
                        (9, 4, 10, 5, 3))    # issued 6 cycles before b, from chunk 3's copy
+    # c computes a weight gradient sent to another stage's update: the task level runs it after the chain
+    unsent = pass_gathers(tasks, spans, lambda t: None if not t.deps else 4, lambda at: min(at, 25),
+                          lambda intervals: sum(b - a for a, b in intervals), {100: 7, 101: 9}, {101: 3},
+                          no_slack=frozenset({2}))
+    assert unsent == ((7, -1, 0, 0, -1), (9, 4, 10, 0, 3))
 
 
 def test_the_stage_steps_figures_report_what_each_pass_gathers_and_the_peak_held(hw8):

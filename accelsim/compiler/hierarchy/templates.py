@@ -341,6 +341,11 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
 
     later = options.microbatches - 1
     shards = zero3_sharding(graph, options.data_parallel) if zero == 3 else None
+    handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
+    update_sends = update_send_tasks(plan, chunk_of_chip, handed)  # weight gradients sent back
+    # ZeRO 3: the weight gradients sent to other stages' updates run after the input gradient's chain, not in a
+    # wait for a gathered parameter (the task level sends them every micro-batch, off the critical path)
+    sent_grads = frozenset(plan.tasks[d].node for t in update_sends for d in t.deps if plan.tasks[d].kind != TRANSFER)
     figures = []
     for c in range(n_chunks):
         acc = math.ceil(accumulate_cycles(m, c, zero == 0) * later / options.microbatches)
@@ -355,14 +360,12 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
         update = busy(c, "update")
         if shards is not None:  # ZeRO 3: the passes wait for their parameters' gathers; the update is one shard's
             work, update, sent_update = _zero3(m, ranks[c][0], work, intervals, shards, update, sent_update,
-                                               chunk_of_chip)
+                                               chunk_of_chip, sent_grads)
         figures.append(ChunkFigures(
             work=work, update_cycles=update, sent_update_cycles=sent_update,
             sent_sum_cycles=min(sent_update, max(busy_cycles(sum_spans.get(chip, [])) for chip in ranks[c])),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
-    handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
-    update_sends = update_send_tasks(plan, chunk_of_chip, handed)  # weight gradients sent back
     sends = backward_sends(update_sends, chunk_of_chip, n_chunks)
     lags = handoffs(plan, m.timed, chunk_of_chip, n_chunks, handed, filler)  # when the neighbour may start
     summed_on = frozenset(plan.stage_of_node[i] for i in summed)  # the chunks whose update_sends are W work
@@ -375,7 +378,8 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
 
 
 def _zero3(m: Measured, chip: int, work: ChunkWork, intervals: dict[int, list[tuple[int, int, int]]], shards,
-           update: int, sent_update: int, chunk_of_chip: dict[int, int]) -> tuple[ChunkWork, int, int]:
+           update: int, sent_update: int, chunk_of_chip: dict[int, int], no_slack: frozenset[int]
+           ) -> tuple[ChunkWork, int, int]:
     """A chunk's work under ZeRO 3 (hierarchy/zero3.py), read on its rank-0 chip (the ranks are alike): its
     passes' parameter gathers, and its update (and the part of it waiting for sent gradients) cut to the
     share replica 0's rows parts cost."""
@@ -401,9 +405,9 @@ def _zero3(m: Measured, chip: int, work: ChunkWork, intervals: dict[int, list[tu
         return busy_before
 
     forward = pass_gathers([t for t in mine if t.phase == "forward"], spans, ready_at, before([0]), busy_cycles, params,
-                           sources["forward"])
+                           sources["forward"], no_slack)
     backward = pass_gathers([t for t in mine if t.phase == "backward"], spans, ready_at, before([1, 2, 3]),
-                            busy_cycles, params, sources["backward"])
+                            busy_cycles, params, sources["backward"], no_slack)
     part, whole = shard_update_share(m.graph, m.costs, chip, [t for t in mine if t.phase == "update"], shards)
     share = (lambda n: math.ceil(n * part / whole)) if whole else (lambda n: n)
     return replace(work, forward_gathers=forward, backward_gathers=backward), share(update), share(sent_update)

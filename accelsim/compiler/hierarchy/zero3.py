@@ -49,7 +49,8 @@ def gathered_bytes(graph: Graph, hw: HwSpec, shards: Sharding) -> dict[int, int]
 
 def pass_gathers(tasks: list[TaskSpec], spans: dict[int, tuple[int, int]], ready_at: Callable[[TaskSpec], int | None],
                  busy_before: Callable[[int], int], busy: Callable[[list[tuple[int, int]]], int],
-                 params: dict[int, int], sources: dict[int, int]) -> tuple[Gather, ...]:
+                 params: dict[int, int], sources: dict[int, int], no_slack: frozenset[int] = frozenset()
+                 ) -> tuple[Gather, ...]:
     """The gathers of one pass on one chip (`tasks`: the pass's compute tasks there, `spans`: task id -> (start,
     end) cycles), in the order their parameters are first read, for each parameter of `params` (id -> bytes)
     the pass reads (module docstring's Gather):
@@ -60,8 +61,10 @@ def pass_gathers(tasks: list[TaskSpec], spans: dict[int, tuple[int, int]], ready
       -1 where the reader's inputs are the micro-batch's own (`ready_at` None): the task level issues it as
       soon as the links allow, so here once the chip starts the item before. Never decreasing, at most need;
     - slack: the busy cycles (`busy`: of (start, end) intervals) of the pass's work from the first reader's
-      start on that reads neither the parameter nor any value computed from it (the LM head's weight gradient
-      beside the input gradient that waits for the matrix): a list scheduler runs it while the reader waits;
+      start on that reads neither the parameter nor any value computed from it (a layer's weight gradient
+      beside the input gradient that waits for the next layer's weight): a list scheduler runs it while the
+      reader waits; but no node of `no_slack` (a weight gradient sent to another stage's update, such as the
+      LM head's part of the tied matrix's: off the critical path, the task level runs it after the chain);
     - source: -1, or for a parameter that another chunk reads first in the same pass (`sources`: parameter ->
       that chunk; gpt2's tied vocabulary matrix, read by the embedding, then by the LM head), that chunk: the
       task level gathers it once per micro-batch and pass, on the first reader's chip, and sends the copy on.
@@ -92,7 +95,8 @@ def pass_gathers(tasks: list[TaskSpec], spans: dict[int, tuple[int, int]], ready
             if x not in after:
                 after.add(x)
                 todo.extend(children.get(x, ()))
-        slack = busy([spans[t.id] for t in tasks if t.id not in after and spans[t.id][0] >= at])
+        slack = busy([spans[t.id] for t in tasks
+                      if t.id not in after and spans[t.id][0] >= at and t.node not in no_slack])
         out.append((params[leaf], ready, need, slack, sources.get(leaf, -1)))
     return tuple(out)
 
