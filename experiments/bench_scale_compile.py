@@ -18,9 +18,9 @@ the CLI, and the whole-task path beside the stage path on a step the whole-task 
 3. On request (`--only 175b-zero3`), GPT-3 175B as in 1 at ZeRO 3 (`--zero 3`: parameters sharded over the 8
    replicas and all-gathered before every forward and backward pass of every micro-batch, gradients
    reduce-scattered every micro-batch; compiler/hierarchy/zero3.py), with its data-parallel bytes against
-   ZeRO 0's all-reduce. Measured 2026-11-26 on h8-zero3: 20.5 s CPU, 282 MiB max RSS; makespan
-   104,355,562,461 cycles, step 74.01 s (ZeRO 0: 24.83 s), 59.5 TFLOP/s per GPU, bubble 68.8%, all-gathers
-   exposed on 67.5% of the critical path (each stage's 2.5 GiB of parameters per rank cross the 8 nodes' NICs
+   ZeRO 0's all-reduce. Measured 2026-11-26 on h8-zero3: 20.5 to 26.1 s CPU (machine under load), 282 MiB max
+   RSS; makespan 104,267,081,956 cycles, step 73.95 s (ZeRO 0: 24.83 s), 59.6 TFLOP/s per GPU, bubble 68.8%,
+   all-gathers exposed on 67.4% of the critical path (each stage's 2.5 GiB of parameters per rank cross the 8 nodes' NICs
    twice per micro-batch, 192 times a step). Data-parallel bytes sent per rank and step, summed over the 16
    stages: ZeRO 0 71.2 GiB, ZeRO 3 20,515 GiB (x288); per micro-batch x1.50, Rajbhandari et al.'s 3 psi
    against 2 psi (SC'20, section 7.2.1), which counts one forward and one backward pass per step. Peak gathered
