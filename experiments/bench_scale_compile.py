@@ -15,7 +15,17 @@ the CLI, and the whole-task path beside the stage path on a step the whole-task 
    window), the stage-level makespan measured from the whole graph, and from layer templates, with the
    ratios and the CPU seconds of each.
 
-Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare] [--phases]
+3. On request (`--only 175b-zero3`), GPT-3 175B as in 1 at ZeRO 3 (`--zero 3`: parameters sharded over the 8
+   replicas and all-gathered before every forward and backward pass of every micro-batch, gradients
+   reduce-scattered every micro-batch; compiler/hierarchy/zero3.py), with its data-parallel bytes against
+   ZeRO 0's all-reduce. Measured 2026-11-26 on h8-zero3: 20.5 to 26.1 s CPU (machine under load), 282 MiB max
+   RSS; makespan 104,267,081,956 cycles, step 73.95 s (ZeRO 0: 24.83 s), 59.6 TFLOP/s per GPU, bubble 68.8%,
+   all-gathers exposed on 67.4% of the critical path (each stage's 2.5 GiB of parameters per rank cross the 8 nodes' NICs
+   twice per micro-batch, 192 times a step). Data-parallel bytes sent per rank and step, summed over the 16
+   stages: ZeRO 0 71.2 GiB, ZeRO 3 20,515 GiB (x288); per micro-batch x1.50, Rajbhandari et al.'s 3 psi
+   against 2 psi (SC'20, section 7.2.1), which counts one forward and one backward pass per step. Peak gathered
+   parameters 1.46 GiB per chip (stage 0: the embedding and its chunk's blocks).
+Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare|175b-zero3] [--phases]
 (--phases: per stage, its busy share of the step and its idle share in warm-up, steady state and cool-down)
 Measured 2026-11-26 on the shared 2-core machine under load (CPU seconds of the whole `accelsim run`; wall
 time is several times more), on the code with the GPU GEMM model (cost/gpu_gemm.py), the bubble mends of issue
@@ -24,6 +34,8 @@ re-measured on h7-agree (`python experiments/bench_scale_compile.py`, 33 CPU s i
   gpt3-175b (seq 2048): 8.5 s CPU, 104 MiB max RSS; makespan 35,015,847,154 cycles, step 24.83 s,
     177.4 TFLOP/s per GPU, pipeline bubble 7.1%; 10,482 nodes list-scheduled (9 of the 96 blocks)
     (before layer templates: 22 s CPU building the graph, then a refusal: ~352,000 tasks to measure)
+  (h8-zero3: 6.6 s CPU, 104 MiB, the same makespan: a step is composed a second time with its filler only
+  where its idle time could not hold it, which here it could; megatron-1t 9.2 s CPU, 199 MiB, the same)
   megatron-1t: 13.7 s CPU, 266 MiB max RSS; makespan 114,829,934,625 cycles, step 81.44 s, 205.4 TFLOP/s
     per GPU, pipeline bubble 11.6%; 3,630 nodes list-scheduled (3 of the 128 blocks)
   (before h7-agree: 35,044,938,730 and 114,931,427,380 cycles. h7-agree sends the tied embedding's gradient
@@ -72,30 +84,33 @@ LARGE = {
 TARGET_RSS_BYTES = 4 * 2**30
 
 
-def cli_argv(c: dict, json_path: str) -> list[str]:
-    """The `accelsim run` command line of one large configuration."""
+def cli_argv(c: dict, json_path: str, zero: int = 0) -> list[str]:
+    """The `accelsim run` command line of one large configuration (`zero`: its ZeRO stage)."""
     argv = ["run", "--hw", "a100_superpod", "--model", "gpt2", "--set", f"size={c['size']}", "--set", f"seq={c['seq']}",
             "--data-parallel", str(c["d"]), "--pipeline-stages", str(c["p"]), "--tensor-parallel", str(c["t"]),
             "--microbatches", str(c["m"]), "--pipeline-schedule", "interleaved", "--virtual-stages", str(c["v"]),
             "--remat", "every:1", "--granularity", "stage", "--json", json_path]
+    if zero:
+        argv += ["--zero", str(zero)]
     for a in c["hw_set"]:
         argv += ["--hw-set", a]
     return argv
 
 
-def run_large(name: str, c: dict) -> None:
-    """One large configuration through the CLI in a child process: its CPU seconds, max RSS and figures."""
+def run_large(name: str, c: dict, zero: int = 0) -> dict | None:
+    """One large configuration through the CLI in a child process: its CPU seconds, max RSS and figures; returns
+    the run's JSON (None if it failed)."""
     from accelsim.step_flops import megatron_flops
 
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "run.json")
-        argv = [sys.executable, "-m", "accelsim", *cli_argv(c, out)]
+        argv = [sys.executable, "-m", "accelsim", *cli_argv(c, out, zero)]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(proc.pid, 0)
         stderr = proc.stderr.read().decode() if proc.stderr else ""
         if os.waitstatus_to_exitcode(status) != 0:
             print(f"{name}: accelsim run failed:\n{stderr}")
-            return
+            return None
         payload = json.loads(Path(out).read_text())
     cpu = usage.ru_utime + usage.ru_stime
     rss = usage.ru_maxrss * 1024  # kilobytes on Linux
@@ -109,8 +124,42 @@ def run_large(name: str, c: dict) -> None:
           f"(target < {c['target_s']:.0f} s, < 4 GiB: {'met' if met else 'MISSED'}); makespan "
           f"{payload['makespan_cycles']:,} cycles, step {step_s:.2f} s, {tflops:.1f} TFLOP/s per GPU (Megatron's "
           f"96BslH^2 convention), pipeline bubble {payload['bubble_fraction']:.1%}; measured from "
-          f"{payload['template_layers']} layers' templates ({payload['measured_graph_nodes']:,} nodes scheduled)",
-          flush=True)
+          f"{payload['template_layers']} layers' templates ({payload['measured_graph_nodes']:,} nodes scheduled)"
+          + (f"; exposed on the critical path: {_exposed(payload)}" if zero else ""), flush=True)
+    return payload
+
+
+def _exposed(payload: dict) -> str:
+    makespan = payload["makespan_cycles"]
+    return ", ".join(f"{kind} {cycles / makespan:.1%}" for kind, cycles in payload["exposed_cycles"].items())
+
+
+def data_parallel_bytes(payload: dict) -> tuple[int, int]:
+    """(ZeRO 0's, ZeRO 3's) data-parallel payload per step and rank, summed over the pipeline's stages, from a
+    ZeRO 3 run's JSON: without ZeRO each stage all-reduces its gradients once per step (a ring sends 2(d-1)/d
+    of them; ZeRO 1 and 2 move the same bytes, as a reduce-scatter and an all-gather); under ZeRO 3 every
+    micro-batch reduce-scatters them and all-gathers the parameters its forward and its backward passes read
+    ((d-1)/d each), as the task level plans it (compiler/planning/zero.py)."""
+    d, m = payload["options"]["data_parallel"], payload["options"]["microbatches"]
+    gradients = sum(s["gradient_bytes"] for s in payload["stages"])
+    gathered = sum(c["forward_gather_bytes"] + c["backward_gather_bytes"] for c in payload["chunks"])
+    return 2 * gradients * (d - 1) // d, m * (gradients + gathered) * (d - 1) // d
+
+
+def zero3(name: str, c: dict) -> None:
+    """The configuration at ZeRO 3 (parameters sharded over the replicas, hierarchy/zero3.py) through the CLI,
+    with its data-parallel traffic against ZeRO 0's all-reduce (Rajbhandari et al., SC'20, section 7.2.1: 3 psi
+    against 2 psi, 1.5x, for one forward and one backward pass per step)."""
+    payload = run_large(f"{name} ZeRO 3", c, zero=3)
+    if payload is None:
+        return
+    base, sharded = data_parallel_bytes(payload)
+    m = payload["options"]["microbatches"]
+    print(f"  data-parallel bytes sent per rank and step, summed over the {len(payload['stages'])} stages: ZeRO 0 "
+          f"{base / 2**30:,.1f} GiB (all-reduce), ZeRO 3 {sharded / 2**30:,.1f} GiB (x{sharded / base:.1f}); per "
+          f"micro-batch x{sharded / m / base:.2f} (the paper's 1.5x is per forward and backward pass; with {m} "
+          f"micro-batches ZeRO 3 gathers the parameters and reduce-scatters the gradients {m} times a step); "
+          f"peak gathered parameters {max(payload['peak_gathered_bytes']) / 2**30:.2f} GiB per chip", flush=True)
 
 
 def compare() -> None:
@@ -186,7 +235,8 @@ def phases(name: str, c: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", choices=("175b", "1t", "compare"), default=None)
+    ap.add_argument("--only", choices=("175b", "1t", "compare", "175b-zero3"), default=None,
+                    help="one part (175b-zero3: GPT-3 175B at ZeRO 3, run only when asked for)")
     ap.add_argument("--phases", action="store_true",
                     help="also compile each large configuration in this process and print where its stages idle")
     args = ap.parse_args()
@@ -194,6 +244,8 @@ def main() -> None:
         run_large("gpt3-175b", LARGE["gpt3-175b"])
         if args.phases:
             phases("gpt3-175b", LARGE["gpt3-175b"])
+    if args.only == "175b-zero3":
+        zero3("gpt3-175b", LARGE["gpt3-175b"])
     if args.only in (None, "1t"):
         run_large("megatron-1t", LARGE["megatron-1t"])
         if args.phases:

@@ -3,7 +3,34 @@
 schedule, their ratio and the CPU seconds of each. Issue 27 asks for agreement within 3% (AGREEMENT).
 Run: python experiments/stage_vs_task.py [--models transformer_block gpt2 resnet50] [--layers 2 4 12]
      [--p 1 2 4] [--d 1 2] [--t 1 2] [--m 1 4 8] [--schedules gpipe 1f1b zb-h1] [--hw a100_x8]
-     [--gradient-reduction overlap after-backward]
+     [--gradient-reduction overlap after-backward] [--zero 0 3]
+
+ZeRO 3 on h8-zero3 (2026-11-26; `--models gpt2 --layers 2 --p 1 2 --d 2 4 --t 1 2 --m 1 4 --zero 3`, 26 rows, 133
+CPU s; a100_x8's 8 chips hold d=4 p=2 at t=1 only): 22 rows within 3%, 0.971 to 1.021; one stage 1.002 to 1.021
+(d=4 M=4); p=2 t=2 0.998 to 1.020; p=2 t=1 0.971 to 0.988 but for four rows where the stage level is the faster:
+d=2 M=4 ZB-H1 0.967, d=4 M=4 ZB-H1 0.969, d=4 M=1 GPipe and 1F1B 0.962 (largest gap 3.8%). Compared per stage
+(d=2 p=2 M=4 1F1B), the task level's LM head waits 281K cycles for the vocabulary matrix's backward all-gather
+(77 MB) with its chip all but idle: its list scheduler places a task whole, in priority order, so the
+438K-cycle matmul of the LM head's part of the tied gradient (sent to stage 0 every micro-batch under ZeRO) runs
+after the input gradient's chain, not in the wait. The stage level lets the pass's work that needs neither the
+gathered parameter nor anything computed from it run during a wait (zero3.pass_gathers' slack), as the task level
+does with the other layers' weight gradients (without any slack: one stage d=4 M=4 1.069, p=2 t=2 M=1 1.057;
+with only what fits whole in the wait: 1.047 and 1.053), but not a weight gradient sent to another stage (d=4
+M=4 1F1B 0.960 -> 0.988, d=2 M=4 1F1B 0.973 -> 0.979, ZB-H1 0.962 -> 0.967, d=4 M=4 ZB-H1 0.952 -> 0.969).
+Under ZB-H1 the task level's B item cannot fill a wait with W work either (with none of the W item's work as
+slack: d=2 M=4 ZB-H1 0.977 but p=2 t=2 M=1 ZB-H1 1.035). At M=1 the task level sends the gathered matrix from
+stage 0 to the LM head (508K cycles) only after stage 1's own gathers on its links (from 1,387,258 at d=2, not
+at stage 0's forward end, 875,099, as it does at M=4), which a transfer at stage level passes. Either is the
+task-level list scheduler's order, which one stage-level rule does not reproduce in every row.
+How ZeRO 3 is composed, as the task level plans it (planning/zero.py): per chunk and pass the parameters it
+reads are all-gathered over the replicas' links, each issued as far ahead of its first reader as the task level
+issues it (zero.PREFETCH: one task ahead of the reader's inputs; a reader of the micro-batch's own input
+prefetches from the item before), the pass waiting where a reader would start before its gather ends; a
+parameter another chunk gathered first in the pass (the tied matrix) comes from that chunk's item by transfer;
+every micro-batch's gradients are reduce-scattered and the weight gradient sent to another stage crosses every
+micro-batch (no step sums under ZeRO); the update, one shard's rows parts, waits for every reduction; no
+all-gather follows it. zero=3 with d=1 is zero=0 at both levels (gpt2-2 d=1 p=2 M=4 1F1B: task 22,167,703,
+stage 22,171,228 cycles either way).
 
 Measured on h6-dptail (2026-11-26), with StepOptions.gradient_reduction (after-backward: each stage's gradients
 all-reduced after its backward pass, then its whole update, as Megatron-LM of 2021; overlap: the default):
@@ -194,6 +221,8 @@ class Config:
     schedule: str
     reduction: str = "overlap"
     """StepOptions.gradient_reduction: data-parallel gradients in buckets beside the backward pass, or after it."""
+    zero: int = 0
+    """StepOptions.zero: 0, or 3 (ZeRO 3: parameters all-gathered before each pass, hierarchy/zero3.py)."""
 
     @property
     def name(self) -> str:
@@ -211,7 +240,7 @@ def compare(config: Config, hw: A.HwSpec) -> dict:
     follows the same pipeline schedule (its in-flight window is the schedule's: GPipe M, 1F1B and ZB-H1 p)."""
     graph = config.graph()
     step = dict(microbatches=config.m, data_parallel=config.d, pipeline_stages=config.p,
-                pipeline_schedule=config.schedule, gradient_reduction=config.reduction)
+                pipeline_schedule=config.schedule, gradient_reduction=config.reduction, zero=config.zero)
     t0 = time.process_time()
     stage = A.compile(graph, hw, granularity="stage", **step)
     t1 = time.process_time()
@@ -223,7 +252,8 @@ def compare(config: Config, hw: A.HwSpec) -> dict:
 
 
 def configs(models: list[str], layers: list[int] | None, ps: list[int], ds: list[int], ts: list[int], ms: list[int],
-            schedules: list[str], chips: int, reductions: tuple[str, ...] = ("overlap",)) -> list[Config]:
+            schedules: list[str], chips: int, reductions: tuple[str, ...] = ("overlap",),
+            zero: int = 0) -> list[Config]:
     """Every combination that fits the chips (d * p * t of them); one stage runs every schedule alike, so
     p = 1 gets 1F1B only; resnet50 has no tensor-parallel ranks; with one replica there is nothing to reduce,
     so d = 1 gets the first gradient reduction only."""
@@ -233,7 +263,7 @@ def configs(models: list[str], layers: list[int] | None, ps: list[int], ds: list
         for n, p, d, t, m, schedule, reduction in itertools.product(counts, ps, ds, ts, ms, schedules, reductions):
             if d * p * t <= chips and (p > 1 or schedule == "1f1b") and (t == 1 or model != "resnet50") and (
                     d > 1 or reduction == reductions[0]):
-                out.append(Config(model, n, d, p, t, m, schedule, reduction))
+                out.append(Config(model, n, d, p, t, m, schedule, reduction, zero))
     return out
 
 
@@ -249,6 +279,8 @@ def main() -> None:
     ap.add_argument("--hw", default="a100_x8")
     ap.add_argument("--gradient-reduction", nargs="+", default=["overlap"], choices=GRADIENT_REDUCTIONS,
                     help="StepOptions.gradient_reduction values to run (default overlap)")
+    ap.add_argument("--zero", type=int, default=0, choices=(0, 3),
+                    help="StepOptions.zero for every row (3: ZeRO 3, which only 'overlap' reduces)")
     args = ap.parse_args()
     hw = A.load_hw(args.hw)
     layers = args.layers or ([2, 4] if "gpt2" in args.models else None)
@@ -256,7 +288,7 @@ def main() -> None:
           f"{'ratio':>6} {'bubble':>6}  ok   CPU s (task/stage)")
     worst = 0.0
     for c in configs(args.models, layers, args.p, args.d, args.t, args.m, args.schedules, hw.n_chips,
-                     tuple(args.gradient_reduction)):
+                     tuple(args.gradient_reduction), args.zero):
         r = compare(c, hw)
         worst = max(worst, abs(r["gap"]))
         print(f"{c.name:<18} {c.d:>2} {c.p:>2} {c.t:>2} {c.m:>2} {c.schedule:<8} {c.reduction:<14} {r['task']:>12,} "

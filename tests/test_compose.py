@@ -297,6 +297,13 @@ def test_transfers_queue_behind_transfers_and_collectives_behind_both():
     assert book.book(transfer, 60) == (60, 80)
 
 
+def test_a_hold_is_booked_only_where_it_crosses_links():
+    book = LinkBook()
+    link = Link("scale_out", 0, -1)
+    assert book.crossing(None) is None and book.crossing(Hold((), 0)) is None
+    assert book.crossing(Hold((link,), 20)) == book.booking(Hold((link,), 20))
+
+
 def test_an_allreduce_of_any_group_costs_what_collective_cost_says():
     # the canonical twin of a group is costed in its place: cycles and links equal the direct costing
     for overrides in ({}, {"interconnect.topology": "ring"}, {"interconnect.scale_out.nics": "per_node"}):
@@ -404,9 +411,9 @@ def test_zero_reduce_scatters_gradients_and_all_gathers_updated_parameters_after
     assert not spans_of(comp, "allreduce")
 
 
-def test_zero_3_is_refused_at_stage_granularity(hw8):
-    with pytest.raises(ScheduleError, match="zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got 3"):
-        compose(step(1, 2, d=2), "1f1b", hw8, zero=3)
+def test_a_zero_stage_above_3_is_refused(hw8):
+    with pytest.raises(ScheduleError, match="zero must be the ZeRO stage 0, 1, 2 or 3, got 4"):
+        compose(step(1, 2, d=2), "1f1b", hw8, zero=4)
 
 
 def test_a_step_too_large_to_compose_is_refused_with_its_size(hw8):

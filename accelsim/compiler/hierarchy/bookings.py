@@ -23,9 +23,9 @@ def transfer_bookings(work: StepWork, topo: Topology | None, book: LinkBook) -> 
             src, dst, nbytes = src_chunk % p, dst_chunk % p, sent_bytes(work, src_chunk, dst_chunk)
             if src == dst or nbytes == 0 or (src, dst, nbytes) in holds:
                 continue
-            hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
-            if hold.links:
-                holds[(src, dst, nbytes)] = book.booking(hold)
+            booking = book.crossing(transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes))
+            if booking is not None:
+                holds[(src, dst, nbytes)] = booking
     return holds
 
 
@@ -39,7 +39,7 @@ def gradient_sender(work: StepWork, topo: Topology | None, book: LinkBook) -> Ca
             hold = None
             if topo is not None and src != dst and nbytes:
                 hold = transfer_hold(topo, work.stages[src].chips, work.stages[dst].chips, nbytes)
-            holds[(src, dst, nbytes)] = book.booking(hold) if hold is not None and hold.links else None
+            holds[(src, dst, nbytes)] = book.crossing(hold)
         return holds[(src, dst, nbytes)]
 
     return send
@@ -78,8 +78,7 @@ def bucket_bookings(work: StepWork, topo: Topology | None, kind: str, bucket_byt
             sizes = [cap] * (nbytes // cap) + ([nbytes % cap] if nbytes % cap else [])
             for n in sizes:
                 if n not in bookings:
-                    hold = collective_hold(topo, kind, groups, n)
-                    bookings[n] = book.booking(hold) if hold.links else None
+                    bookings[n] = book.crossing(collective_hold(topo, kind, groups, n))
             out[(stage.stage, stage.stage + j * p)] = [(n, bookings[n]) for n in sizes if bookings[n] is not None]
     return out
 
@@ -93,6 +92,37 @@ def gather_bookings(work: StepWork, topo: Topology | None, bucket_bytes: int, bo
     for stage in work.stages:
         groups = work.replica_groups(stage.stage)
         n, rest = divmod(stage.parameter_bytes, bucket_bytes)
-        holds = [collective_hold(topo, "all_gather", groups, size) for size in [bucket_bytes] * n + [rest] if size]
-        out[stage.stage] = [book.booking(h) for h in holds if h.links]
+        bookings = [book.crossing(collective_hold(topo, "all_gather", groups, size))
+                    for size in [bucket_bytes] * n + [rest] if size]
+        out[stage.stage] = [b for b in bookings if b is not None]
+    return out
+
+
+def pass_gather_bookings(work: StepWork, topo: Topology | None, book: LinkBook
+                         ) -> dict[tuple[int, str], tuple[tuple[int, int, int, Booking, int], ...]]:
+    """ZeRO 3: (chunk, "forward" or "backward") -> (ready, need, slack, booking, source) of each parameter gather
+    of that pass (ChunkWork.forward_gathers, backward_gathers) that crosses links: an all-gather over the
+    replicas (source -1), or where chunk `source` gathered the parameter first in the pass, a transfer of its
+    copy from that chunk's stage (none where both chunks are on one chip). Each shape is booked once."""
+    out: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, int], ...]] = {}
+    if work.data_parallel == 1 or topo is None:
+        return out
+    p = work.pipeline_stages
+    holds: dict[tuple[int, int, int], Booking | None] = {}  # (stage, source stage or -1, bytes) -> its booking
+    for chunk in work.chunks:
+        stage = chunk.chunk % p
+        for kind, gathers in (("forward", chunk.forward_gathers), ("backward", chunk.backward_gathers)):
+            held = []
+            for nbytes, ready, need, slack, source in gathers:
+                key = (stage, -1 if source < 0 else source % p, nbytes)
+                if key not in holds:
+                    if source < 0:
+                        hold = collective_hold(topo, "all_gather", work.replica_groups(stage), nbytes)
+                    else:
+                        hold = transfer_hold(topo, work.stages[source % p].chips, work.stages[stage].chips, nbytes)
+                    holds[key] = book.crossing(hold)
+                if holds[key] is not None:
+                    held.append((ready, need, slack, holds[key], source))
+            if held:
+                out[(chunk.chunk, kind)] = tuple(held)
     return out

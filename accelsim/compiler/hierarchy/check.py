@@ -24,6 +24,32 @@ def _need(problems: list[str], where: str, value: object, least: int, what: str)
         problems.append(f"{where} must be {what}, got {value!r}")
 
 
+def _gathers(problems: list[str], where: str, gathers: object, chunk: int, n_chunks: int) -> None:
+    """ChunkWork.forward_gathers / backward_gathers of chunk `chunk`: (bytes, ready, need, slack, source) of
+    integers, ready from -1 to need and never decreasing (a pass issues its gathers in order), bytes, need and
+    slack non-negative, source -1 or another chunk."""
+    if not isinstance(gathers, tuple):
+        problems.append(f"{where} must be a tuple of (bytes, ready, need, slack, source) tuples, got {gathers!r}")
+        return
+    ready_before = -1
+    for j, gather in enumerate(gathers):
+        if not (isinstance(gather, tuple) and len(gather) == 5 and all(_count(x) for x in gather)
+                and min(gather[1], gather[4]) >= -1 and min(gather[0], gather[2], gather[3]) >= 0):
+            problems.append(f"{where}[{j}] must be (bytes, ready, need, slack, source): integers, ready and source at "
+                            f"least -1, the others non-negative, got {gather!r}")
+            return
+        _, ready, need, _, source = gather
+        if ready > need or ready < ready_before:
+            problems.append(f"{where}[{j}] is {gather!r}: expected ready ({ready}) at most need ({need}) and at least "
+                            f"the ready of the gather before it ({ready_before})")
+            return
+        if source == chunk or source >= n_chunks:
+            problems.append(f"{where}[{j}] is {gather!r}: expected source -1 (an all-gather) or another chunk's "
+                            f"number, 0 .. {n_chunks - 1}, not {chunk}")
+            return
+        ready_before = ready
+
+
 def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0, reduction: str = "overlap") -> None:
     """ScheduleError listing every problem of `work` on `hw`, in one paragraph; nothing when it is sound."""
     if not isinstance(work, StepWork):
@@ -34,9 +60,8 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0, red
     for key in ("microbatches", "data_parallel", "tensor_parallel", "virtual_stages"):
         _need(problems, key, getattr(work, key), 1, "a positive integer")
     _need(problems, "bucket_bytes", bucket_bytes, 1, "a positive integer of bytes")
-    if not _count(zero) or zero not in (0, 1, 2):
-        problems.append(f"zero must be the ZeRO stage 0, 1 or 2 at stage granularity, got {zero!r} (ZeRO 3 gathers "
-                        f"parameters layer by layer inside the stage's work: compile it at task granularity)")
+    if not _count(zero) or zero not in (0, 1, 2, 3):
+        problems.append(f"zero must be the ZeRO stage 0, 1, 2 or 3, got {zero!r}")
     if reduction not in GRADIENT_REDUCTIONS:
         problems.append(f"reduction must be one of {', '.join(GRADIENT_REDUCTIONS)} (StepOptions.gradient_reduction), "
                         f"got {reduction!r}")
@@ -67,6 +92,8 @@ def check_work(work: StepWork, hw: HwSpec, bucket_bytes: int, zero: int = 0, red
         for key in ("update_send_after", "update_send_after_split"):
             _need(problems, f"{where}.{key}", getattr(chunk, key), -1,
                   "an integer of cycles, at least -1 (the item's end)")
+        for key in ("forward_gathers", "backward_gathers"):
+            _gathers(problems, f"{where}.{key}", getattr(chunk, key), i, len(work.chunks))
     seen: dict[int, int] = {}
     for i, stage in enumerate(work.stages):
         where = f"stages[{i}]"

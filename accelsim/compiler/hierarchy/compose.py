@@ -19,8 +19,8 @@ from typing import Callable, Generator
 import simpy
 
 from accelsim.compiler.hierarchy.check import check_work
-from accelsim.compiler.hierarchy.bookings import (bucket_bookings, gather_bookings, gradient_sender, sent_bytes,
-                                                  transfer_bookings)
+from accelsim.compiler.hierarchy.bookings import (bucket_bookings, gather_bookings, gradient_sender,
+                                                  pass_gather_bookings, sent_bytes, transfer_bookings)
 from accelsim.compiler.hierarchy.links import Booking, LinkBook
 from accelsim.compiler.hierarchy.schedules import Item, Order, pipeline_schedule
 from accelsim.compiler.hierarchy.sent_sums import sent_gradient_bytes, sent_reductions
@@ -31,7 +31,8 @@ from accelsim.hw.topology import topology_of
 
 EXPOSED_KINDS: tuple[str, ...] = ("transfer", "allreduce", "reduce_scatter", "all_gather")
 """Communication a step can wait on: pipeline transfers; gradient buckets, all-reduced (zero=0) or
-reduce-scattered (ZeRO 1 and 2: each replica updates its shard); the updated parameters' all-gather (ZeRO)."""
+reduce-scattered (ZeRO 1 to 3: each replica updates its shard); the updated parameters' all-gather (ZeRO 1
+and 2), or each pass's parameters' (ZeRO 3)."""
 SPAN_KINDS: tuple[str, ...] = ("forward", "backward", "weight_grad", "update") + EXPOSED_KINDS
 
 DDP_BUCKET_BYTES = 25 * 2**20
@@ -65,6 +66,11 @@ class Composition:
     span_rows: tuple[tuple[int, int, str, int, int, int], ...] = field(repr=False)
     """The timeline as plain (start, stage, kind, chunk, microbatch, end) rows, sorted: `spans` makes records
     of them on first use (a 1,024-chip step has ~40,000, and making them costs as much as composing)."""
+
+    peak_gathered_bytes: tuple[int, ...] = ()
+    """ZeRO 3, per stage: the most all-gathered parameter bytes held at once, per rank: those one pass reads
+    (ChunkWork.forward_gathers or backward_gathers, the most of its chunks'), which live during that item only;
+    () without ZeRO 3."""
 
     @cached_property
     def spans(self) -> tuple[StageSpan, ...]:
@@ -106,6 +112,21 @@ class _Planned:
     sends_after: int = 0
     """Cycles from the item's start until the weight gradients of update_sends are computed and leave
     (ChunkWork.update_send_after, update_send_after_split; its end where not measured)."""
+    gathers: tuple[tuple[int, int, int, Booking, int], ...] = ()
+    """ZeRO 3: (ready, need, slack, all-gather or transfer, source chunk or -1) of the parameters the item reads
+    (ChunkWork.forward_gathers, backward_gathers, bounded by its cycles; those crossing links): each all-gather is
+    booked once the item has run `ready` of its cycles (0: once its chip is free for it, before its input
+    arrives; -1: once the item before it on the chip started); a parameter the source chunk gathered first in
+    the pass comes from its item of the same micro-batch, which sends it (`copies`). The item stops at `need` of
+    its cycles until the gather or copy has ended, less the `slack` cycles of its work that do not wait for it."""
+    copies: tuple[tuple[tuple[int, str, int, int], Booking], ...] = ()
+    """ZeRO 3: ((chunk, kind, micro-batch, index into its gathers) of a later reader, transfer) of the parameters
+    this item gathered first in its pass that later chunks on other chips read: sent as it ends (the task level
+    sends the gathered copy, once per micro-batch and pass, as soon as the link takes it)."""
+    final: bool = True
+    """Its buckets are the last of the step for their gradients (the chunk's last gradient-producing item):
+    the update's parts wait for them. Under ZeRO 3 every such item reduce-scatters its micro-batch's
+    gradients; only the last one's hold the update."""
 
 
 def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
@@ -114,10 +135,21 @@ def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
 
 
 def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, int, int], Booking],
-          buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None]
-          ) -> list[list[_Planned]]:
+          buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None],
+          gathers: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, int], ...]] | None = None,
+          per_microbatch: bool = False) -> list[list[_Planned]]:
     """Per stage, its items with their cycles, inputs, outputs, transfers, buckets and weight gradients
-    sent to other stages (`send`: from stage, to stage, bytes -> its booking)."""
+    sent to other stages (`send`: from stage, to stage, bytes -> its booking); under ZeRO 3 the parameter
+    gathers of each (chunk, kind) (`gathers`: bookings.pass_gather_bookings), and every gradient-producing
+    item's buckets and weight gradients sent to other stages (`per_microbatch`: the task level sums no gradient
+    over the step under ZeRO, planning/step_sums.py), not only the chunk's last one's."""
+    gathers = gathers or {}
+    # (source chunk, kind) -> (reading chunk, index into its gathers, transfer) of the copies it sends
+    copies: dict[tuple[int, str], list[tuple[int, int, Booking]]] = {}
+    for (c, kind), held in sorted(gathers.items()):
+        for j, (_, _, _, booking, source) in enumerate(held):
+            if source >= 0:
+                copies.setdefault((source, kind), []).append((c, j, booking))
     p, M, last = work.pipeline_stages, work.microbatches, len(work.chunks) - 1
     producer = "weight_grad" if split else "backward"
     last_producer = {(s, it.chunk): it for s, items in enumerate(order) for it in items if it.kind == producer}
@@ -148,7 +180,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                     gives_after = min(cycles, max(1, chunk.input_grad_after))
                 elif not split:
                     gives_after = max(1, cycles - chunk.weight_grad_cycles)
-            if last_sender[(s, c)] is it:
+            if last_sender[(s, c)] is it or (per_microbatch and it.kind == last_sender[(s, c)].kind):
                 sends = tuple((dest % p, send(s, dest % p, nbytes)) for dest, nbytes in chunk.update_sends)
                 lag = chunk.update_send_after_split if split else chunk.update_send_after
                 sends_after = cycles if lag < 0 else min(cycles, lag)
@@ -156,8 +188,13 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
             if to is not None:
                 gives = _key(it.kind, m, to, M)
                 transfer = transfers.get((s, to % p, sent_bytes(work, c, to)))
-            mine = tuple(buckets.get((s, c), ())) if last_producer[(s, c)] is it else ()
-            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after))
+            final = last_producer[(s, c)] is it
+            mine = tuple(buckets.get((s, c), ())) if final or (per_microbatch and it.kind == producer) else ()
+            held = tuple((min(ready, cycles), min(need, cycles), slack, b, source)
+                         for ready, need, slack, b, source in gathers.get((c, it.kind), ()))
+            sent = tuple(((to, it.kind, m, j), b) for to, j, b in copies.get((c, it.kind), ()))
+            plan.append(_Planned(it, cycles, needs, gives, gives_after, transfer, mine, sends, sends_after, held,
+                                 copies=sent, final=final))
         plans.append(plan)
     return plans
 
@@ -178,15 +215,23 @@ class _Step:
     none)."""
     deferred_update: bool = False
     """AFTER_BACKWARD: a stage's whole update waits for the weight gradients other stages send it."""
+    copies: dict[tuple[int, str, int, int], int] = field(default_factory=dict)
+    """ZeRO 3: (chunk, kind, micro-batch, gather index) of a parameter copy sent (_Planned.copies) -> the cycle it
+    arrived, until its reader takes it."""
+    copy_waiting: dict[tuple[int, str, int, int], simpy.Event] = field(default_factory=dict)
+    whole_reduction: bool = False
+    """ZeRO 3: a stage's whole update waits for every bucket of its gradients and the reduction of the sums of
+    those other stages send it (the task level's optimizer step on a replica's shards follows their whole
+    reduction, as optimizer.step() follows backward: zero.update_part)."""
     arrived: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     """Input key -> (producer's stage, its index in the stage's trace, cycle it ended, cycle the input
     arrived)."""
     waiting: dict[int, simpy.Event] = field(default_factory=dict)
     spans: list[tuple[int, int, str, int, int, int]] = field(default_factory=list)
     """(start, stage, kind, chunk, microbatch, end)."""
-    trace: list[list[tuple[int, int, tuple[int, int, int, int] | None]]] = field(default_factory=list)
+    trace: list[list[tuple[int, int, tuple[int, int, int, int] | None, int]]] = field(default_factory=list)
     """Per stage, per item run: (start, end, its input as (producer stage, producer's index, cycle the
-    producer ended, cycle the input arrived), or None)."""
+    producer ended, cycle the input arrived), or None, cycles it waited for its parameters' gathers (ZeRO 3))."""
     tail: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     """Stage -> (cycles its update waited for gradient collectives (its buckets, the reduction of the sums of
     the gradients sent to it) beyond its last item and its update's earlier parts, cycles it waited beyond
@@ -224,10 +269,17 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     reads only that cycle, and starts no earlier."""
     env, spans, arrived, book, waiting = step.env, step.spans, step.arrived, step.book, step.waiting
     trace = step.trace[stage]
-    clock = reduced = 0
+    clock = reduced = previous = 0  # previous: when the chip started its item before
     bucket_ends: list[tuple[int, int]] = []  # (cycle reduced, bytes) of each bucket reduced beside the items
     for planned in plan:
         item, came = planned.item, None
+        gathers, ended = planned.gathers, {}  # ZeRO 3: gather -> the cycle it ends (a copy's: when it arrives)
+        early = [j for j, g in enumerate(gathers) if g[0] <= 0 and g[4] < 0]
+        if early:  # the gathers ready before the item starts go before its input is waited for
+            if clock > env.now:
+                yield env.timeout(clock - env.now)
+            for j in early:
+                ended[j] = yield from _gather(step, stage, item, gathers[j], previous if gathers[j][0] < 0 else clock)
         if planned.needs is not None:
             if planned.needs not in arrived and clock > env.now:
                 yield env.timeout(clock - env.now)  # the input may be produced meanwhile
@@ -239,18 +291,35 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             came = arrived.pop(planned.needs)
             clock = max(clock, came[3])
         start, cycles = clock, planned.cycles
-        clock = start + cycles
-        spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
-        trace.append((start, clock, came))
+        clock, previous = start + cycles, start
+        trace.append((start, clock, came, 0))
         n = len(planned.buckets)
-        # what the item hands on, in time order (links are booked in time order): its gradient buckets, as
-        # the pass produces them, and its output to another chunk once computed (index n: after a bucket
-        # complete at the same cycle)
-        events = [(start + math.ceil((i + 1) * cycles / n), i) for i in range(n)]
+        # what the item hands on, in time order (links are booked in time order), as cycles into it: its
+        # gradient buckets, as the pass produces them, and its output to another chunk once computed (index
+        # n: after a bucket complete at the same cycle); under ZeRO 3 first its gathers' issues (-2) and waits
+        # (-1) at each cycle, which hold the rest by `stall` cycles
+        events = [(math.ceil((i + 1) * cycles / n), 0, i) for i in range(n)]
         if planned.gives is not None:
-            events.append((start + planned.gives_after, n))
-        events += [(start + planned.sends_after, n + 1 + j) for j in range(len(planned.update_sends))]
-        for at, i in sorted(events):
+            events.append((planned.gives_after, 0, n))
+        events += [(planned.sends_after, 0, n + 1 + j) for j in range(len(planned.update_sends))]
+        events += [(gather[0], -2, j) for j, gather in enumerate(gathers) if j not in ended and gather[4] < 0]
+        events += [(gather[1], -1, j) for j, gather in enumerate(gathers)]
+        stall = 0
+        for offset, kind, i in sorted(events):
+            at = start + offset + stall
+            if kind == -2:  # a gather, issued `ready` cycles into the item
+                ended[i] = yield from _gather(step, stage, item, gathers[i], at)
+                continue
+            if kind == -1:  # its first reader: the item waits for the gather (or the copy sent) to end, doing
+                if i not in ended:  # its slack meanwhile
+                    key = (item.chunk, item.kind, item.microbatch, i)
+                    if key not in step.copies:
+                        step.waits_for[stage] = item
+                        yield step.copy_waiting.setdefault(key, env.event())
+                        del step.waits_for[stage]
+                    ended[i] = step.copies.pop(key)
+                stall += max(0, ended[i] - at - gathers[i][2])
+                continue
             if i > n:  # a weight gradient for another stage's update (index n + 1 + j: after the rest at that cycle)
                 to, booking = planned.update_sends[i - n - 1]
                 arrival = at
@@ -270,9 +339,11 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             if i < n:
                 nbytes, booking = planned.buckets[i]
                 b_start, b_end = book.book_collective(booking, at)
-                spans.append((b_start, stage, step.reduce_kind, item.chunk, -1, b_end))
-                reduced = max(reduced, b_end)
-                bucket_ends.append((b_end, nbytes))
+                spans.append((b_start, stage, step.reduce_kind, item.chunk, -1 if planned.final else item.microbatch,
+                              b_end))
+                if planned.final:
+                    reduced = max(reduced, b_end)
+                    bucket_ends.append((b_end, nbytes))
                 continue
             arrival = at
             if planned.transfer is not None:
@@ -281,6 +352,18 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
             arrived[planned.gives] = (stage, len(trace) - 1, at, arrival)
             if planned.gives in waiting:
                 waiting.pop(planned.gives).succeed()
+        clock += stall
+        trace[-1] = (start, clock, came, stall)
+        spans.append((start, stage, item.kind, item.chunk, item.microbatch, clock))
+        if planned.copies:  # ZeRO 3: the parameters it gathered first in its pass, sent on to later readers
+            if clock > env.now:
+                yield env.timeout(clock - env.now)
+            for key, booking in planned.copies:
+                t_start, arrival = book.book(booking, clock)
+                spans.append((t_start, stage, "transfer", item.chunk, item.microbatch, arrival))
+                step.copies[key] = arrival
+                if key in step.copy_waiting:
+                    step.copy_waiting.pop(key).succeed()
     if step.deferred.get(stage):  # AFTER_BACKWARD: the whole gradients once the stage's last item ended
         if clock > env.now:
             yield env.timeout(clock - env.now)
@@ -292,11 +375,13 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
         event = step.sends_done[stage] = env.event()
         yield event
     # AFTER_BACKWARD: Megatron-LM's optimizer step follows the embedding group's all-reduce, so all of it waits
-    late = update_cycles if sent_update_cycles < 0 or step.deferred_update else min(sent_update_cycles, update_cycles)
+    # ZeRO 3: all of it follows every reduction, the sums' included
+    late = update_cycles if sent_update_cycles < 0 or step.deferred_update or step.whole_reduction else \
+        min(sent_update_cycles, update_cycles)
     sums = step.sent_reduce.get(stage)  # the collective of the sums of the gradients sent to it (or None)
     summing = min(max(0, sent_sum_cycles), late) if sums is not None else 0
     sends_in = step.sends_in.get(stage, 0)
-    own = deque(_update_parts(update_cycles - late, gradient_bytes, bucket_ends))
+    own = deque() if step.whole_reduction else deque(_update_parts(update_cycles - late, gradient_bytes, bucket_ends))
     waited = [0, 0]  # for collectives, for the weight gradients sent
     first = None  # the update's span runs from its first part's start to its last part's end
     sums_reduced = 0
@@ -341,6 +426,17 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     step.ends[stage] = clock
 
 
+def _gather(step: _Step, stage: int, item: Item, gather: tuple[int, int, int, Booking, int], ready: int
+            ) -> Generator:
+    """Book one of an item's parameter all-gathers (_Planned.gathers), ready at cycle `ready`, once SimPy's time
+    has caught up with it (an earlier `ready` is a prefetch the chip issued before); returns when it ends."""
+    if ready > step.env.now:
+        yield step.env.timeout(ready - step.env.now)
+    start, end = step.book.book_collective(gather[3], ready)
+    step.spans.append((start, stage, "all_gather", item.chunk, item.microbatch, end))
+    return end
+
+
 def _update_parts(cycles: int, gradient_bytes: int, bucket_ends: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """(cycle it may start, cycles) of the parts of a stage's update that need no weight gradient from another
     stage, in the order they run: each bucket's share of `cycles`, in proportion to its bytes of the stage's
@@ -360,15 +456,20 @@ def _update_parts(cycles: int, gradient_bytes: int, bucket_ends: list[tuple[int,
 def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_BUCKET_BYTES,
             zero: int = 0, reduction: str = "overlap") -> Composition:
     """Time one step of `work` under the pipeline schedule named `schedule` on `hw` (cycles). `zero` is the
-    ZeRO stage (0, 1 or 2): from 1 on, gradient buckets are reduce-scattered over the replicas and the updated
-    parameters all-gathered, in buckets of `bucket_bytes`, after the update (the update's cycles are the
-    shard's, as templates measure them). `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
+    ZeRO stage (0 to 3): from 1 on, gradient buckets are reduce-scattered over the replicas (the update's cycles
+    are the shard's, as templates measure them) and, at 1 and 2, the updated parameters all-gathered, in
+    buckets of `bucket_bytes`, after the update; at 3, as the task level plans it (hierarchy/zero3.py), no
+    all-gather follows the update: each forward and backward item all-gathers the parameters it reads
+    (ChunkWork.forward_gathers, backward_gathers) and waits for them, every micro-batch's gradients are
+    reduce-scattered as its backward pass completes them, and the whole update waits for every reduction;
+    with one replica it is ZeRO 0. `reduction` (StepOptions.gradient_reduction): "overlap" reduces the
     buckets as the backward pass completes them; AFTER_BACKWARD each chunk's whole gradients after the stage's
     last item, and the whole update waits for the weight gradients other stages send (ZeRO 0 only). Either way
     the sums of the gradients other stages send a stage (a tied embedding's: sent_sums.py) are reduced in a
     collective of their own once the sends have arrived and been added, as the task level reduces them."""
     sched = pipeline_schedule(schedule)
     check_work(work, hw, bucket_bytes, zero, reduction)
+    zero = zero if work.data_parallel > 1 else 0  # one replica's shard is the whole: as the task level, no ZeRO
     p, v, M = work.pipeline_stages, work.virtual_stages, work.microbatches
     sched.check(p, v, M)
     order = sched.order(p, v, M)
@@ -379,14 +480,15 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     after = reduction == AFTER_BACKWARD
     sent = sent_gradient_bytes(work)  # reduced after the sends, in no bucket (nor, AFTER_BACKWARD, chunk's whole)
     buckets = bucket_bookings(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
-    gathers = gather_bookings(work, topo, bucket_bytes, book) if zero else {}
+    gathers = gather_bookings(work, topo, bucket_bytes, book) if zero in (1, 2) else {}
     plans = _plan(work, order, split, transfer_bookings(work, topo, book), {} if after else buckets,
-                  gradient_sender(work, topo, book))
+                  gradient_sender(work, topo, book), pass_gather_bookings(work, topo, book) if zero == 3 else None,
+                  per_microbatch=zero == 3)
     deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = {}
     for (s, c), bookings in (sorted(buckets.items()) if after else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
     step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)],
-                 sent_reduce=sent_reductions(work, topo, reduce_kind, sent, book))
+                 sent_reduce=sent_reductions(work, topo, reduce_kind, sent, book), whole_reduction=zero == 3)
     for plan in plans:
         for planned in plan:
             for to, _ in planned.update_sends:
@@ -404,14 +506,18 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     busy = [sum(pl.cycles for pl in plans[s]) + work.stages[s].update_cycles for s in range(p)]
     makespan = max(step.ends.values())
     idle = p * makespan - sum(busy)
+    gathered = tuple(max((sum(g[0] for g in gathers) for c in work.chunks[s::p]
+                          for gathers in (c.forward_gathers, c.backward_gathers)), default=0)
+                     for s in range(p)) if zero == 3 else ()
     return Composition(schedule, makespan, idle / (p * makespan) if makespan else 0.0, _exposed(step, makespan),
-                       tuple(busy), _peak_stash(work, order, split), tuple(sorted(step.spans)))
+                       tuple(busy), _peak_stash(work, order, split), tuple(sorted(step.spans)), gathered)
 
 
 def _exposed(step: _Step, makespan: int) -> dict[str, int]:
     """Communication on the critical path, walked back from the stage that ends last (the lowest on a tie):
     an update's parts wait for their buckets beyond its stage's last item and the parts before them (allreduce
-    or reduce_scatter), the step ends after the update's all-gathers (all_gather); an update waits for weight
+    or reduce_scatter), the step ends after the update's all-gathers, or an item on the path waits for its
+    parameters' gathers (ZeRO 3) (all_gather); an update waits for weight
     gradients sent to it beyond both (transfer); an item waits for its input
     beyond both its chip's previous item and the input's producer (transfer), and the path goes on through
     whichever of those two ended later (its own chip on a tie)."""
@@ -423,6 +529,7 @@ def _exposed(step: _Step, makespan: int) -> dict[str, int]:
     exposed["all_gather"] += makespan - updated
     index = len(step.trace[stage]) - 1
     while index >= 0:
+        exposed["all_gather"] += step.trace[stage][index][3]  # ZeRO 3: the item waited for its parameters
         came = step.trace[stage][index][2]
         before = step.trace[stage][index - 1][1] if index else 0
         if came is None or came[3] <= before:

@@ -139,6 +139,11 @@ class LinkBook:
                 self._transfers_free_at.append(0)
         return Booking(tuple(self._number[link] for link in hold.links), hold.cycles)
 
+    def crossing(self, hold: Hold | None) -> Booking | None:
+        """`hold`'s booking where it crosses links; None where it crosses none (the same chip, no bytes, or a
+        chip without links), or where there is no hold: nothing to wait for on the book."""
+        return self.booking(hold) if hold is not None and hold.links else None
+
     def book(self, booking: Booking, ready: int) -> tuple[int, int]:
         """(start, end) cycles of the transfer `booking`, ready at cycle `ready`: after the transfers before it
         on its links; collectives on them yield it their links."""

@@ -35,8 +35,7 @@ def sent_reductions(work: StepWork, topo: Topology | None, kind: str, sent: dict
     if topo is None:
         return out
     for s, nbytes in sorted(sent.items()):
-        groups = work.replica_groups(s)
-        hold = collective_hold(topo, kind, groups, nbytes)
-        if hold.links:
-            out[s] = book.booking(hold)
+        booking = book.crossing(collective_hold(topo, kind, work.replica_groups(s), nbytes))
+        if booking is not None:
+            out[s] = booking
     return out

@@ -30,8 +30,9 @@ DEFAULT_STAGE_SCHEDULE = "1f1b"
 """The pipeline schedule of a stage-granularity step whose options name none (StepOptions.pipeline_schedule)."""
 
 
-UNSUPPORTED = {"zero": 0, "exact": None}
-"""Options stage granularity does not model yet, with the only value it accepts."""
+UNSUPPORTED = {"zero": (0, 3), "exact": (None,)}
+"""Options stage granularity does not model in full yet, with the values it accepts (ZeRO 1 and 2: compose.py
+times them, but templates do not yet measure their sharded update)."""
 
 
 ITEMS_PER_CHUNK = 3
@@ -51,8 +52,9 @@ def stage_refusal(graph: Graph, options: StepOptions, chips: int, limits: Limits
         return (f"stage granularity composes training steps (forward and backward passes per micro-batch); "
                 f"{graph.name!r} is an inference graph")
     for key, accepted in UNSUPPORTED.items():
-        if getattr(options, key) != accepted:
-            return f"{key}={getattr(options, key)!r} is not modelled at stage granularity yet"
+        if getattr(options, key) not in accepted:
+            return (f"{key}={getattr(options, key)!r} is not modelled at stage granularity yet (it takes {key} "
+                    f"{' or '.join(map(repr, accepted))})")
     items = composed_items(options)
     if items > limits.max_tasks:
         return (f"the composition would simulate {items:,} work items (microbatches={options.microbatches} x "
@@ -145,6 +147,7 @@ class StageStep:
             "bubble_fraction": self.bubble_fraction, "exposed_cycles": self.exposed_cycles,
             "measured_graph_nodes": self.measured_graph_nodes, "template_layers": self.template_layers,
             "mappings": None if self.mappings is None else [m.model_dump(mode="json") for m in self.mappings],
+            "peak_gathered_bytes": list(self.composition.peak_gathered_bytes),
             "stages": [{"stage": s.stage, "chips": list(s.chips), "busy_cycles": busy, "update_cycles": s.update_cycles,
                         "parameter_bytes": s.parameter_bytes, "optimizer_bytes": s.optimizer_bytes,
                         "gradient_bytes": s.gradient_bytes, "peak_stash_bytes": stash}
@@ -152,7 +155,10 @@ class StageStep:
                                                  self.composition.peak_stash_bytes)],
             "chunks": [{"chunk": c.chunk, "forward_cycles": c.forward_cycles, "backward_cycles": c.backward_cycles,
                         "weight_grad_cycles": c.weight_grad_cycles, "recompute_cycles": c.recompute_cycles,
-                        "activation_bytes": c.activation_bytes, "stash_bytes": c.stash_bytes}
+                        "activation_bytes": c.activation_bytes, "stash_bytes": c.stash_bytes,
+                        # ZeRO 3: what each pass all-gathers over the replicas per micro-batch and rank
+                        "forward_gather_bytes": sum(g[0] for g in c.forward_gathers if g[4] < 0),
+                        "backward_gather_bytes": sum(g[0] for g in c.backward_gathers if g[4] < 0)}
                        for c in self.work.chunks],
         }
 
@@ -169,18 +175,19 @@ def task_schedule(compiled: Schedule | StageStep, what: str) -> Schedule:
                         f"task limit above the step's tasks) or use fewer micro-batches or replicas")
 
 
-ITEM_KINDS = ("forward", "backward", "weight_grad")
-
-
 def with_filler(work: StepWork, composition: Composition) -> StepWork:
     """`work` with each stage's update lengthened by the filler (StageWork.filler_cycles) that the stage's
     idle time before its update, in `composition`, cannot hold: a list scheduler runs such work in the
     pipeline's bubbles, and only what does not fit there lengthens the step."""
     stages = []
+    update_starts: dict[int, int] = {}
+    for start, s, kind, *_ in composition.span_rows:  # rows, not spans: a large step has ~10^6 of them
+        if kind == "update":
+            update_starts[s] = min(start, update_starts.get(s, start))
     for stage in work.stages:
-        spans = [x for x in composition.spans if x.stage == stage.stage]
-        update_start = min((x.start for x in spans if x.kind == "update"), default=composition.makespan_cycles)
-        busy = sum(x.end - x.start for x in spans if x.kind in ITEM_KINDS and x.end <= update_start)
+        update_start = update_starts.get(stage.stage, composition.makespan_cycles)
+        # its items' cycles (all before its update), without the cycles they wait for gathers (ZeRO 3): idle
+        busy = composition.busy_cycles[stage.stage] - stage.update_cycles
         excess = max(0, stage.filler_cycles - (update_start - busy))
         stages.append(replace(stage, update_cycles=stage.update_cycles + excess))
     return replace(work, stages=tuple(stages))
@@ -249,10 +256,11 @@ def _composed(graph: Graph, hw: HwSpec, options: StepOptions, work: StepWork, te
     the mappings measured, not the ones asked for (options.mapping), as a task-level Schedule does."""
     schedule = options.pipeline_schedule
     reduction = options.gradient_reduction
-    composition = compose(work, schedule, hw, reduction=reduction)
+    composition = compose(work, schedule, hw, reduction=reduction, zero=options.zero)
     if any(s.filler_cycles for s in work.stages):
-        work = with_filler(work, composition)
-        composition = compose(work, schedule, hw, reduction=reduction)
+        filled = with_filler(work, composition)
+        if filled != work:  # the idle time held all the filler: composing again would give the same step
+            work, composition = filled, compose(filled, schedule, hw, reduction=reduction, zero=options.zero)
     return StageStep(graph_name=graph.name, hw_name=hw.name, clock_hz=hw.clock_hz,
                      options=options.model_copy(update={"mapping": None}),
                      training=any(n.phase == "update" for n in graph.nodes),

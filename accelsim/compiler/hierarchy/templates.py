@@ -44,10 +44,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from accelsim.compiler.hierarchy.backward_sends import backward_sends, input_grad_transfers, update_send_tasks
 from accelsim.compiler.hierarchy.handoffs import handoffs
 from accelsim.compiler.hierarchy.work import ChunkWork, StageWork, StepWork
+from accelsim.compiler.hierarchy.zero3 import (first_readers, gathered_bytes, pass_gathers, shard_update_share,
+                                               zero3_sharding)
 from accelsim.compiler.planning.chip_map import chip_map
 from accelsim.compiler.planning.expand import Planner
 from accelsim.compiler.planning.node_costs import CostTable
@@ -288,7 +291,9 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
     chunk_of_chip = {chip: s for (_, s, _), chip in plan.chip_of.items()}
     # as the task level plans M > 1 micro-batches without ZeRO, a tied gradient's parts are summed per step,
     # and the gradient is added from them once, after the sends (update work that waits for them)
-    step_sums = options.microbatches > 1 and options.zero == 0
+    # ZeRO with one replica plans exactly as without it (zero.ZeroSteps.of: a shard of one is the whole)
+    zero = options.zero if options.data_parallel > 1 else 0
+    step_sums = options.microbatches > 1 and zero == 0
     summed = step_summed_parts(graph, plan.stage_of_node) if step_sums else frozenset()
     per_step = frozenset(step_summed_gradients(graph, plan.stage_of_node)) if step_sums else frozenset()
     wgrad, recompute = weight_grad_nodes(graph, plan.stage_of_node, summed), recompute_nodes(graph)
@@ -335,9 +340,15 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
         return max(sum(per_chip.get(chip, {}).get(part, 0) for part in parts) for chip in ranks[c])
 
     later = options.microbatches - 1
+    shards = zero3_sharding(graph, options.data_parallel) if zero == 3 else None
+    handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
+    update_sends = update_send_tasks(plan, chunk_of_chip, handed)  # weight gradients sent back
+    # ZeRO 3: the weight gradients sent to other stages' updates run after the input gradient's chain, not in a
+    # wait for a gathered parameter (the task level sends them every micro-batch, off the critical path)
+    sent_grads = frozenset(plan.tasks[d].node for t in update_sends for d in t.deps if plan.tasks[d].kind != TRANSFER)
     figures = []
     for c in range(n_chunks):
-        acc = math.ceil(accumulate_cycles(m, c, options.zero == 0) * later / options.microbatches)
+        acc = math.ceil(accumulate_cycles(m, c, zero == 0) * later / options.microbatches)
         # a chunk with no forward or backward work of its own still passes its micro-batch on: one cycle
         work = ChunkWork(chunk=c, forward_cycles=max(1, busy(c, "forward")),
                          backward_cycles=max(1, busy(c, "recompute", "input_grad", "weight_grad") + acc),
@@ -346,13 +357,15 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
                          stash_bytes=max(stash.get(chip, 0) for chip in ranks[c]),
                          backward_bytes=max(sent.get((chip, "backward"), 0) for chip in ranks[c]))
         sent_update = min(busy(c, "update"), max(busy_cycles(late_spans.get(chip, [])) for chip in ranks[c]))
+        update = busy(c, "update")
+        if shards is not None:  # ZeRO 3: the passes wait for their parameters' gathers; the update is one shard's
+            work, update, sent_update = _zero3(m, ranks[c][0], work, intervals, shards, update, sent_update,
+                                               chunk_of_chip, sent_grads)
         figures.append(ChunkFigures(
-            work=work, update_cycles=busy(c, "update"), sent_update_cycles=sent_update,
+            work=work, update_cycles=update, sent_update_cycles=sent_update,
             sent_sum_cycles=min(sent_update, max(busy_cycles(sum_spans.get(chip, [])) for chip in ranks[c])),
             filler_cycles=busy(c, "update_filler") + options.microbatches * busy(c, "filler"),
             gradient_bytes=sum(_node_bytes(m, g) for g in grads[c]), leaves=frozenset(leaves[c])))
-    handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
-    update_sends = update_send_tasks(plan, chunk_of_chip, handed)  # weight gradients sent back
     sends = backward_sends(update_sends, chunk_of_chip, n_chunks)
     lags = handoffs(plan, m.timed, chunk_of_chip, n_chunks, handed, filler)  # when the neighbour may start
     summed_on = frozenset(plan.stage_of_node[i] for i in summed)  # the chunks whose update_sends are W work
@@ -362,6 +375,42 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
                                     update_send_after=send_lags.get(f.work.chunk, (-1, -1))[0],
                                     update_send_after_split=send_lags.get(f.work.chunk, (-1, -1))[1]))
             for f, x, h in zip(figures, sends, lags)]
+
+
+def _zero3(m: Measured, chip: int, work: ChunkWork, intervals: dict[int, list[tuple[int, int, int]]], shards,
+           update: int, sent_update: int, chunk_of_chip: dict[int, int], no_slack: frozenset[int]
+           ) -> tuple[ChunkWork, int, int]:
+    """A chunk's work under ZeRO 3 (hierarchy/zero3.py), read on its rank-0 chip (the ranks are alike): its
+    passes' parameter gathers, and its update (and the part of it waiting for sent gradients) cut to the
+    share replica 0's rows parts cost."""
+    tasks, timed = m.plan.tasks, m.timed
+    params = gathered_bytes(m.graph, m.hw, shards)
+    firsts = first_readers(tasks, chunk_of_chip, params)
+    c = chunk_of_chip[chip]
+    sources = {phase: {leaf: k for leaf, k in first.items() if k != c} for phase, first in firsts.items()}
+    mine = [t for t in tasks if t.chip == chip and t.kind != TRANSFER]
+    spans = {t.id: (timed[t.id].start, timed[t.id].end) for t in mine}
+
+    def ready_at(reader: TaskSpec) -> int | None:
+        # zero.PREFETCH = 1: once the tasks one step before the producers of the reader's inputs have ended;
+        # None: it reads only leaves (the micro-batch's input), so nothing holds its gather back
+        made = {tasks[d].deps[0] if tasks[d].kind == TRANSFER and tasks[d].deps else d for d in reader.deps}
+        before = {x for d in made for x in tasks[d].deps} or made
+        return max(timed[x].end for x in before) if before else None
+
+    def before(parts: list[int]) -> Callable[[int], int]:
+        def busy_before(at: int) -> int:
+            cycles = attributed_cycles([(a, min(b, at), k) for a, b, k in intervals.get(chip, ()) if a < at])
+            return sum(cycles[k] for k in parts)
+        return busy_before
+
+    forward = pass_gathers([t for t in mine if t.phase == "forward"], spans, ready_at, before([0]), busy_cycles, params,
+                           sources["forward"], no_slack)
+    backward = pass_gathers([t for t in mine if t.phase == "backward"], spans, ready_at, before([1, 2, 3]),
+                            busy_cycles, params, sources["backward"], no_slack)
+    part, whole = shard_update_share(m.graph, m.costs, chip, [t for t in mine if t.phase == "update"], shards)
+    share = (lambda n: math.ceil(n * part / whole)) if whole else (lambda n: n)
+    return replace(work, forward_gathers=forward, backward_gathers=backward), share(update), share(sent_update)
 
 
 def update_send_lags(m: Measured, chunk_of_chip: dict[int, int], sends: list[TaskSpec],

@@ -60,6 +60,14 @@ class ChunkWork:
     update_send_after_split: int = -1
     """As update_send_after, into the item that completes them under a schedule that splits the backward pass
     (ZB-H1): the last W item where sends_after_weight_grad, else the last B item."""
+    forward_gathers: tuple[tuple[int, int, int, int, int], ...] = ()
+    """ZeRO 3 (hierarchy/zero3.py): per parameter the forward pass reads, in the order it first reads them, (bytes
+    per rank all-gathered over the replicas, cycles into the pass from which the gather may start (0: as the
+    chip frees for the item; -1: once it starts the item before), cycles into the pass at which its first reader
+    starts, cycles of the pass's later work that needs nothing computed from it, -1 or the chunk that gathered
+    it first in the pass and sends it the copy); () without ZeRO 3 or replicas."""
+    backward_gathers: tuple[tuple[int, int, int, int, int], ...] = ()
+    """As forward_gathers, for the backward pass (its cycles counted as backward_cycles counts them)."""
 
 
 @dataclass(frozen=True, slots=True)
