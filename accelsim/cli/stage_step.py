@@ -17,6 +17,7 @@ def print_stage_step(console: Console, step: StageStep, seconds: float) -> None:
              fmt.plural(o.pipeline_stages, "stage")]
     parts += [f"{o.virtual_stages} virtual stages"] * (o.virtual_stages > 1)
     parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
+    parts += [f"ZeRO stage {o.zero}"] * bool(o.zero)
     console.print(f"{'training step' if step.training else 'inference'} of {step.graph_name} on {step.hw_name}: "
                   f"{', '.join(parts)}; stage granularity, pipeline schedule {o.pipeline_schedule}, composed in "
                   f"{fmt.wall(seconds)}")
@@ -29,8 +30,14 @@ def print_stage_step(console: Console, step: StageStep, seconds: float) -> None:
     exposed = ", ".join(f"{kind} {fmt.cycles(c)} ({fmt.percent(c / makespan if makespan else 0)} of the step)"
                         for kind, c in step.exposed_cycles.items())
     console.print(f"  exposed communication (on the critical path: what it adds to the step): {exposed}")
-    for s, busy, stash in zip(step.work.stages, step.composition.busy_cycles, step.composition.peak_stash_bytes):
+    gathered = step.composition.peak_gathered_bytes
+    for i, (s, busy, stash) in enumerate(zip(step.work.stages, step.composition.busy_cycles,
+                                              step.composition.peak_stash_bytes)):
+        params = f"parameters {fmt.nbytes(s.parameter_bytes)}"
+        if o.zero == 3 and o.data_parallel > 1:  # each replica holds a 1/d shard and gathers the rest as it runs
+            params += (f" (a 1/{o.data_parallel} shard held per replica, up to {fmt.nbytes(gathered[i])} gathered at "
+                       f"once)")
         console.print(f"  stage {s.stage} (chip{'s' if len(s.chips) > 1 else ''} "
                       f"{', '.join(map(str, s.chips))}): busy {fmt.cycles(busy)} "
                       f"({fmt.percent(busy / makespan if makespan else 0)}), update {fmt.cycles(s.update_cycles)}, "
-                      f"peak stash {fmt.nbytes(stash)}, parameters {fmt.nbytes(s.parameter_bytes)}")
+                      f"peak stash {fmt.nbytes(stash)}, {params}")
