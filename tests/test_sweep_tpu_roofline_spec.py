@@ -27,3 +27,10 @@ def test_the_dram_bandwidth_parameter_sets_the_weight_stream_too():
     assert chip.placement.parameters.stream.bandwidth_bytes_per_s == dram.bandwidth_bytes_per_s == 544e9
     slow, _, _ = compile_point(spec, {ARRAY: 256, bandwidth: "34 GB/s"})
     assert fast.makespan_cycles * 3 < slow.makespan_cycles  # the stream-bound step speeds up with its stream
+
+
+def test_every_shipped_sweep_that_varies_the_weight_dram_varies_its_stream_with_it():
+    for path in sorted(SPEC.parent.glob("*.yaml")):
+        for key in yaml.safe_load(path.read_text()).get("parameters", {}):
+            if "weight_dram.bandwidth" in key:
+                assert "placement.parameters.stream.bandwidth" in key, (path.name, key)
