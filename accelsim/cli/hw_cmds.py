@@ -232,7 +232,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         else:
             cost = best_cost(hw, g, node)
         for key, value in _cost_json(cost).items():
-            print(f"{key:22s} {_layer_value(key, value)}")
+            label = key.removesuffix("_pj")  # printed with its own unit ("10.52 uJ"), not in pJ
+            print(f"{label:22s} {_layer_value(key, value)}")
         write_json(args.json, _cost_json(cost))
         return 0
     graph = step_graph(args, evaluates=False)  # costs and counts: no tensor is computed
