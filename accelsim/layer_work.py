@@ -5,7 +5,8 @@ A task's cycles (definitions; every cycle of a task's span is in exactly one of 
 - ideal_cycles: the cycles its unit's datapath computes, memory aside: the cost model's compute cycles of its
   node on the unit it ran on (an array's systolic fold model: every fold's fill, stream and drain). An
   accumulation (a gradient sum on a unit) is all ideal.
-- latency_cycles: its unit's pipeline latency (cost model), once per task.
+- latency_cycles: its unit's pipeline latency (cost model), once per task, and on a GPU-like chip the kernel's
+  launch and tail (`gpu_overheads`: the cost model's overhead cycles), which are no wait for memory.
 - memory_stall_cycles: the rest of its span on its unit, where the unit waits for bytes: operand buffers that
   refill (stall cycles of the cost model) or a memory port slower than the arithmetic (a memory-bound node).
   Where the task's span differs from the cost model's cycles (a part of a split node, another precision),
@@ -104,7 +105,7 @@ def task_work(schedule: Schedule, hw: HwSpec, graph: Graph, timeline: list[Inter
         key = (t.node, t.chip, unit.name)
         if key not in costs:
             c = node_cost(hw, graph, graph.nodes[t.node], unit, chips[t.chip])
-            costs[key] = (c.compute_cycles, c.latency_cycles, c.cycles)
+            costs[key] = (c.compute_cycles, c.latency_cycles + c.overhead_cycles, c.cycles)
         ideal, lat, stall = _split(busy, *costs[key])
         out.append(TaskWork(t.id, iv.resource, busy, ideal, lat, stall, 0, wait, iv.port_stall_cycles, t.flops,
                             peak))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import time
 from typing import Any
 
@@ -18,11 +19,17 @@ from accelsim.graph.stats import graph_stats, summarize_tensor
 from accelsim.limits import check_eval_size, check_fd_work
 
 
+def model_summary(doc: str | None) -> str:
+    """A builder docstring's first sentence on one line: its first line alone may stop mid-sentence."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    match = re.search(r"\.(\s|$)", paragraph)
+    return paragraph[: match.start() + 1] if match else paragraph
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     for name in models.names():
         opts = ", ".join(f"{k}={v!r}" for k, v in models.options(name).items())
-        doc = (models.MODELS[name].__doc__ or "").strip().splitlines()[0]
-        print(f"{name:18s} {doc}\n{'':18s} options: {opts}")
+        print(f"{name:18s} {model_summary(models.MODELS[name].__doc__)}\n{'':18s} options: {opts}")
     return 0
 
 

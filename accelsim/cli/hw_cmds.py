@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from accelsim import fmt
@@ -24,6 +25,7 @@ from accelsim.hw.schema import schema_text
 from accelsim.hw.peaks import STEP_PRECISIONS
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.hw.template import SCHEMA_FILE, hw_template
+from accelsim.layer_names import layer_names
 from accelsim.ops import conv2d, matmul
 
 
@@ -230,7 +232,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         else:
             cost = best_cost(hw, g, node)
         for key, value in _cost_json(cost).items():
-            print(f"{key:22s} {_layer_value(key, value)}")
+            label = key.removesuffix("_pj")  # printed with its own unit ("10.52 uJ"), not in pJ
+            print(f"{label:22s} {_layer_value(key, value)}")
         write_json(args.json, _cost_json(cost))
         return 0
     graph = step_graph(args, evaluates=False)  # costs and counts: no tensor is computed
@@ -238,11 +241,12 @@ def cmd_cost(args: argparse.Namespace) -> int:
         costs = graph_costs(hw, graph)
     table = Table(title=f"{graph.name} on {hw.name}")
     stalls = any(c.stall_cycles for c in costs)  # only units with operand buffers stall
-    columns = ("node", "op", "unit", "cycles") + (("stalls",) if stalls else ()) + ("bound", "util", "FLOP/B")
+    layers = layer_names(graph)  # the name a user knows the node by, as the per-layer report uses
+    columns = ("node", "layer", "op", "unit", "cycles") + (("stalls",) if stalls else ()) + ("bound", "util", "FLOP/B")
     for col in columns:
         table.add_column(col, justify="right" if col in ("cycles", "stalls", "util", "FLOP/B") else "left")
     for c in costs:
-        table.add_row(f"%{c.node}", c.op, c.unit, fmt.count(c.cycles),
+        table.add_row(f"%{c.node}", escape(layers[c.node]), c.op, c.unit, fmt.count(c.cycles),
                       *((fmt.count(c.stall_cycles),) if stalls else ()),
                       c.bound, fmt.percent(c.utilization), fmt.number(c.arithmetic_intensity))
     console = out_console()
@@ -261,7 +265,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
                   f"{fmt.count(sum(c.bound == 'memory' for c in costs))}")
     console.print("cycles by unit: " + ", ".join(f"{u} {fmt.count(v)}" for u, v in sorted(by_unit.items())))
     write_json(args.json, {"hw": hw.name, "model": args.model, "total_cycles": total,
-                           "nodes": [_cost_json(c) for c in costs]})
+                           "nodes": [{**_cost_json(c), "layer": layers[c.node]} for c in costs]})
     return 0
 
 

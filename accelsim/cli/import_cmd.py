@@ -32,7 +32,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     from accelsim.frontends.losses import LOSSES  # no torch: the loss heads are plain graph builders
 
-    p = sub.add_parser("import", help="import a model file (.pt2 torch.export program, .onnx, .json) as a graph file")
+    text = "import a model file (.pt2 torch.export program, .onnx, .json) as a graph file"
+    p = sub.add_parser("import", help=text, description=(
+        f"{text[0].upper()}{text[1:]}, which every --model takes and which trains, compiles, simulates and checks as "
+        "a zoo model does (a .pt2 needs accelsim[torch], an .onnx accelsim[onnx])."))
     p.add_argument("model", type=path_arg, metavar="MODEL", help="a .pt2 (torch.export.save), .onnx or .json file")
     p.add_argument("-o", "--output", type=path_arg, required=True, metavar="GRAPH.json",
                    help="the accelsim graph file to write")

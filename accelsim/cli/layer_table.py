@@ -85,10 +85,12 @@ def energy_table(report: LayerReport, rows: int = TOP_ROWS) -> Table | None:
 
 def _ops(r: LayerRow) -> str:
     """The op of its forward nodes that takes the most unit time (ties: model order; any phase's without a
-    forward node: an SGD update may outlast its layer's convolution), and how many other ops its nodes have."""
+    forward node: an SGD update may outlast its layer's convolution), and how many other ops its nodes have.
+    Unit time leaves out the links: a stage's last relu whose output crosses to the next chip is not the op
+    its layer spends its time in."""
     busy: dict[str, int] = {}
     for d in [d for d in r.nodes if d.phase == "forward"] or r.nodes:
-        busy[d.op] = busy.get(d.op, 0) + d.work.busy_cycles
+        busy[d.op] = busy.get(d.op, 0) + d.work.busy_cycles - d.work.communication_cycles
     main = max(busy, key=lambda op: busy[op], default="-")
     others = len(set(r.ops) - {main})
     return main + (f" +{others}" if others else "")

@@ -4,6 +4,7 @@ texts are the fields' descriptions; a field whose values need a parser names it 
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,12 +85,33 @@ def flag_name(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
+_PYTHON_DEFAULT = re.compile(r"\s*\(None: ([^()]*)\)")
+"""A field description's "(None: ...)": what the Python default means, in Python's words."""
+
+
+def flag_help(name: str) -> str:
+    """The help text of option `name`'s flag: its field's description, then what the flag adds. The
+    description's "(None: X)" says "default: X" instead, or goes where the flag states its own default."""
+    spec = FLAGS[name]
+    description = StepOptions.model_fields[name].description or ""
+    syntax = name == "remat" and _remat_syntax() not in description  # the policies, once
+    extra = f"{_remat_syntax()}; {spec.help_extra}" if syntax else spec.help_extra
+    match = _PYTHON_DEFAULT.search(description)
+    if match and "default" in extra:
+        description = description[:match.start()] + description[match.end():]
+    elif match and match.end() == len(description):  # closing: one parenthesis with the flag's words
+        description = description[:match.start()]
+        extra = f"default: {match.group(1)}; {extra}" if extra else f"default: {match.group(1)}"
+    elif match:
+        description = f"{description[:match.start()]} (default: {match.group(1)}){description[match.end():]}"
+    return f"{description} ({extra})" if extra else description
+
+
 def add_step_flags(p: argparse.ArgumentParser, options: tuple[str, ...] = PARALLEL) -> None:
     """Add the flags of `options` (StepOptions field names) to `p`."""
     for name in options:
         spec = FLAGS[name]
-        extra = f"{_remat_syntax()}; {spec.help_extra}" if name == "remat" else spec.help_extra
-        text = f"{StepOptions.model_fields[name].description} ({extra})".replace("%", "%%")  # argparse formats help
+        text = flag_help(name).replace("%", "%%")  # argparse formats help
         p.add_argument(flag_name(name), dest=name, help=text,
                        **spec.kwargs)
 

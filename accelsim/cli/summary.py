@@ -216,10 +216,11 @@ def energy_table(s: RunSummary) -> Table | None:
         table.add_column(col, justify="left" if col in ("kind", "component") else "right")
     ranked = sorted(b.items, key=lambda i: (-i.energy_pj, i.kind, i.name))
     moved = {"op": lambda q: fmt.si(q, "op"), "B": fmt.nbytes, "W": lambda q: fmt.si(q, "W"), "": lambda q: ""}
-    for i in ranked[:ENERGY_ROWS]:
+    shown = ENERGY_ROWS + (len(ranked) == ENERGY_ROWS + 1)  # one component left over is shown, not "1 others"
+    for i in ranked[:shown]:
         table.add_row(i.kind.replace("_", " "), i.name, moved[i.unit](i.quantity), fmt.si(i.energy_pj * 1e-12, "J"),
                       fmt.percent(i.energy_pj / b.total_pj))
-    rest = ranked[ENERGY_ROWS:]
+    rest = ranked[shown:]
     if rest:
         pj = sum(i.energy_pj for i in rest)
         table.add_row("", f"{len(rest)} others", "", fmt.si(pj * 1e-12, "J"), fmt.percent(pj / b.total_pj))

@@ -15,6 +15,7 @@ import numpy as np
 
 from accelsim.graph.ir import PHASES, Graph, Node
 from accelsim.graph.verify import verify
+from accelsim.layer_names import layer_names
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Rebuild:
                          optimizer=source.optimizer)
         self.new_id: dict[int, int] = {}  # source id -> id in out
         self.rewrites: list[str] = []
+        self._layers: tuple[str, ...] | None = None  # layer_names(source), once a rewrite is logged
         self.sites: list[int] = []  # anchors of the places rewritten (Rewrite.sites)
         self._outputs = set(source.outputs.values()) | ({source.loss} if source.loss is not None else set())
         self._reader_phases: list[set[str]] = [set() for _ in source.nodes]
@@ -132,7 +134,10 @@ class Rebuild:
             rep = self.out.nodes[new_id] = replace(rep, layer=old.layer)
         if not rep.is_leaf and rep.fused is None and old.fused is not None:  # and in the fused tile it stands for
             self.out.nodes[new_id] = replace(rep, fused=old.fused)
-        self.rewrites.append(f"%{old.id} {old.op} {old.name!r}: {why}")
+        if self._layers is None:
+            self._layers = layer_names(self.source)
+        # the layer a user knows the node by (its own name is the builder's, e.g. 'add10')
+        self.rewrites.append(f"%{old.id} {old.op} {old.name!r} in {self._layers[old.id]}: {why}")
         return True
 
     def site(self, anchor_old_id: int) -> None:

@@ -170,15 +170,19 @@ class Planner:
             tasks = []
             for p in parts:  # every part reads the whole leaf: each streams it
                 staged, stream, values = placed.stage(self.new, self.tasks, reads, common, deps)
+                held = max(values, stream if placed.streams_slower(chip, reads) else 0)
                 tasks.append(self.new(**common, deps=list(deps), after=staged, reads=list(reads),
-                                      options=streaming(p.costs.options, values), port_bytes=p.costs.port_bytes,
+                                      options=streaming(p.costs.options, held), port_bytes=p.costs.port_bytes,
                                       out_bytes=placed.stored_bytes(chip, n, common["keep"], p.out_bytes),
                                       energy_pj=p.costs.energy_pj or 0.0, flops=p.costs.flops, part=p.part,
                                       stream_cycles=stream))
         else:
             costs = self.costs.node(n.id, chip)
             staged, stream, values = placed.stage(self.new, self.tasks, reads, common, deps)
-            tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=streaming(costs.options, values),
+            # a leaf's DMA engine slower than its memory holds the reader past the memory's read time, which the
+            # validator and the simulators charge from the candidates: they carry the stream then
+            held = max(values, stream if placed.streams_slower(chip, reads) else 0)
+            tasks = [self.new(**common, deps=deps, after=staged, reads=reads, options=streaming(costs.options, held),
                               out_bytes=placed.stored_bytes(chip, n, common["keep"]), port_bytes=costs.port_bytes,
                               energy_pj=costs.energy_pj or 0.0, flops=costs.flops, stream_cycles=stream,
                               partial_reads=self.partial_reads(n))]

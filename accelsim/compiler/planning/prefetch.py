@@ -21,7 +21,7 @@ from accelsim.ops.registry import get_op
 from accelsim.hw.spec import Chip, HwSpec
 from accelsim.schedule.identity import PER_STEP
 from accelsim.schedule.kinds import TASK_KINDS
-from accelsim.schedule.levels import is_result
+from accelsim.schedule.levels import is_result, spill_cycles
 
 
 def leaf_classes(graph: Graph) -> dict[int, str]:
@@ -229,6 +229,21 @@ class Prefetcher:
             rest[key] = rest.get(key, 0) + math.ceil((size - staged) / per_cycle)
         return ids, max((c for (v, _), c in rest.items() if not v), default=0), max(
             (c for (v, _), c in rest.items() if v), default=0)
+
+    def streams_slower(self, chip: int, reads: list[tuple[int, int]]) -> bool:
+        """Whether a leaf among `reads` streams through a DMA engine slower than the memory it lives in: its
+        reader then waits for the engine longer than reading the leaf from that memory takes (levels.read_cycles,
+        what the validator and the simulators charge), so the reader's candidates must carry the stream."""
+        for leaf, mb in reads:
+            s = self.stream(chip, leaf) if mb == PER_STEP else None
+            if s is None:
+                continue
+            stream, size = s[1].stream, self.placed_leaf_bytes(self.graph.nodes[leaf])
+            memory = self.chips[chip].memory(s[1].memory)
+            if math.ceil(size / stream.bytes_per_cycle(self.hw.clock_hz)) > spill_cycles(memory, size,
+                                                                                            self.hw.clock_hz):
+                return True
+        return False
 
     def energy_pj(self, chip: int, where: ClassPlacement, nbytes: int) -> float:
         """Reading `nbytes` in the class's memory and writing them in its buffer (0 where a figure is missing)."""
