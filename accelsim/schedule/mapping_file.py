@@ -44,7 +44,8 @@ MAPPING_FILE = FileRules("a mapping file (YAML or JSON, from `accelsim compile -
                                                      f"{MAX_FILE_BYTES:,} bytes)",
                          missing="no such mapping file (write one with `accelsim compile --mapping-out FILE`)")
 MAPPING_JSON = JsonRules(MappingFileError, "a mapping file",
-                         lambda name: f"the number {name} is not allowed in a mapping file (tiles are whole numbers)")
+                         lambda name: f"the number {name} is not allowed in a mapping file (tiles are whole numbers)",
+                         unique_keys=True)  # as the YAML reader refuses a layer or unit named twice
 
 
 def _shown(value: Any) -> str:
