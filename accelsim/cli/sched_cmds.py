@@ -356,6 +356,11 @@ def _saved(args: argparse.Namespace) -> tuple[Schedule, HwSpec, Graph]:
     from accelsim.schedule.hardware import hardware_of
     from accelsim.schedule.io import read_schedule
 
+    if args.hw is None and args.hw_set:  # it was ignored: the schedule replayed on its own hardware, silently
+        raise AccelsimError(f"--hw-set {args.hw_set[0]}: without --hw a saved schedule is replayed on the hardware "
+                            f"it was compiled for ({args.schedule} names it), which --hw-set does not change; a "
+                            "schedule is valid only on that hardware (its hash is checked), so recompile with "
+                            "`accelsim compile --hw-set ...` to run on changed hardware")
     with phase(f"loading {args.schedule} and rebuilding its graph"):
         given_hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set)) if args.hw is not None else None
         schedule = read_schedule(args.schedule)  # parsed once; its messages name the file

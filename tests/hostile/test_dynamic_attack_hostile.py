@@ -4,6 +4,8 @@ cycle paragraph stays short however many micro-batches the cycle runs through; t
 too small for any output are refused before anything runs (AccelsimError from Python, exit 1 from the CLI)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import accelsim as A
@@ -53,3 +55,60 @@ def test_a_cycle_of_ten_thousand_tasks_is_told_in_a_few_of_them():
            "mb 10000 until task 10000 reads it; and so back to the first." in why
     assert "spans 10,000 micro-batches (mb 0, replica 0; " in why and "; and 9,992 more micro-batches)" in why
     assert "task 8 waits" not in why and len(why) < 2500
+
+
+# -- `accelsim simulate FILE --dynamic` on tampered files and changed hardware -------------------------------------
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict:
+    """A small step on groq_like, as the JSON `accelsim compile` writes."""
+    graph = A.training_graph(A.models.build("mlp", batch=2, sizes=(16, 8, 4)), optimizer="sgd", lr=0.01)
+    path = tmp_path_factory.mktemp("saved") / "s.json"
+    A.save_schedule(A.compile(graph, A.load_hw("groq_like")), path)
+    return json.loads(path.read_text())
+
+
+def _middle(d: dict) -> dict:
+    return d["tasks"][len(d["tasks"]) // 2]
+
+
+def _set(key, value):
+    return lambda d: _middle(d).update({key: value})
+
+
+def _cycle(d: dict) -> None:
+    a, b = _middle(d), d["tasks"][len(d["tasks"]) // 2 + 1]
+    a["deps"] = sorted({*a["deps"], b["id"]})
+    b["deps"] = sorted({*b["deps"], a["id"]})
+
+
+TAMPERED = {  # name: (edit, words the refusal names)
+    "out_bytes_negative": (_set("out_bytes", -1), ["out_bytes", "-1", "greater than or equal to 0"]),
+    "out_bytes_huge": (_set("out_bytes", 10**30), ["writes 1000000000000000000000000000000"]),
+    "start_nan": (_set("start", float("nan")), ["NaN is not allowed"]),
+    "start_after_end": (_set("start", 10**30), ["need start < end"]),
+    "cyclic_deps": (_cycle, ["depends on task", "dependences must be earlier tasks"]),
+    "memory_unknown": (lambda d: d["tensors"][0].update(memory="nowhere"), ["chip0:nowhere", "not in the schedule's"]),
+    "memory_zero_capacity": (lambda d: d["memories"][0].update(capacity_bytes=0), ["capacity_bytes", "(got 0)"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERED))
+def test_a_tampered_schedule_is_refused_by_simulate_dynamic_before_it_runs(hostile, saved, case):
+    edit, words = TAMPERED[case]
+    data = json.loads(json.dumps(saved))
+    edit(data)
+    path = hostile.write("tampered.json", json.dumps(data, allow_nan=True))
+    hostile.cli_refuses(["simulate", path, "--dynamic", "--out", hostile.tmp / "plots"], str(path), *words,
+                        codes=(1,))
+    assert not (hostile.tmp / "plots").exists()
+
+
+def test_hw_set_without_hw_is_refused_not_ignored(hostile, saved):
+    """`simulate FILE --hw-set chips.0.memories.0.capacity_bytes=1` replayed the file on its own 220 MiB memory
+    and exited 0: the user's hardware change was dropped without a word."""
+    path = hostile.write("s.json", json.dumps(saved))
+    for command in (["simulate", path, "--dynamic", "--out", hostile.tmp / "plots"], ["check", path]):
+        hostile.cli_refuses([*command, "--hw-set", "chips.0.memories.0.capacity_bytes=1"],
+                            "--hw-set chips.0.memories.0.capacity_bytes=1", "without --hw", "recompile", codes=(1,))
+    assert not (hostile.tmp / "plots").exists()
