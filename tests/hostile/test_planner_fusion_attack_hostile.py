@@ -110,3 +110,17 @@ def test_auto_on_a_training_graph_is_the_unfused_step_and_its_chains_are_refused
     assert A.compile(train, NO_DRAM, fusion="auto", effort="fast").options.fusion == "off"
     hostile.refuses(lambda: A.compile(train, NO_DRAM, fusion="auto", fusion_chains=((2, 2),)), "fusion_chains",
                     "inference graphs")
+
+
+def test_auto_on_fixed_function_units_that_cannot_run_a_tiles_slices_keeps_the_unfused_step(hostile):
+    """bespoke_superres-like: a conv unit and a relu unit, no unit for slice or concat. The estimate expanded the
+    fused graph and its MappingError (no unit runs slice) refused the whole step, which compiles unfused."""
+    unit = {"vector": {"lanes": 8}, "reads": ["sram"], "writes": ["sram"], "count": 2}
+    hw = A.hw.parse_hw({"name": "fixed", "clock_hz": 1e9, "chips": [{
+        "units": [{"name": "conv", "ops": ["conv2d"], **unit}, {"name": "relu", "ops": ["relu"], **unit}],
+        "memories": [_memory("sram", capacity_bytes=1 << 20)]}]})
+    graph = _chain(8)
+    step = A.compile(graph, hw, fusion="auto", effort="fast")
+    assert step.options.fusion == "off"
+    assert step.makespan_cycles == A.compile(graph, hw, effort="fast").makespan_cycles
+    hostile.refuses(lambda: A.compile(graph, hw, fusion=2, effort="fast"), "no unit of fixed", "slice")
