@@ -278,6 +278,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.report is not None:
             raise AccelsimError(f"--report {args.report}: a step at stage granularity has no tasks to report per "
                                 "layer; use --granularity task (a smaller step if auto chose stage)")
+        if args.dynamic:  # it was ignored: the stage-level figures printed as if they answered it
+            raise AccelsimError("--dynamic runs a task-level schedule's tasks through a work queue; a step at "
+                                "stage granularity has no tasks to run; use --granularity task (a smaller step if "
+                                "auto chose stage)")
         print_stage_step(console, c.schedule, c.seconds)
         write_json(args.json, c.schedule.to_dict())
         _write_mappings(args, c.schedule, console)

@@ -112,3 +112,10 @@ def test_hw_set_without_hw_is_refused_not_ignored(hostile, saved):
         hostile.cli_refuses([*command, "--hw-set", "chips.0.memories.0.capacity_bytes=1"],
                             "--hw-set chips.0.memories.0.capacity_bytes=1", "without --hw", "recompile", codes=(1,))
     assert not (hostile.tmp / "plots").exists()
+
+
+def test_dynamic_at_stage_granularity_is_refused_not_ignored(hostile):
+    """`run --granularity stage --dynamic` printed the stage-level figures and exited 0, as if they answered it."""
+    hostile.cli_refuses(["run", "--hw", "groq_like", "--model", "mlp", "--batch", "2", "--set", "sizes=16,8,4",
+                         "--granularity", "stage", "--dynamic", "--out", hostile.tmp / "plots"],
+                        "--dynamic", "stage granularity", "--granularity task", codes=(1,))
