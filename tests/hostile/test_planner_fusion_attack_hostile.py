@@ -124,3 +124,11 @@ def test_auto_on_fixed_function_units_that_cannot_run_a_tiles_slices_keeps_the_u
     assert step.options.fusion == "off"
     assert step.makespan_cycles == A.compile(graph, hw, effort="fast").makespan_cycles
     hostile.refuses(lambda: A.compile(graph, hw, fusion=2, effort="fast"), "no unit of fixed", "slice")
+
+
+def test_a_leaf_its_placement_puts_in_a_memory_too_small_says_so(hostile, mlp):
+    """The refusal listed the DRAM's 64 KiB beside the 64 B SRAM as if the planner had overlooked it: the
+    placement's `parameters: {memory: s}` allows the SRAM alone, and the message now says so."""
+    hw = _hw([_memory("s", capacity_bytes=64), _memory("d", "dram")], {"parameters": {"memory": "s"}})
+    hostile.refuses(lambda: A.compile(mlp, hw), "leaf %2 'fc1.w'", "512 bytes", "chip0:s 64 B",
+                    "the hardware's placement puts it in chip0:s alone")

@@ -15,6 +15,7 @@ from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack, refusal
 from accelsim.errors import HwConfigError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.levels import (aligned, dma_buffers, first_memory, memory_order, write_cycles)
+from accelsim.schedule.plan import memory_label
 
 
 class Choice(NamedTuple):
@@ -143,7 +144,8 @@ class MemoryPlanner:
         want = Want(size, start, resource is None, self.candidates(chip, resource, result, size, home, what), cost)
         chosen = choose(want)
         if chosen is None:
-            raise refusal(what, size, start, [a for _, a in self.order[chip]], leaf=resource is None)
+            raise refusal(what, size, start, [a for _, a in self.order[chip]], leaf=resource is None,
+                          only=None if home is None else memory_label(chip, home))
         arena, at, extra = chosen[1]
         return self._keep(key, arena, arena.hold(key, size, at)), extra
 
