@@ -119,3 +119,15 @@ def test_dynamic_at_stage_granularity_is_refused_not_ignored(hostile):
     hostile.cli_refuses(["run", "--hw", "groq_like", "--model", "mlp", "--batch", "2", "--set", "sizes=16,8,4",
                          "--granularity", "stage", "--dynamic", "--out", hostile.tmp / "plots"],
                         "--dynamic", "stage granularity", "--granularity task", codes=(1,))
+
+
+def test_port_contention_off_in_dynamic_mode_is_refused_not_ignored(hostile):
+    """A.simulate(s, hw, mode="dynamic", port_contention=False) returned the contended work-queue run: the
+    option is the static replay's."""
+    g = A.Graph("two_layers")
+    F.exp(F.relu(g.input("x", (64,))))
+    hw = _toy_hw(1 << 16)
+    schedule = A.compile(g, hw)
+    hostile.refuses(lambda: A.simulate(schedule, hw, mode="dynamic", graph=g, port_contention=False),
+                    "port_contention=False", "dynamic", "mode='static'")
+    assert A.simulate(schedule, hw, mode="static", graph=g, port_contention=False).makespan_cycles > 0
