@@ -132,3 +132,16 @@ def test_a_leaf_its_placement_puts_in_a_memory_too_small_says_so(hostile, mlp):
     hw = _hw([_memory("s", capacity_bytes=64), _memory("d", "dram")], {"parameters": {"memory": "s"}})
     hostile.refuses(lambda: A.compile(mlp, hw), "leaf %2 'fc1.w'", "512 bytes", "chip0:s 64 B",
                     "the hardware's placement puts it in chip0:s alone")
+
+
+def test_a_mapping_naming_a_layer_fusion_tiles_says_fusion_renamed_it(hostile):
+    """fusion=2 with a mapping for conv2d2 was refused as "graph 'chain_8' has no layer 'conv2d2'", of a graph that
+    has it: the fused graph names its tiles conv2d2.t1 and conv2d2.t2."""
+    hw = A.load_hw("tpu_v1_like", {"chips.0.units.mxu.mapping": "search", "chips.0.units.mxu.dataflows": ["ws", "os"],
+                                   "chips.0.units.mxu.array.rows": 16, "chips.0.units.mxu.array.cols": 16})
+    graph = _chain(8)
+    conv = next(n.name for n in graph.nodes if n.op == "conv2d")
+    mapping = {"mappings": {conv: {"mxu": {"dataflow": "os"}}}}
+    hostile.refuses(lambda: A.compile(graph, hw, mapping=mapping, fusion=2, effort="fast"), "fusion=2",
+                    f"no layer {conv!r}", f"{conv}.t1", "Fusion replaces each fused layer by its tiles",
+                    "fusion='off'")
