@@ -67,8 +67,9 @@ def explain_cycle(cycle: list[tuple[int, str]], name: Callable[[int], str], span
         steps.append(f"and {len(cycle) - MAX_LISTED:,} more tasks, the last of which {cycle[-1][1]}")
     if len(spans) > 1:
         hazard = (f"The cycle spans {len(spans):,} micro-batches ({_listed(spans, 'micro-batches')}): the work "
-                  "queue starts each micro-batch's tasks as soon as their inputs are ready, without the compiled in-flight window "
-                  "(it follows data dependences only), so their tensors fill the memory each needs to go on. "
+                  "queue starts each micro-batch's tasks as soon as their inputs are ready, without the compiled "
+                  "in-flight window (it follows data dependences only), so their tensors fill the memory each needs "
+                  "to go on. "
                   "This is a hazard of dynamic issue that the static replay, which keeps the window, does not "
                   "have; give the memory more room or simulate in static mode.")
     else:
