@@ -9,7 +9,7 @@ import pytest
 
 import accelsim as A
 from accelsim.mapping.errors import MappingSpecError
-from accelsim.schedule.mapping_file import MAX_FILE_BYTES, MappingFileError, read_mapping_file
+from accelsim.schedule.mapping_file import MAX_FILE_BYTES, MappingFileError, mapping_entries, read_mapping_file
 
 pytestmark = pytest.mark.timeout(300)  # a hang guard, not a speed limit: see tests/conftest.py
 
@@ -149,3 +149,25 @@ def test_an_empty_mapping_changes_nothing(hw, matmul):
     """`mappings: {}` constrains no layer: the step is the one compiled without a file (every layer searched)."""
     plain = A.compile(matmul, hw)
     assert A.compile(matmul, hw, mapping={"mappings": {}}).makespan_cycles == plain.makespan_cycles
+
+
+@pytest.mark.parametrize("layer, unit, shown", [
+    ("conv\n\nrelu", "mxu", "mappings.'conv\\n\\nrelu'.mxu"),
+    ("mm\x1b[2J", "mxu", "mappings.'mm\\x1b[2J'.mxu"),
+    ("mm", "mxu\nunit", "mappings.mm.'mxu\\nunit'"),
+    ("m" * 9000, "mxu", "mappings.'" + "m" * 56 + "....mxu: expected"),
+])
+def test_a_name_with_newlines_escapes_or_thousands_of_characters_is_shown_quoted_and_cut(layer, unit, shown):
+    """The key path showed a layer or unit name as written: a newline split the paragraph, a terminal escape reached
+    the user's terminal, a 9,000-character name made a 9 KB message."""
+    with pytest.raises(MappingFileError) as e:
+        mapping_entries({"mappings": {layer: {unit: 5}}}, "m.yaml")
+    assert shown in str(e.value) and "\n" not in str(e.value) and "\x1b" not in str(e.value)
+    assert len(str(e.value)) < 300
+
+
+def test_a_long_unknown_layer_or_unit_is_cut_in_the_graphs_refusal(hostile, hw, matmul):
+    for mapping in ({"m" * 9000: {"mxu": {}}}, {_mm(matmul): {"u" * 9000: {}}}):
+        message = hostile.refuses(lambda: A.compile(matmul, hw, mapping={"mappings": mapping}), "mapping entry 0",
+                                  ("has no layer", "no unit"))
+        assert len(message) < 400 and "m" * 100 not in message and "u" * 100 not in message
