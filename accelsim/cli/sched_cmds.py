@@ -278,6 +278,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.report is not None:
             raise AccelsimError(f"--report {args.report}: a step at stage granularity has no tasks to report per "
                                 "layer; use --granularity task (a smaller step if auto chose stage)")
+        if args.dynamic:  # it was ignored: the stage-level figures printed as if they answered it
+            raise AccelsimError("--dynamic runs a task-level schedule's tasks through a work queue; a step at "
+                                "stage granularity has no tasks to run; use --granularity task (a smaller step if "
+                                "auto chose stage)")
         print_stage_step(console, c.schedule, c.seconds)
         write_json(args.json, c.schedule.to_dict())
         _write_mappings(args, c.schedule, console)
@@ -356,6 +360,11 @@ def _saved(args: argparse.Namespace) -> tuple[Schedule, HwSpec, Graph]:
     from accelsim.schedule.hardware import hardware_of
     from accelsim.schedule.io import read_schedule
 
+    if args.hw is None and args.hw_set:  # it was ignored: the schedule replayed on its own hardware, silently
+        raise AccelsimError(f"--hw-set {args.hw_set[0]}: without --hw a saved schedule is replayed on the hardware "
+                            f"it was compiled for ({args.schedule} names it), which --hw-set does not change; a "
+                            "schedule is valid only on that hardware (its hash is checked), so recompile with "
+                            "`accelsim compile --hw-set ...` to run on changed hardware")
     with phase(f"loading {args.schedule} and rebuilding its graph"):
         given_hw = load_hw(args.hw, overrides=parse_assignments(args.hw_set)) if args.hw is not None else None
         schedule = read_schedule(args.schedule)  # parsed once; its messages name the file

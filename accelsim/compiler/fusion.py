@@ -36,6 +36,7 @@ from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.hw.precision import at_precision
 from accelsim.hw.spec import HwSpec
+from accelsim.mapping.errors import MappingSpecError
 from accelsim.passes.fuse_chains import plan_fusion
 from accelsim.passes.fuse_layers import FUSION_TILES, pass_name
 from accelsim.passes.kind import training_node
@@ -265,8 +266,9 @@ def _compile_fused(fuse: Callable[[bool], Fused], options: StepOptions, compile_
     graph_fused, why, _ = fuse(True)
     if graph_fused is None:
         raise ScheduleError(f"{what}: {why}{hint}")
+    compile_fused = _naming_tiles(compile_step, what)
     try:
-        return compile_step(graph_fused, options)
+        return compile_fused(graph_fused, options)
     except MemoryFitError as staged_error:
         if not any(group.staged for group in fusion_groups(graph_fused)):
             raise
@@ -274,9 +276,25 @@ def _compile_fused(fuse: Callable[[bool], Fused], options: StepOptions, compile_
         if unstaged is None:
             raise
         try:
-            return compile_step(unstaged, options)
+            return compile_fused(unstaged, options)
         except MemoryFitError:
             raise staged_error from None
+
+
+def _naming_tiles(compile_step: CompileStep, what: str) -> CompileStep:
+    """`compile_step` saying, where a mapping names a layer the fused graph has not, that fusion renamed it: the
+    step's mappings name the fused graph's nodes, and "graph 'chain' has no layer 'conv2d2'" of the user's own
+    graph, which has it, reads as a bug."""
+    def run(graph: Graph, options: StepOptions) -> Schedule:
+        try:
+            return compile_step(graph, options)
+        except MappingSpecError as e:
+            if "has no layer" not in str(e):
+                raise
+            raise MappingSpecError(f"{what}: {e}. Fusion replaces each fused layer by its tiles (<layer>.t1 .. "
+                                   "<layer>.t<T>), whose mappings the step names: give those (the fused step's "
+                                   "--mapping-out writes them), or compile with fusion='off'") from None
+    return run
 
 
 def _task_level(compile_step: CompileStep) -> CompileStep:

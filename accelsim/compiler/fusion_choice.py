@@ -32,7 +32,7 @@ from accelsim.compiler.planning.expand import expand
 from accelsim.compiler.planning.prefetch import Prefetcher
 from accelsim.compiler.planning.tile_order import TILES_IN_FLIGHT, tiles_in_flight
 from accelsim.fusion_groups import fusion_groups
-from accelsim.errors import ScheduleError
+from accelsim.errors import AccelsimError, ScheduleError
 from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.hw.spec import HwSpec
@@ -156,7 +156,9 @@ def _params(graph: Graph, chain: Chain) -> set[int]:
 def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Schedule) -> tuple[ChainChoice, ...]:
     """Each fusible chain of `graph` (in anchor order) with its estimated cycles and the tile count of the
     lowest estimate below the unfused one (module docstring). `hw` at the step's precision; `unfused`: the
-    step compiled without fusion, whose placements say what spills."""
+    step compiled without fusion, whose placements say what spills. A tile count whose tiles no unit can run
+    (a chip of fixed-function units with none for the slices, padding or concat that cut and join them) gets no
+    estimate, so it is never chosen: `auto` keeps the step it can compile rather than refusing it."""
     bandwidth, on_chip = _dram_bandwidth(hw), _group_memory_bytes(unfused, hw)
     off_chip = _off_chip_bytes(unfused, hw)
     cycles = _schedule_cycles(unfused)
@@ -171,7 +173,10 @@ def choose_chains(graph: Graph, hw: HwSpec, options: StepOptions, unfused: Sched
         fused = fuse_layers(graph, tiles).graph
         groups = fusion_groups(fused)
         assert len(groups) == len(fusible), (tiles, len(groups), len(fusible))
-        tile_cycles = _plan_cycles(fused, hw, options, tiles)
+        try:
+            tile_cycles = _plan_cycles(fused, hw, options, tiles)
+        except AccelsimError:  # no unit runs a tile's slices, padding or concat: no estimate, so not chosen
+            continue
         nbytes = _stored_bytes(fused, hw)
         for chain, group in zip(fusible, groups):
             inner = [i for tile in group.tiles for i in tile[:-1]]

@@ -18,6 +18,12 @@ def _did_you_mean(name: str, known: list[str]) -> str:
     return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
+def _named(name: str) -> str:
+    """A name from a mapping file, quoted and cut: a long one would flood the one-paragraph message."""
+    text = repr(name)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class GivenMappings:
     """The entries of a mapping file by (node id, unit name); `for_node` picks the one that applies on a chip."""
 
@@ -28,11 +34,11 @@ class GivenMappings:
         nodes = {n.name: n for n in graph.nodes}  # names are unique in a graph (Graph refuses a second use)
         seen: set[tuple[str, str, int | None]] = set()
         for i, entry in enumerate(entries):
-            where = f"mapping entry {i} (layer {entry.layer!r}, unit {entry.unit!r})"
+            where = f"mapping entry {i} (layer {_named(entry.layer)}, unit {_named(entry.unit)})"
             node = nodes.get(entry.layer)
             if node is None:
                 layers = [n.name for n in graph.nodes if not n.is_leaf]
-                raise MappingSpecError(f"{where}: graph {graph.name!r} has no layer {entry.layer!r}"
+                raise MappingSpecError(f"{where}: graph {graph.name!r} has no layer {_named(entry.layer)}"
                                        f"{_did_you_mean(entry.layer, layers)}; a mapping file names layers as "
                                        f"`accelsim compile --mapping-out` writes them")
             key = (entry.layer, entry.unit, entry.chip)
@@ -45,7 +51,7 @@ class GivenMappings:
             units = [u for c in on for u in c.units if u.name == entry.unit]
             if not units:
                 known = sorted({u.name for c in on for u in c.units})
-                raise MappingSpecError(f"{where}: no unit {entry.unit!r}{_did_you_mean(entry.unit, known)} "
+                raise MappingSpecError(f"{where}: no unit {_named(entry.unit)}{_did_you_mean(entry.unit, known)} "
                                        f"(units: {', '.join(known)})")
             unit = units[0]
             if unit.mapping != "search" or unit.array is None:

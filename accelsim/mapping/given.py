@@ -23,6 +23,11 @@ def _check_names(layer: LayerDims, given: LayerMapping) -> None:
     for key, name in listed:
         if name not in names:
             raise _problem(layer, given, f"{key}: no dimension {name!r} (the layer's: {', '.join(names)})")
+    for key, values in (("rows", given.rows or ()), ("cols", given.cols or ()),
+                        ("stream", tuple(n for n, _ in given.stream or ()))):  # a name given twice was dropped
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise _problem(layer, given, f"{key}: {twice!r} is listed twice in {list(values)}; list each once")
 
 
 def given_mapping(layer: LayerDims, given: LayerMapping, rows: int, cols: int) -> Mapping:

@@ -44,12 +44,19 @@ MAPPING_FILE = FileRules("a mapping file (YAML or JSON, from `accelsim compile -
                                                      f"{MAX_FILE_BYTES:,} bytes)",
                          missing="no such mapping file (write one with `accelsim compile --mapping-out FILE`)")
 MAPPING_JSON = JsonRules(MappingFileError, "a mapping file",
-                         lambda name: f"the number {name} is not allowed in a mapping file (tiles are whole numbers)")
+                         lambda name: f"the number {name} is not allowed in a mapping file (tiles are whole numbers)",
+                         unique_keys=True)  # as the YAML reader refuses a layer or unit named twice
 
 
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _key(name: str) -> str:
+    """A layer or unit name in a key path: as written where short and printable, else quoted and cut (a name with
+    a newline or a terminal escape would break the one-paragraph message, a long one would flood it)."""
+    return name if name.isprintable() and len(name) <= 60 else _shown(name)
 
 
 def _names(value: Any, where: str) -> tuple[str, ...]:
@@ -108,12 +115,12 @@ def mapping_entries(data: Any, source: str) -> tuple[LayerMapping, ...]:
         if not isinstance(layer, str) or not layer:
             raise MappingFileError(f"{source}: mappings: {_shown(layer)} is not a layer name")
         if not isinstance(units, dict) or not units:
-            raise MappingFileError(f"{source}: mappings.{layer}: expected unit names and their mappings "
+            raise MappingFileError(f"{source}: mappings.{_key(layer)}: expected unit names and their mappings "
                                    f"(e.g. mxu: {{dataflow: ws}}), got {_shown(units)}")
         for unit, raw in units.items():
             if not isinstance(unit, str) or not unit:
-                raise MappingFileError(f"{source}: mappings.{layer}: {_shown(unit)} is not a unit name")
-            where = f"{source}: mappings.{layer}.{unit}"
+                raise MappingFileError(f"{source}: mappings.{_key(layer)}: {_shown(unit)} is not a unit name")
+            where = f"{source}: mappings.{_key(layer)}.{_key(unit)}"
             if isinstance(raw, list):
                 if not raw or not all(isinstance(r, dict) and r.get("chip") is not None for r in raw):
                     raise MappingFileError(f"{where}: a list holds one mapping per chip, each with its `chip`")

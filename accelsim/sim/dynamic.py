@@ -58,6 +58,7 @@ class WorkQueueRuntime(WaitGraph):
         self.tasks = tasks = schedule.tasks
         self.chips = chip_list(hw)
         self.order = {c: [(c, m.name) for m in memory_order(chip)] for c, chip in enumerate(self.chips)}
+        self.ranked: dict[tuple[int, str | None], list[Port]] = {}  # target's memories, by (chip, first)
         self.memories = Memories(env, schedule)
         self.ports = memory_ports(env, hw)
         self.unit_port = unit_ports(self.chips)
@@ -136,10 +137,12 @@ class WorkQueueRuntime(WaitGraph):
         """`first` (the unit's own memory) if it has room now, else the first memory in the chip's
         order with room, else the last (and wait there): the scheduler's ranking. A DMA buffer holds only
         its engine's prefetches: it is `first` for them and never a choice for anything else."""
-        buffers = dma_buffers(self.chips[chip])
-        if first in buffers:
-            return (chip, first)
-        ranked = sorted((p for p in self.order[chip] if p[1] not in buffers), key=lambda p: p[1] != first)
+        ranked = self.ranked.get((chip, first))
+        if ranked is None:
+            buffers = dma_buffers(self.chips[chip])
+            ranked = [(chip, first)] if first in buffers else \
+                sorted((p for p in self.order[chip] if p[1] not in buffers), key=lambda p: p[1] != first)
+            self.ranked[(chip, first)] = ranked
         return next((p for p in ranked if self.memories.free(p) >= nbytes), ranked[-1])
 
     def homes_of(self, t: Task) -> frozenset[Port]:
@@ -201,18 +204,35 @@ class WorkQueueRuntime(WaitGraph):
         """One pass of dispatch; whether it gave some task's output space."""
         placed = False
         cycles_on = self.cycles_on
+        no_room: set[tuple[int, str]] = set()  # (task, resource) refused space since the last task was taken
+        found_none: set[Server] = set()  # servers that found no task they could take since then
+
+        def fits(t: Task, resource: str) -> bool:
+            """has_space, answered from no_room where nothing has changed since it said no: the idle instances of
+            one unit kind would otherwise each try every queued task again (quadratic in the queue's length when
+            many micro-batches wait for space)."""
+            if (t.id, resource) in no_room:
+                return False
+            if self.has_space(t, resource):
+                return True
+            no_room.add((t.id, resource))
+            return False
+
         for chip, idle in self.idle.items():
             queued = self.queued[chip]
             if not idle or not queued:
                 continue
             still_idle = []
             for server, got in idle:
-                i = next((i for i, t in enumerate(queued)
-                          if server in cycles_on[t.id] and self.has_space(t, server[1])), None) if queued else None
+                i = None if server in found_none else next((i for i, t in enumerate(queued)
+                                                            if server in cycles_on[t.id] and fits(t, server[1])), None)
                 if i is None:
+                    found_none.add(server)  # its other idle instances would find none either
                     still_idle.append((server, got))
                     continue
                 t = queued.pop(i)
+                no_room.clear()
+                found_none.clear()
                 got.succeed(t)
                 placed = placed or bool(t.out_bytes)
             self.idle[chip] = still_idle

@@ -30,5 +30,9 @@ def simulate(schedule: Schedule, hw: HwSpec, mode: str = "static", port_contenti
     if mode not in MODES:
         raise AccelsimError(f"mode must be one of {MODES}, got {mode!r}")
     if mode == "dynamic":
+        if not port_contention:  # it was ignored: a contended run returned as the uncontended one asked for
+            raise AccelsimError("port_contention=False gives each task of the static replay its port's full "
+                                "bandwidth; the dynamic runtime always shares ports between the tasks it runs at "
+                                "once: simulate with mode='static' to see what contention costs")
         return run_work_queue(schedule, hw)
     return replay(schedule, hw, port_contention)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from functools import cached_property
 
 from accelsim.schedule.plan import Task, memory_label
 from accelsim.schedule.ports import Port
@@ -11,6 +12,15 @@ from accelsim.sim.machine import describe
 
 Edge = tuple[int, str]
 """(the task waited on, how the waiting task waits on it, e.g. "waits for its input from task 4")."""
+MAX_LISTED = 8
+"""The cycle's steps and micro-batches a deadlock's paragraph lists; the rest are counted. A cycle through every
+micro-batch of a step of thousands would otherwise make a paragraph of megabytes."""
+
+
+def _listed(items: list[str], what: str) -> str:
+    """The first MAX_LISTED of `items`, joined by "; ", and how many more `what` there are."""
+    shown = "; ".join(items[:MAX_LISTED])
+    return shown if len(items) <= MAX_LISTED else f"{shown}; and {len(items) - MAX_LISTED:,} more {what}"
 
 
 def find_cycle(waits: dict[int, list[Edge]], starts: Iterable[int]) -> list[tuple[int, str]]:
@@ -48,21 +58,25 @@ def find_cycle(waits: dict[int, list[Edge]], starts: Iterable[int]) -> list[tupl
 def explain_cycle(cycle: list[tuple[int, str]], name: Callable[[int], str], spans: list[str]) -> str:
     """One paragraph: each task of the cycle and how it waits on the next, and which hazard closed it.
     `name` names a task; `spans` are the micro-batches ("mb 0, replica 0") of the cycle's tasks and of what holds
-    the memories they wait for."""
+    the memories they wait for. At most MAX_LISTED of each are listed (the rest counted), so the paragraph is bounded
+    however many micro-batches a cycle runs through."""
     if not cycle:
         return ""
-    steps = "; ".join(f"{name(task)} {how}" for task, how in cycle)
+    steps = [f"{name(task)} {how}" for task, how in cycle[:MAX_LISTED]]
+    if len(cycle) > MAX_LISTED:
+        steps.append(f"and {len(cycle) - MAX_LISTED:,} more tasks, the last of which {cycle[-1][1]}")
     if len(spans) > 1:
-        hazard = (f"The cycle spans {len(spans)} micro-batches ({'; '.join(spans)}): the work queue starts each "
-                  "micro-batch's tasks as soon as their inputs are ready, without the compiled in-flight window "
-                  "(it follows data dependences only), so their tensors fill the memory each needs to go on. "
+        hazard = (f"The cycle spans {len(spans):,} micro-batches ({_listed(spans, 'micro-batches')}): the work "
+                  "queue starts each micro-batch's tasks as soon as their inputs are ready, without the compiled "
+                  "in-flight window (it follows data dependences only), so their tensors fill the memory each needs "
+                  "to go on. "
                   "This is a hazard of dynamic issue that the static replay, which keeps the window, does not "
                   "have; give the memory more room or simulate in static mode.")
     else:
         hazard = ("Within one micro-batch the runtime grants space in the compiled order, so the cycle comes from "
                   "where it placed tensors (the unit's own memory when it has room, else the next level), which "
                   "differs from the compiled placement; simulate in static mode to follow the compiled one.")
-    return f"Cycle of waits: {steps}; and so back to the first. {hazard}"
+    return f"Cycle of waits: {'; '.join(steps)}; and so back to the first. {hazard}"
 
 
 class WaitGraph:
@@ -110,16 +124,26 @@ class WaitGraph:
 
     def holders(self, mem: Port) -> list[tuple[str, int]]:
         """(what holds space in `mem`, a task that has yet to read it) for every output and leaf held there."""
+        readers_of, leaf_readers = self.readers
         out = []
-        readers_of: dict[int, list[int]] = defaultdict(list)
-        for r in self.tasks:
-            for d in r.deps:
-                readers_of[d].append(r.id)
         for d, where in sorted(self.placed.items()):
             if where == mem and d not in self.freed:
                 out += [(f"the output of task {d}", r) for r in readers_of[d] if not self.done[r].triggered]
         for key, home in sorted(self.leaf_home.items()):
             if home.triggered and home.value == mem:
-                out += [(f"leaf %{key[0]} of mb {key[1]}", r.id) for r in self.tasks
-                        if key in self.leaves_of[r.id] and not self.done[r.id].triggered]
+                out += [(f"leaf %{key[0]} of mb {key[1]}", r) for r in leaf_readers[key] if not self.done[r].triggered]
         return out
+
+    @cached_property
+    def readers(self) -> tuple[dict[int, list[int]], dict[tuple[int, int, int, int], list[int]]]:
+        """The data readers of each task's output and of each leaf, in task order; built once, when a deadlock is
+        explained (holders runs per blocked task: scanning every task each time made a deadlock of a few hundred
+        micro-batches take minutes to explain)."""
+        readers_of: dict[int, list[int]] = defaultdict(list)
+        leaf_readers: dict[tuple[int, int, int, int], list[int]] = defaultdict(list)
+        for r in self.tasks:
+            for d in r.deps:
+                readers_of[d].append(r.id)
+            for key in self.leaves_of[r.id]:
+                leaf_readers[key].append(r.id)
+        return readers_of, leaf_readers

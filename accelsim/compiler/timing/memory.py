@@ -119,11 +119,13 @@ class Arena:
         return int(self._level[self._index(t)])
 
 
-def refusal(what: str, size: int, start: int, arenas: list[Arena], leaf: bool) -> MemoryFitError:
+def refusal(what: str, size: int, start: int, arenas: list[Arena], leaf: bool,
+            only: str | None = None) -> MemoryFitError:
     """The error for a tensor of `size` bytes, wanted from `start`, that none of `arenas` can hold: each memory's
     capacity, its bytes live at `start` and, where more are live later, its peak from then on (what the check
     compares with: a placed tensor keeps its bytes until its last reader is scheduled, so it needs room beside
-    everything live at any later time), and the part a retry may fill where a first try did not pack."""
+    everything live at any later time), and the part a retry may fill where a first try did not pack. `only`: the
+    one memory a placement allows the tensor (hw/placement.py), whatever room the others have."""
     def said(a: Arena) -> str:
         live, peak = a.live_bytes_at(start), a.peak_bytes_from(start)
         usable = (f", {a.usable_bytes} B of it left to fill after an earlier try's tensors did not pack into it"
@@ -132,6 +134,8 @@ def refusal(what: str, size: int, start: int, arenas: list[Arena], leaf: bool) -
                 + (f" rising to {peak} B later" if peak > live else "") + usable)
     why = ("a leaf is loaded before the step and cannot wait for room" if leaf else
            "an output may wait for room, but none of them ever has room for it beside what stays live")
+    if only is not None:  # the others' room is no use to it: say so, or the message reads as a planner's bug
+        why += f"; the hardware's placement puts it in {only} alone"
     return MemoryFitError(f"no memory can hold {what} ({size} bytes) from cycle {start}: "
                           f"{', '.join(said(a) for a in arenas)} ({why}); use a hardware description with more "
                           "memory, fewer micro-batches, or more stages")

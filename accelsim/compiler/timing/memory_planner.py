@@ -12,8 +12,10 @@ from typing import Callable, NamedTuple
 
 from accelsim.compiler.planning.tasks import Plan
 from accelsim.compiler.timing.memory import OPEN, Arena, Block, pack, refusal
+from accelsim.errors import HwConfigError
 from accelsim.hw.spec import HwSpec, Memory
 from accelsim.schedule.levels import (aligned, dma_buffers, first_memory, memory_order, write_cycles)
+from accelsim.schedule.plan import memory_label
 
 
 class Choice(NamedTuple):
@@ -139,15 +141,16 @@ class MemoryPlanner:
         def cost(mem: Memory) -> int:
             return 0 if resource is None else write_cycles(spec, resource, mem.name, size, self.hw.clock_hz)
 
-        want = Want(size, start, resource is None, self.candidates(chip, resource, result, size, home), cost)
+        want = Want(size, start, resource is None, self.candidates(chip, resource, result, size, home, what), cost)
         chosen = choose(want)
         if chosen is None:
-            raise refusal(what, size, start, [a for _, a in self.order[chip]], leaf=resource is None)
+            raise refusal(what, size, start, [a for _, a in self.order[chip]], leaf=resource is None,
+                          only=None if home is None else memory_label(chip, home))
         arena, at, extra = chosen[1]
         return self._keep(key, arena, arena.hold(key, size, at)), extra
 
-    def candidates(self, chip: int, resource: str | None, result: bool, size: int,
-                   home: str | None) -> list[tuple[Memory, Arena]]:
+    def candidates(self, chip: int, resource: str | None, result: bool, size: int, home: str | None,
+                   what: str = "a tensor") -> list[tuple[Memory, Arena]]:
         """The memories a tensor may go to, first choice first. `home`: the one memory a placement puts a leaf in
         (hw/placement.py). A DMA buffer holds its engine's prefetches only, and they wait for room there
         (levels.dma_buffers). Otherwise the unit's first choice (levels.first_memory), then the chip's other
@@ -163,6 +166,12 @@ class MemoryPlanner:
             target = None if resource is None else first_memory(self.chips[chip], resource, result)
             ranked = [ma for _, ma in sorted(enumerate(row), key=lambda im: (im[1][0].name != target, im[0]))
                       if ma[0].name not in buffers]
+        if not ranked:  # the hardware check lets every memory of a chip be another class's prefetch buffer
+            raise HwConfigError(
+                f"{self.hw.name}: chip{chip}'s memories ({', '.join(m.name for m, _ in row)}) are all prefetch buffers "
+                f"of its placement's streams ({', '.join(f'{b} for {r}' for b, r in sorted(buffers.items()))}), which "
+                f"hold those streams' tiles only, so no memory is left for {what}; "
+                "expected at least one memory that is no stream's buffer")
         if result and aligned(size) <= ranked[0][1].capacity_bytes:
             ranked = ranked[:1]
         return ranked
