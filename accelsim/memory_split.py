@@ -2,7 +2,6 @@
 chip): at the chip's peak, how many bytes are parameters, gradients, optimizer state and activations."""
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from accelsim.errors import ScheduleError
