@@ -96,12 +96,13 @@ def _fit(graph: Graph, hw: HwSpec, options: StepOptions, window: int | None, cos
 
 def _pipeline_order(options: StepOptions) -> PipelineOrder | None:
     """The per-chip order of options.pipeline_schedule for the task-level list scheduler (None: its own)."""
-    if options.pipeline_schedule is None:
-        return None
-    if options.virtual_stages > 1:
+    if options.virtual_stages > 1:  # refused, not ignored: without a schedule it used to change nothing
         raise ScheduleError(f"pipeline_schedule={options.pipeline_schedule!r} with virtual_stages="
                             f"{options.virtual_stages}: the task-level compiler partitions the model into one chunk "
-                            f"per pipeline stage; compile it at stage granularity, or use gpipe, 1f1b or zb-h1")
+                            f"per pipeline stage, so it has no model chunks to interleave; compile it at stage "
+                            f"granularity (granularity='stage', --granularity stage), or leave virtual_stages at 1")
+    if options.pipeline_schedule is None:
+        return None
     schedule = pipeline_schedule(options.pipeline_schedule)
     p, m = options.pipeline_stages, options.microbatches
     return PipelineOrder(windowed_order(schedule, p, 1, m, options.max_in_flight), schedule.splits_weight_grad)
