@@ -279,7 +279,7 @@ def main() -> None:
     ap.add_argument("--hw", default="a100_x8")
     ap.add_argument("--gradient-reduction", nargs="+", default=["overlap"], choices=GRADIENT_REDUCTIONS,
                     help="StepOptions.gradient_reduction values to run (default overlap)")
-    ap.add_argument("--zero", type=int, default=0, choices=(0, 3),
+    ap.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                     help="StepOptions.zero for every row (3: ZeRO 3, which only 'overlap' reduces)")
     args = ap.parse_args()
     hw = A.load_hw(args.hw)
