@@ -445,7 +445,8 @@ def test_under_zero_1_no_stage_reduces_before_every_stage_has_its_gradients(hw8)
     assert last_items[1] < last_items[0]
     scatters = {x.stage: x.start for x in spans_of(comp, "reduce_scatter")}
     assert scatters == {0: last_items[0], 1: last_items[0]}
-    assert {x.stage: x.start for x in spans_of(comp, "update")}[1] >= max(x.end for x in spans_of(comp, "reduce_scatter"))
+    updates = {x.stage: x.start for x in spans_of(comp, "update")}
+    assert updates[1] >= max(x.end for x in spans_of(comp, "reduce_scatter"))
 
 
 def test_a_zero_stage_above_3_is_refused(hw8):

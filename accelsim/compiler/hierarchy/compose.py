@@ -225,8 +225,8 @@ class _Step:
     those other stages send it (the task level's optimizer step on a replica's shards follows their whole
     reduction, as optimizer.step() follows backward: zero.update_part)."""
     every_stage: bool = False
-    """ZeRO 1 and 2: ... and for every other stage's reductions too (zero.update_part waits for every reduced
-    shard of its replica, whatever stage reduced it)."""
+    """ZeRO 1 and 2: a stage's update waits for every other stage's reductions too (zero.update_part waits for
+    every reduced shard of its replica, whatever stage reduced it)."""
     boundary: bool = False
     """ZeRO 1: the deferred buckets are reduce-scattered once every stage's last item has ended (the task level
     reduces at the accumulation boundary: each reduce-scatter waits for every gradient's last accumulation,
@@ -268,10 +268,10 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     the pass, as a backward pass produces gradients layer by layer); then the update (_update_parts): each
     bucket's share of it once that bucket is reduced, and its last `sent_update_cycles`
     (StageWork.sent_update_cycles; -1: all of it) once every bucket is reduced and the weight gradients other
-    stages send have arrived; under ZeRO then the all-gather of the updated parameters, which the next step
-    needs. With a reduction of the sums of the gradients sent (step.sent_reduce), the first `sent_sum_cycles`
-    of that part add them up as soon as they have arrived, cutting into the update's part running then (the
-    task level's add is backward work, ahead of updates), the collective follows, and the rest waits for it.
+    stages send have arrived; under ZeRO 1 and 2 the all-gather of the updated parameters, which the next step
+    needs, each bucket once its share of the update has run. With a reduction of the sums of the gradients sent
+    (step.sent_reduce), the first `sent_sum_cycles` of that part add them up as soon as they have arrived,
+    cutting into the update's part running then (the task level's add is backward work, ahead of updates), the collective follows, and the rest waits for it.
 
     The chip keeps its own `clock` and lets SimPy's time catch up only before it books links (so links are
     booked in time order) or waits for an input not yet produced; items that touch no link cost no event. An
@@ -376,7 +376,7 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
                     step.copy_waiting.pop(key).succeed()
     if step.boundary:  # ZeRO 1: every stage's gradients are complete before any is reduced
         clock = yield from _barrier(step, "accumulated", clock)
-    if step.deferred.get(stage):  # AFTER_BACKWARD (ZeRO 1): the whole gradients once the stage's (every) last item ended
+    if step.deferred.get(stage):  # AFTER_BACKWARD (ZeRO 1): the whole gradients once its (every) last item ended
         if clock > env.now:
             yield env.timeout(clock - env.now)
         for chunk, (_, booking) in step.deferred[stage]:
@@ -488,8 +488,12 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
             zero: int = 0, reduction: str = "overlap") -> Composition:
     """Time one step of `work` under the pipeline schedule named `schedule` on `hw` (cycles). `zero` is the
     ZeRO stage (0 to 3): from 1 on, gradient buckets are reduce-scattered over the replicas (the update's cycles
-    are the shard's, as templates measure them) and, at 1 and 2, the updated parameters all-gathered, in
-    buckets of `bucket_bytes`, after the update; at 3, as the task level plans it (hierarchy/zero3.py), no
+    are the shard's, as templates measure them), a weight gradient for another stage is sent every micro-batch,
+    and the whole update waits for every reduction; at 1 and 2, as the task level plans them, every stage's
+    update waits for every stage's reductions and each bucket of `bucket_bytes` of updated parameters is
+    all-gathered once its share of the update has run; at 1 the buckets are reduce-scattered once every
+    stage's last item has ended (the accumulation boundary), at 2 each micro-batch's as its backward pass
+    completes them; at 3, as the task level plans it (hierarchy/zero3.py), no
     all-gather follows the update: each forward and backward item all-gathers the parameters it reads
     (ChunkWork.forward_gathers, backward_gathers) and waits for them, every micro-batch's gradients are
     reduce-scattered as its backward pass completes them, and the whole update waits for every reduction;

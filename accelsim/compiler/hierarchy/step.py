@@ -31,8 +31,8 @@ DEFAULT_STAGE_SCHEDULE = "1f1b"
 
 
 UNSUPPORTED = {"zero": (0, 1, 2, 3), "exact": (None,)}
-"""Options stage granularity does not model in full yet, with the values it accepts (ZeRO 1 and 2: compose.py
-times them, but templates do not yet measure their sharded update)."""
+"""Options stage granularity does not model in full yet, with the values it accepts (every ZeRO stage: templates
+measure the sharded update, compose.py times the reductions and gathers as the task level plans them)."""
 
 
 ITEMS_PER_CHUNK = 3
