@@ -11,7 +11,7 @@ M=4 GPipe and 1F1B (0.970, ZB-H1 0.986): under ZeRO the task level sums no gradi
 the LM head's part of the tied matrix's gradient (sent every micro-batch) into its own and accumulates it once it
 has arrived: its last backward work ends at 17,764,137 where the stage level's, which counts those adds in the
 chunk's backward cycles without waiting for the send, ends at 17,106,112. ZeRO 2: 24 rows within 3%, 0.990 to
-1.019; d=2 p=2 t=2 M=1 GPipe and 1F1B are 1.031 (ZB-H1 1.030). Compared per stage (1F1B), stage 0's update at the
+1.030; d=2 p=2 t=2 M=1 GPipe and 1F1B are 1.031 (ZB-H1 1.030; every other row 0.990 to 1.019). Compared per stage (1F1B), stage 0's update at the
 task level starts when its reduce-scatters end, 3,380,722, 1,400 cycles after its backward pass (it reduces each
 gradient, the tied matrix's sum included, as soon as it is complete) and its last all-gather ends 1,454 cycles
 after the update; at the stage level the sum of the tied matrix's parts is reduced once the stage's last item and
