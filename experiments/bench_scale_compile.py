@@ -25,7 +25,15 @@ the CLI, and the whole-task path beside the stage path on a step the whole-task 
    stages: ZeRO 0 71.2 GiB, ZeRO 3 20,515 GiB (x288); per micro-batch x1.50, Rajbhandari et al.'s 3 psi
    against 2 psi (SC'20, section 7.2.1), which counts one forward and one backward pass per step. Peak gathered
    parameters 1.46 GiB per chip (stage 0: the embedding and its chunk's blocks).
-Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare|175b-zero3] [--phases]
+4. On request (`--only 175b-zero1`), GPT-3 175B as in 1 with Adam (Megatron-LM's distributed optimizer is
+   ZeRO 1 of Adam's state) at ZeRO 0 and at ZeRO 1 (`--zero 1`: optimizer state sharded over the 8 replicas,
+   gradients reduce-scattered once all are computed, the updated parameters all-gathered; compose.py). Measured
+   2026-11-26 on h8-zero12 (machine under load): ZeRO 0 10.0 s CPU, 136 MiB, makespan 35,018,773,376 cycles,
+   step 24.84 s; ZeRO 1 11.2 s CPU, 137 MiB, makespan 35,162,859,988 cycles, step 24.94 s (x1.0041), bubble
+   7.4%, exposed on the critical path: reduce-scatter 0.5%, all-gather 0.4%, transfer 0.4%; optimizer state
+   per rank (mean over the 16 stages) 5.09 -> 0.64 GiB; the data-parallel bytes are the all-reduce's, 71.2 GiB
+   per rank and step.
+Run: python experiments/bench_scale_compile.py [--only 175b|1t|compare|175b-zero3|175b-zero1] [--phases]
 (--phases: per stage, its busy share of the step and its idle share in warm-up, steady state and cool-down)
 Measured 2026-11-26 on the shared 2-core machine under load (CPU seconds of the whole `accelsim run`; wall
 time is several times more), on the code with the GPU GEMM model (cost/gpu_gemm.py), the bubble mends of issue
@@ -84,27 +92,30 @@ LARGE = {
 TARGET_RSS_BYTES = 4 * 2**30
 
 
-def cli_argv(c: dict, json_path: str, zero: int = 0) -> list[str]:
-    """The `accelsim run` command line of one large configuration (`zero`: its ZeRO stage)."""
+def cli_argv(c: dict, json_path: str, zero: int = 0, optimizer: str | None = None) -> list[str]:
+    """The `accelsim run` command line of one large configuration (`zero`: its ZeRO stage; `optimizer`: the
+    update's, the CLI's default SGD where None)."""
     argv = ["run", "--hw", "a100_superpod", "--model", "gpt2", "--set", f"size={c['size']}", "--set", f"seq={c['seq']}",
             "--data-parallel", str(c["d"]), "--pipeline-stages", str(c["p"]), "--tensor-parallel", str(c["t"]),
             "--microbatches", str(c["m"]), "--pipeline-schedule", "interleaved", "--virtual-stages", str(c["v"]),
             "--remat", "every:1", "--granularity", "stage", "--json", json_path]
     if zero:
         argv += ["--zero", str(zero)]
+    if optimizer:
+        argv += ["--optimizer", optimizer]
     for a in c["hw_set"]:
         argv += ["--hw-set", a]
     return argv
 
 
-def run_large(name: str, c: dict, zero: int = 0) -> dict | None:
+def run_large(name: str, c: dict, zero: int = 0, optimizer: str | None = None) -> dict | None:
     """One large configuration through the CLI in a child process: its CPU seconds, max RSS and figures; returns
     the run's JSON (None if it failed)."""
     from accelsim.step_flops import megatron_flops
 
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "run.json")
-        argv = [sys.executable, "-m", "accelsim", *cli_argv(c, out, zero)]
+        argv = [sys.executable, "-m", "accelsim", *cli_argv(c, out, zero, optimizer)]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(proc.pid, 0)
         stderr = proc.stderr.read().decode() if proc.stderr else ""
@@ -160,6 +171,24 @@ def zero3(name: str, c: dict) -> None:
           f"micro-batch x{sharded / m / base:.2f} (the paper's 1.5x is per forward and backward pass; with {m} "
           f"micro-batches ZeRO 3 gathers the parameters and reduce-scatters the gradients {m} times a step); "
           f"peak gathered parameters {max(payload['peak_gathered_bytes']) / 2**30:.2f} GiB per chip", flush=True)
+
+
+def zero1(name: str, c: dict) -> None:
+    """The configuration with Adam at ZeRO 1 (Megatron-LM's distributed optimizer: optimizer state sharded over the
+    replicas, gradients reduce-scattered once all are computed and the updated parameters all-gathered) through the
+    CLI, beside ZeRO 0 run the same way: step time, the optimizer state held per rank and the data-parallel bytes
+    (a reduce-scatter and an all-gather move the all-reduce's bytes)."""
+    base = run_large(f"{name} Adam ZeRO 0", c, optimizer="adam")
+    payload = run_large(f"{name} Adam ZeRO 1", c, zero=1, optimizer="adam")
+    if base is None or payload is None:
+        return
+    held = [sum(s["optimizer_bytes"] for s in p["stages"]) / len(p["stages"]) / 2**30 for p in (base, payload)]
+    print(f"  ZeRO 1 step {payload['makespan_s']:.2f} s against ZeRO 0's {base['makespan_s']:.2f} s "
+          f"(x{payload['makespan_cycles'] / base['makespan_cycles']:.4f}); optimizer state per rank, mean over the "
+          f"{len(payload['stages'])} stages: {held[0]:.2f} GiB -> {held[1]:.2f} GiB "
+          f"(1/{payload['options']['data_parallel']})"
+          f"; data-parallel bytes sent per rank and step: {data_parallel_bytes(payload)[0] / 2**30:,.1f} GiB "
+          f"either way", flush=True)
 
 
 def compare() -> None:
@@ -235,8 +264,8 @@ def phases(name: str, c: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", choices=("175b", "1t", "compare", "175b-zero3"), default=None,
-                    help="one part (175b-zero3: GPT-3 175B at ZeRO 3, run only when asked for)")
+    ap.add_argument("--only", choices=("175b", "1t", "compare", "175b-zero3", "175b-zero1"), default=None,
+                    help="one part (175b-zero3, 175b-zero1: GPT-3 175B at ZeRO 3 or 1, run only when asked for)")
     ap.add_argument("--phases", action="store_true",
                     help="also compile each large configuration in this process and print where its stages idle")
     args = ap.parse_args()
@@ -246,6 +275,8 @@ def main() -> None:
             phases("gpt3-175b", LARGE["gpt3-175b"])
     if args.only == "175b-zero3":
         zero3("gpt3-175b", LARGE["gpt3-175b"])
+    if args.only == "175b-zero1":
+        zero1("gpt3-175b", LARGE["gpt3-175b"])
     if args.only in (None, "1t"):
         run_large("megatron-1t", LARGE["megatron-1t"])
         if args.phases:

@@ -396,19 +396,57 @@ def test_an_order_that_contradicts_itself_across_stages_is_reported_as_a_deadloc
 
 # --- ZeRO --------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("zero", [1, 2])
-def test_zero_reduce_scatters_gradients_and_all_gathers_updated_parameters_after_the_update(zero, hw8):
+def test_zero_1_reduce_scatters_gradients_once_and_all_gathers_updated_parameters_after_the_update(hw8):
     grad, params = 10 * 2**20, 5 * 2**20
     topo = topology_of(hw8)
     rs = collective_cost(topo, "reduce_scatter", (0, 1), grad).cycles
     ag = collective_cost(topo, "all_gather", (0, 1), params).cycles
-    comp = compose(step(1, 2, d=2, grad=grad, update=5, params=params), "1f1b", hw8, zero=zero)
+    comp = compose(step(1, 2, d=2, grad=grad, update=5, params=params), "1f1b", hw8, zero=1)
     assert comp.makespan_cycles == 60 + rs + 5 + ag
     assert comp.exposed_cycles == {"transfer": 0, "allreduce": 0, "reduce_scatter": rs, "all_gather": ag}
     (scatter,) = spans_of(comp, "reduce_scatter")
     (gather,) = spans_of(comp, "all_gather")
     assert (scatter.start, gather.start, gather.end) == (60, 60 + rs + 5, comp.makespan_cycles)
     assert not spans_of(comp, "allreduce")
+
+
+def test_zero_2_reduce_scatters_each_micro_batchs_gradients_as_its_backward_pass_ends(hw8):
+    # micro-batch 0's backward ends at 30: its reduce-scatter runs there, micro-batch 1's (ending at 60) waits for
+    # the link; the update follows the second, then the all-gather
+    grad, params = 10 * 2**20, 5 * 2**20
+    topo = topology_of(hw8)
+    rs = collective_cost(topo, "reduce_scatter", (0, 1), grad).cycles
+    ag = collective_cost(topo, "all_gather", (0, 1), params).cycles
+    comp = compose(step(1, 2, d=2, grad=grad, update=5, params=params), "1f1b", hw8, zero=2)
+    assert [(x.start, x.end) for x in spans_of(comp, "reduce_scatter")] == [(30, 30 + rs), (30 + rs, 30 + 2 * rs)]
+    (gather,) = spans_of(comp, "all_gather")
+    assert (gather.start, gather.end) == (30 + 2 * rs + 5, comp.makespan_cycles)
+    assert comp.makespan_cycles == 30 + 2 * rs + 5 + ag
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_under_zero_1_and_2_each_updated_bucket_is_all_gathered_as_its_share_of_the_update_ends(zero, hw8):
+    # three 5 MiB buckets of parameters; an update of 3,000 cycles: gathers at 1,000, 2,000 and 3,000 cycles into it
+    params, bucket = 15 * 2**20, 5 * 2**20
+    ag = collective_cost(topology_of(hw8), "all_gather", (0, 1), bucket).cycles
+    comp = compose(step(1, 1, d=2, update=3000, params=params), "1f1b", hw8, bucket_bytes=bucket, zero=zero)
+    (update,) = spans_of(comp, "update")
+    starts = [x.start for x in spans_of(comp, "all_gather")]
+    assert starts == [update.start + 1000, max(update.start + 2000, starts[0] + ag),
+                      max(update.start + 3000, starts[0] + 2 * ag)]
+    assert comp.makespan_cycles == max(update.end, starts[2]) + ag == max(x.end for x in spans_of(comp, "all_gather"))
+
+
+def test_under_zero_1_no_stage_reduces_before_every_stage_has_its_gradients(hw8):
+    # two stages: stage 1's last backward item ends long before stage 0's; its reduce-scatter waits for stage 0's
+    grad = 10 * 2**20
+    comp = compose(step(2, 2, d=2, grad=grad, update=5), "1f1b", hw8, zero=1)
+    last_items = {s: max(x.end for x in comp.spans if x.stage == s and x.kind == "backward") for s in (0, 1)}
+    assert last_items[1] < last_items[0]
+    scatters = {x.stage: x.start for x in spans_of(comp, "reduce_scatter")}
+    assert scatters == {0: last_items[0], 1: last_items[0]}
+    updates = {x.stage: x.start for x in spans_of(comp, "update")}
+    assert updates[1] >= max(x.end for x in spans_of(comp, "reduce_scatter"))
 
 
 def test_a_zero_stage_above_3_is_refused(hw8):

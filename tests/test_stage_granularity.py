@@ -202,9 +202,9 @@ def test_auto_granularity_switches_by_the_estimated_tasks(block):
     assert granularity_of(A.models.build("transformer_block"), big, chips, DEFAULT_LIMITS) == "task"
 
 
-@pytest.mark.parametrize("change", [{"microbatches": 10**6}, {"data_parallel": 16}, {"zero": 1, "data_parallel": 2}])
+@pytest.mark.parametrize("change", [{"microbatches": 10**6}, {"data_parallel": 16}, {"exact": 1.0}])
 def test_auto_keeps_a_step_the_stage_level_cannot_take_at_task_level(block, change):
-    # a million micro-batches (more composed items than the limit), more replicas than chips, ZeRO: auto
+    # a million micro-batches (more composed items than the limit), more replicas than chips, exact: auto
     # leaves them to the task level, whose own limits and messages apply (a hostile size is refused there)
     options = StepOptions.of(**{"microbatches": AUTO_STAGE_TASKS, **change})
     assert stage_refusal(block, options, 8, DEFAULT_LIMITS) is not None
@@ -225,7 +225,7 @@ def test_a_step_above_the_task_limit_compiles_at_stage_granularity(block, hw):
     assert isinstance(step, StageStep) and step.options.microbatches == m
 
 
-@pytest.mark.parametrize("change, word", [({"zero": 1, "data_parallel": 2}, "zero"), ({"exact": 1.0}, "exact")])
+@pytest.mark.parametrize("change, word", [({"exact": 1.0}, "exact")])
 def test_options_stage_granularity_does_not_model_are_refused_by_name(block, hw, change, word):
     with pytest.raises(ScheduleError, match=rf"{word}=.*not modelled at stage granularity.*granularity='task'"):
         A.compile(block, hw, granularity="stage", **change)

@@ -137,12 +137,13 @@ def _key(kind: str, microbatch: int, chunk: int, M: int) -> int:
 def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, int, int], Booking],
           buckets: dict[tuple[int, int], list[tuple[int, Booking]]], send: Callable[[int, int, int], Booking | None],
           gathers: dict[tuple[int, str], tuple[tuple[int, int, int, Booking, int], ...]] | None = None,
-          per_microbatch: bool = False) -> list[list[_Planned]]:
+          per_microbatch: bool = False, sends_per_microbatch: bool = False) -> list[list[_Planned]]:
     """Per stage, its items with their cycles, inputs, outputs, transfers, buckets and weight gradients
     sent to other stages (`send`: from stage, to stage, bytes -> its booking); under ZeRO 3 the parameter
-    gathers of each (chunk, kind) (`gathers`: bookings.pass_gather_bookings), and every gradient-producing
-    item's buckets and weight gradients sent to other stages (`per_microbatch`: the task level sums no gradient
-    over the step under ZeRO, planning/step_sums.py), not only the chunk's last one's."""
+    gathers of each (chunk, kind) (`gathers`: bookings.pass_gather_bookings); every gradient-producing item's
+    buckets (`per_microbatch`: ZeRO 2 and 3 reduce-scatter each micro-batch's gradients), and its weight
+    gradients sent to other stages (`sends_per_microbatch`: the task level sums no gradient over the step under
+    ZeRO, planning/step_sums.py), not only the chunk's last one's."""
     gathers = gathers or {}
     # (source chunk, kind) -> (reading chunk, index into its gathers, transfer) of the copies it sends
     copies: dict[tuple[int, str], list[tuple[int, int, Booking]]] = {}
@@ -180,7 +181,7 @@ def _plan(work: StepWork, order: Order, split: bool, transfers: dict[tuple[int, 
                     gives_after = min(cycles, max(1, chunk.input_grad_after))
                 elif not split:
                     gives_after = max(1, cycles - chunk.weight_grad_cycles)
-            if last_sender[(s, c)] is it or (per_microbatch and it.kind == last_sender[(s, c)].kind):
+            if last_sender[(s, c)] is it or (sends_per_microbatch and it.kind == last_sender[(s, c)].kind):
                 sends = tuple((dest % p, send(s, dest % p, nbytes)) for dest, nbytes in chunk.update_sends)
                 lag = chunk.update_send_after_split if split else chunk.update_send_after
                 sends_after = cycles if lag < 0 else min(cycles, lag)
@@ -220,9 +221,18 @@ class _Step:
     arrived, until its reader takes it."""
     copy_waiting: dict[tuple[int, str, int, int], simpy.Event] = field(default_factory=dict)
     whole_reduction: bool = False
-    """ZeRO 3: a stage's whole update waits for every bucket of its gradients and the reduction of the sums of
+    """ZeRO: a stage's whole update waits for every bucket of its gradients and the reduction of the sums of
     those other stages send it (the task level's optimizer step on a replica's shards follows their whole
     reduction, as optimizer.step() follows backward: zero.update_part)."""
+    every_stage: bool = False
+    """ZeRO 1 and 2: a stage's update waits for every other stage's reductions too (zero.update_part waits for
+    every reduced shard of its replica, whatever stage reduced it)."""
+    boundary: bool = False
+    """ZeRO 1: the deferred buckets are reduce-scattered once every stage's last item has ended (the task level
+    reduces at the accumulation boundary: each reduce-scatter waits for every gradient's last accumulation,
+    zero.reduce_gradients)."""
+    barriers: dict[str, tuple[list[int], simpy.Event]] = field(default_factory=dict)
+    """Name -> (the cycles the stages reached it at, the event that fires once every stage has)."""
     arrived: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     """Input key -> (producer's stage, its index in the stage's trace, cycle it ended, cycle the input
     arrived)."""
@@ -258,10 +268,10 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     the pass, as a backward pass produces gradients layer by layer); then the update (_update_parts): each
     bucket's share of it once that bucket is reduced, and its last `sent_update_cycles`
     (StageWork.sent_update_cycles; -1: all of it) once every bucket is reduced and the weight gradients other
-    stages send have arrived; under ZeRO then the all-gather of the updated parameters, which the next step
-    needs. With a reduction of the sums of the gradients sent (step.sent_reduce), the first `sent_sum_cycles`
-    of that part add them up as soon as they have arrived, cutting into the update's part running then (the
-    task level's add is backward work, ahead of updates), the collective follows, and the rest waits for it.
+    stages send have arrived; under ZeRO 1 and 2 the all-gather of the updated parameters, which the next step
+    needs, each bucket once its share of the update has run. With a reduction of the sums of the gradients sent
+    (step.sent_reduce), the first `sent_sum_cycles` of that part add them up as soon as they have arrived,
+    cutting into the update's part running then (the task level's add is backward work, ahead of updates), the collective follows, and the rest waits for it.
 
     The chip keeps its own `clock` and lets SimPy's time catch up only before it books links (so links are
     booked in time order) or waits for an input not yet produced; items that touch no link cost no event. An
@@ -364,13 +374,17 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
                 step.copies[key] = arrival
                 if key in step.copy_waiting:
                     step.copy_waiting.pop(key).succeed()
-    if step.deferred.get(stage):  # AFTER_BACKWARD: the whole gradients once the stage's last item ended
+    if step.boundary:  # ZeRO 1: every stage's gradients are complete before any is reduced
+        clock = yield from _barrier(step, "accumulated", clock)
+    if step.deferred.get(stage):  # AFTER_BACKWARD (ZeRO 1): the whole gradients once its (every) last item ended
         if clock > env.now:
             yield env.timeout(clock - env.now)
         for chunk, (_, booking) in step.deferred[stage]:
             b_start, b_end = book.book_collective(booking, clock)
             spans.append((b_start, stage, step.reduce_kind, chunk, -1, b_end))
             reduced = max(reduced, b_end)
+    if step.every_stage:  # ZeRO 1 and 2: the update waits for every stage's reductions
+        reduced = yield from _barrier(step, "reduced", reduced)
     if step.pending_sends.get(stage):
         event = step.sends_done[stage] = env.event()
         yield event
@@ -414,16 +428,33 @@ def _run_stage(step: _Step, stage: int, plan: list[_Planned], update_cycles: int
     start = max(arrived, sums_reduced)
     waited[0] += start - arrived
     clock = start + late - summing
-    spans.append((start if first is None else first, stage, "update", -1, -1, clock))
+    updating = start if first is None else first
+    spans.append((updating, stage, "update", -1, -1, clock))
     step.tail[stage] = (waited[0], waited[1], clock)
-    if step.gathers.get(stage):
-        if clock > env.now:
-            yield env.timeout(clock - env.now)
-        for gather in step.gathers[stage]:
-            g_start, g_end = book.book_collective(gather, clock)
-            spans.append((g_start, stage, "all_gather", -1, -1, g_end))
-        clock = max(clock, g_end)
+    n = len(step.gathers.get(stage, ()))
+    for i, gather in enumerate(step.gathers.get(stage, ())):
+        # ZeRO 1 and 2: a parameter is all-gathered as soon as its part is updated (zero.gather_updates): bucket i
+        # of n once (i + 1)/n of the update has run, so only the last bucket's gather follows the update
+        at = updating + math.ceil((i + 1) * (clock - updating) / n)
+        if at > env.now:
+            yield env.timeout(at - env.now)
+        g_start, g_end = book.book_collective(gather, at)
+        spans.append((g_start, stage, "all_gather", -1, -1, g_end))
+        if i == n - 1:
+            clock = max(clock, g_end)
     step.ends[stage] = clock
+
+
+def _barrier(step: _Step, name: str, cycle: int) -> Generator:
+    """Wait until every pipeline stage has reached barrier `name` (this one at `cycle`); returns the latest
+    cycle any reached it at."""
+    reached, event = step.barriers.setdefault(name, ([], step.env.event()))
+    reached.append(cycle)
+    if len(reached) == len(step.trace):
+        event.succeed()
+    else:
+        yield event
+    return max(reached)
 
 
 def _gather(step: _Step, stage: int, item: Item, gather: tuple[int, int, int, Booking, int], ready: int
@@ -457,8 +488,12 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
             zero: int = 0, reduction: str = "overlap") -> Composition:
     """Time one step of `work` under the pipeline schedule named `schedule` on `hw` (cycles). `zero` is the
     ZeRO stage (0 to 3): from 1 on, gradient buckets are reduce-scattered over the replicas (the update's cycles
-    are the shard's, as templates measure them) and, at 1 and 2, the updated parameters all-gathered, in
-    buckets of `bucket_bytes`, after the update; at 3, as the task level plans it (hierarchy/zero3.py), no
+    are the shard's, as templates measure them), a weight gradient for another stage is sent every micro-batch,
+    and the whole update waits for every reduction; at 1 and 2, as the task level plans them, every stage's
+    update waits for every stage's reductions and each bucket of `bucket_bytes` of updated parameters is
+    all-gathered once its share of the update has run; at 1 the buckets are reduce-scattered once every
+    stage's last item has ended (the accumulation boundary), at 2 each micro-batch's as its backward pass
+    completes them; at 3, as the task level plans it (hierarchy/zero3.py), no
     all-gather follows the update: each forward and backward item all-gathers the parameters it reads
     (ChunkWork.forward_gathers, backward_gathers) and waits for them, every micro-batch's gradients are
     reduce-scattered as its backward pass completes them, and the whole update waits for every reduction;
@@ -481,14 +516,15 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
     sent = sent_gradient_bytes(work)  # reduced after the sends, in no bucket (nor, AFTER_BACKWARD, chunk's whole)
     buckets = bucket_bookings(work, topo, reduce_kind, None if after else bucket_bytes, book, sent)
     gathers = gather_bookings(work, topo, bucket_bytes, book) if zero in (1, 2) else {}
-    plans = _plan(work, order, split, transfer_bookings(work, topo, book), {} if after else buckets,
+    plans = _plan(work, order, split, transfer_bookings(work, topo, book), {} if after or zero == 1 else buckets,
                   gradient_sender(work, topo, book), pass_gather_bookings(work, topo, book) if zero == 3 else None,
-                  per_microbatch=zero == 3)
+                  per_microbatch=zero in (2, 3), sends_per_microbatch=zero > 0)
     deferred: dict[int, list[tuple[int, tuple[int, Booking]]]] = {}
-    for (s, c), bookings in (sorted(buckets.items()) if after else ()):
+    for (s, c), bookings in (sorted(buckets.items()) if after or zero == 1 else ()):
         deferred.setdefault(s, []).extend((c, b) for b in bookings)
     step = _Step(simpy.Environment(), book, reduce_kind, gathers, deferred, after, trace=[[] for _ in range(p)],
-                 sent_reduce=sent_reductions(work, topo, reduce_kind, sent, book), whole_reduction=zero == 3)
+                 sent_reduce=sent_reductions(work, topo, reduce_kind, sent, book), whole_reduction=zero > 0,
+                 every_stage=zero in (1, 2), boundary=zero == 1)
     for plan in plans:
         for planned in plan:
             for to, _ in planned.update_sends:

@@ -44,7 +44,7 @@ from typing import Any, Mapping
 
 from accelsim import models
 from accelsim.compiler.hierarchy.template_mappings import mappings_by_place, template_entries
-from accelsim.compiler.hierarchy.templates import chunk_figures, chunk_options, measure_step
+from accelsim.compiler.hierarchy.templates import chunk_figures, chunk_options, measure_step, replica0_leaf_bytes
 from accelsim.compiler.hierarchy.work import StageWork, StepWork
 from accelsim.compiler.planning.chip_map import chip_map
 from accelsim.compiler.planning.expand import Planner
@@ -224,7 +224,8 @@ def templated_work(recipe: Recipe, hw: HwSpec, options: StepOptions, max_tasks: 
     m = measure_step(small, hw, measured_options)
     figures = chunk_figures(m, measured_options)
     chunk_kind = tuple(kinds[sig] for sig in signatures)
-    work = _step_work(small, m.plan.leaf_bytes, figures, chunk_kind, options, chips, recipe)
+    held = {**m.plan.leaf_bytes, **replica0_leaf_bytes(m, measured_options)}  # ZeRO 1 and 2: replica 0's shards
+    work = _step_work(small, held, figures, chunk_kind, options, chips, recipe)
     return Templated(work, small, names, tuple(starts), chunk_kind, m.costs.recorded())
 
 

@@ -30,9 +30,9 @@ DEFAULT_STAGE_SCHEDULE = "1f1b"
 """The pipeline schedule of a stage-granularity step whose options name none (StepOptions.pipeline_schedule)."""
 
 
-UNSUPPORTED = {"zero": (0, 3), "exact": (None,)}
-"""Options stage granularity does not model in full yet, with the values it accepts (ZeRO 1 and 2: compose.py
-times them, but templates do not yet measure their sharded update)."""
+UNSUPPORTED = {"zero": (0, 1, 2, 3), "exact": (None,)}
+"""Options stage granularity does not model in full yet, with the values it accepts (every ZeRO stage: templates
+measure the sharded update, compose.py times the reductions and gathers as the task level plans them)."""
 
 
 ITEMS_PER_CHUNK = 3

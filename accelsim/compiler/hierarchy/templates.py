@@ -56,16 +56,19 @@ from accelsim.compiler.planning.expand import Planner
 from accelsim.compiler.planning.node_costs import CostTable
 from accelsim.compiler.planning.step_sums import step_summed_gradients, step_summed_parts
 from accelsim.compiler.planning.tasks import Plan, TaskSpec
+from accelsim.compiler.planning.zero import Sharding, sharding
 from accelsim.compiler.timing.list_sched import Timed
 from accelsim.compiler.timing.search import time_plan
 from accelsim.errors import ScheduleError
 from accelsim.graph.ir import Graph
-from accelsim.hw.precision import tensor_bytes
+from accelsim.hw.precision import master_split, tensor_bytes, tensor_elem_bytes
 from accelsim.hw.spec import HwSpec
 from accelsim.model_states import model_state_kinds
+from accelsim.ops.registry import numel
 from accelsim.remat import REMAT_PASS, rematerialize
 from accelsim.schedule.levels import chip_list
 from accelsim.schedule.options import StepOptions
+from accelsim.schedule.split import rows_shape
 
 RECOMPUTE_SUFFIX = ".recompute"
 """How accelsim.remat's rewrite names the backward copy of a recomputed forward node."""
@@ -266,11 +269,12 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
     figures = chunk_figures(m, options)
     kinds = model_state_kinds(m.graph) if m.graph.optimizer is not None else {}
     step_chips = chip_map(len(m.plan.chips), options)
+    held = replica0_leaf_bytes(m, options)
     stages = []
     for s in range(p):
         mine = [figures[c] for c in range(s, p * v, p)]
         leaves = frozenset().union(*(f.leaves for f in mine))
-        state_bytes = {kind: sum(m.plan.leaf_bytes[n] for n in leaves if kinds.get(n) == kind)
+        state_bytes = {kind: sum(held.get(n, m.plan.leaf_bytes[n]) for n in leaves if kinds.get(n) == kind)
                        for kind in ("param", "optimizer_state")}
         stages.append(StageWork(
             stage=s, chips=tuple(step_chips[(0, s, k)] for k in range(t)),
@@ -281,6 +285,26 @@ def work_of(m: Measured, options: StepOptions) -> StepWork:
             sent_sum_cycles=sum(f.sent_sum_cycles for f in mine)))
     return StepWork(stages=tuple(stages), chunks=tuple(f.work for f in figures), microbatches=options.microbatches,
                     data_parallel=options.data_parallel, tensor_parallel=t, virtual_stages=v)
+
+
+def replica0_leaf_bytes(m: Measured, options: StepOptions) -> dict[int, int]:
+    """ZeRO 1 and 2: leaf -> the bytes replica 0 holds of each leaf the task level stores as shards (optimizer
+    state: rows part 0 of d, as zero.ZeroSteps.leaf_shards), and of each trainable parameter whose fp32 master
+    it shards (the whole working copy and rows part 0 of the master, as ZeroSteps.master_shards); {} otherwise
+    (ZeRO 3's figures are left as they were measured)."""
+    d = options.data_parallel
+    if options.zero not in (1, 2) or d == 1:
+        return {}
+    graph, hw = m.graph, m.hw
+    shards = sharding(graph, options.zero, d)
+    out = {i: numel(rows_shape(graph.nodes[i].shape, 0, d)) * tensor_elem_bytes(graph, graph.nodes[i], hw)
+           for i in shards.leaves}
+    for i in shards.masters:
+        node = graph.nodes[i]
+        split = master_split(graph, node, hw)
+        if split is not None:
+            out[i] = numel(node.shape) * split[0] + numel(rows_shape(node.shape, 0, d)) * split[1]
+    return out
 
 
 def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
@@ -341,6 +365,8 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
 
     later = options.microbatches - 1
     shards = zero3_sharding(graph, options.data_parallel) if zero == 3 else None
+    # ZeRO 1 and 2: the update is replica 0's rows parts of the nodes the task level cuts (zero.sharding)
+    update_shards = sharding(graph, zero, options.data_parallel) if zero in (1, 2) else None
     handed = input_grad_transfers(plan, chunk_of_chip, wgrad)
     update_sends = update_send_tasks(plan, chunk_of_chip, handed)  # weight gradients sent back
     # ZeRO 3: the weight gradients sent to other stages' updates run after the input gradient's chain, not in a
@@ -361,6 +387,8 @@ def chunk_figures(m: Measured, options: StepOptions) -> list[ChunkFigures]:
         if shards is not None:  # ZeRO 3: the passes wait for their parameters' gathers; the update is one shard's
             work, update, sent_update = _zero3(m, ranks[c][0], work, intervals, shards, update, sent_update,
                                                chunk_of_chip, sent_grads)
+        elif update_shards is not None:
+            update, sent_update = _sharded_update(m, ranks[c][0], update_shards, update, sent_update)
         figures.append(ChunkFigures(
             work=work, update_cycles=update, sent_update_cycles=sent_update,
             sent_sum_cycles=min(sent_update, max(busy_cycles(sum_spans.get(chip, [])) for chip in ranks[c])),
@@ -411,6 +439,16 @@ def _zero3(m: Measured, chip: int, work: ChunkWork, intervals: dict[int, list[tu
     part, whole = shard_update_share(m.graph, m.costs, chip, [t for t in mine if t.phase == "update"], shards)
     share = (lambda n: math.ceil(n * part / whole)) if whole else (lambda n: n)
     return replace(work, forward_gathers=forward, backward_gathers=backward), share(update), share(sent_update)
+
+
+def _sharded_update(m: Measured, chip: int, shards: Sharding, update: int, sent_update: int) -> tuple[int, int]:
+    """ZeRO 1 and 2: a chunk's update (and the part of it waiting for sent gradients), read on its rank-0 chip, cut
+    to the share replica 0's rows parts cost (zero3.shard_update_share), as the task level updates one shard."""
+    mine = [t for t in m.plan.tasks if t.chip == chip and t.kind != TRANSFER and t.phase == "update"]
+    part, whole = shard_update_share(m.graph, m.costs, chip, mine, shards)
+    if not whole:
+        return update, sent_update
+    return math.ceil(update * part / whole), math.ceil(sent_update * part / whole)
 
 
 def update_send_lags(m: Measured, chunk_of_chip: dict[int, int], sends: list[TaskSpec],
