@@ -35,6 +35,8 @@ def _finite(value: object) -> object:
 
 def check_report_path(path: str | Path, option: str = "--report") -> Path:
     """`path` as a Path if a report may be written there, else ReportPathError naming it and the reason."""
+    if "\x00" in str(path):  # os.stat would raise ValueError: only a caller from Python can pass one
+        raise ReportPathError(f"{option} {str(path)!r}: a file name cannot contain a NUL byte")
     p = Path(path)
     if p.suffix.lower() not in FORMATS:
         raise ReportPathError(f"{option} {path}: the file name must end in .csv or .json (the format), got "

@@ -341,10 +341,18 @@ def _parent_file(path: Path) -> Path | None:
     return next((p for p in path.parents if p.exists() and not p.is_dir()), None)
 
 
+def _check_path_text(path: str, option: str) -> None:
+    """A NUL byte cannot stand in a file name (the OS call raises ValueError): only main() called from Python can
+    pass one, and it gets the same one-paragraph refusal as any other bad target."""
+    if "\x00" in path:
+        raise AccelsimError(f"{option} {path!r}: a file name cannot contain a NUL byte")
+
+
 def check_file_target(path: str | None, option: str) -> None:
     """Refuse, before any work, an output file that is an existing directory or lies below a file."""
     if path is None:
         return
+    _check_path_text(path, option)
     kind = special_target(path)
     if kind == "a directory":
         raise AccelsimError(f"{option} {path}: is a directory; expected a file name")
@@ -359,6 +367,7 @@ def check_dir_target(path: str | None, option: str) -> None:
     """Refuse, before any work, an output directory that is an existing file or lies below a file."""
     if path is None:
         return
+    _check_path_text(path, option)
     blocker = Path(path) if Path(path).exists() and not Path(path).is_dir() else _parent_file(Path(path))
     if blocker is not None:
         raise AccelsimError(f"{option} {path}: {blocker} is an existing file, not a directory")

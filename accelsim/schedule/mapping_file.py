@@ -188,6 +188,7 @@ def write_mapping_file(mappings: tuple[NodeMapping, ...] | None, path: str | Pat
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
-    except OSError as e:
-        raise MappingFileError(f"{path}: cannot write the mapping file: {e.strerror or e}") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the name, which only Python can pass
+        raise MappingFileError(f"{str(path)!r}: cannot write the mapping file: "
+                               f"{getattr(e, 'strerror', None) or e}") from None
     return p

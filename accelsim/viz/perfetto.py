@@ -68,7 +68,7 @@ def write_perfetto(result: Result, path: str | Path, layers: Sequence[str] | Non
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w") as f:
             json.dump(trace, f, sort_keys=True)
-    except (OSError, TypeError) as e:
+    except (OSError, TypeError, ValueError) as e:  # ValueError: a NUL byte in the name
         raise AccelsimError(f"cannot write the Perfetto trace to {str(path)!r}: {e}") from None
     return trace
 
