@@ -1,6 +1,7 @@
 """The `fusion` step option (compiler/fusion.py): a fused step compiles, checks and simulates as the fused
 graph's schedule, auto keeps the unfused step unless fusion wins, bad values and graphs are refused."""
 import math
+import re
 
 import pytest
 
@@ -70,8 +71,9 @@ def test_a_bad_fusion_value_is_refused_naming_the_choices(value):
 
 def test_fusion_of_a_training_step_is_refused_and_auto_leaves_it_unfused():
     train = A.training_graph(A.models.build("superres", size=8, width=4))
-    with pytest.raises(ScheduleError, match="layer fusion applies to inference graphs.*backward pass reads"):
+    with pytest.raises(ScheduleError, match="layer fusion applies to inference graphs.*backward pass reads") as e:
         A.compile(train, "tpu_v1_like", fusion=2)
+    assert re.search(r"a backward pass \(its first node %\d+ \w+ in layer 'loss'\)", str(e.value))  # not a const
     assert A.compile(train, "tpu_v1_like", fusion="auto", effort="fast").options.fusion == "off"
 
 

@@ -36,6 +36,7 @@ from accelsim.graph.ir import Graph
 from accelsim.graph.provenance import AppliedPass
 from accelsim.hw.precision import at_precision
 from accelsim.hw.spec import HwSpec
+from accelsim.layer_names import layer_names
 from accelsim.mapping.errors import MappingSpecError
 from accelsim.passes.fuse_chains import plan_fusion
 from accelsim.passes.fuse_layers import FUSION_TILES, pass_name
@@ -86,11 +87,14 @@ def fused(graph: Graph, hw: HwSpec | None, tiles: int, stage_weights: bool = Tru
 
 def _refused(graph: Graph) -> str:
     """Why `graph` cannot be fused ("" if it can: an inference graph)."""
-    later = training_node(graph)
-    if later is None:
+    first = training_node(graph)
+    if first is None:
         return ""
-    return (f"layer fusion applies to inference graphs, and {graph.name!r} has {later.phase} node %{later.id} "
-            f"{later.name!r}: the backward pass reads the intermediates fusion keeps on chip")
+    # named by its first computed node and that node's layer (a constant the gradient rules made says little)
+    later = next((n for n in graph.nodes if n.phase != "forward" and not n.is_leaf), first)
+    return (f"layer fusion applies to inference graphs, and {graph.name!r} has a {later.phase} pass (its first "
+            f"node %{later.id} {later.op} in layer {layer_names(graph)[later.id]!r}): the backward pass reads the "
+            f"intermediates fusion keeps on chip")
 
 
 def fused_by(graph: Graph, hw: HwSpec | None, passes: tuple[AppliedPass, ...]) -> tuple[Graph | None, str,
