@@ -173,6 +173,13 @@ def _step_header(s: RunSummary, c: Compiled) -> str:
     parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
     parts += [f"ZeRO stage {o.zero}"] * bool(o.zero)
     parts += ["tensor nodes split over unit instances"] * bool(o.split)
+    # the options that change the step but had no word here: a header must say what was simulated
+    parts += [f"pipeline schedule {o.pipeline_schedule}"] * (o.pipeline_schedule is not None)
+    parts += [f"at most {o.max_in_flight} in flight"] * (o.max_in_flight is not None)
+    parts += [f"{o.precision} precision"] * (o.precision is not None)
+    parts += [f"remat {o.remat}"] * (o.remat is not None)
+    parts += [f"fusion {o.fusion}"] * (o.fusion != "off")
+    parts += [f"gradients reduced {o.gradient_reduction}"] * (o.gradient_reduction != "overlap")
     return (f"{'training step' if s.training else 'inference'} of {c.graph.name} on {c.hw.name}: "
             f"{', '.join(parts)}; {fmt.count(s.tasks)} tasks compiled in {fmt.wall(c.seconds)}")
 
