@@ -535,7 +535,9 @@ def compose(work: StepWork, schedule: str, hw: HwSpec, bucket_bytes: int = DDP_B
                                           work.stages[s].sent_sum_cycles))
               for s in range(p)]
     step.env.run()
-    stuck = [f"stage {s} waits to start {step.waits_for[s]}" for s in range(p) if not stages[s].triggered]
+    stuck = [f"stage {s} waits to start {step.waits_for[s]}" if s in step.waits_for else
+             f"stage {s} waits before its update for gradients other stages send or reduce"  # not for an item
+             for s in range(p) if not stages[s].triggered]
     if stuck:
         raise ScheduleError(f"pipeline schedule {schedule!r} deadlocks: {'; '.join(stuck)}, whose input never "
                             f"comes (the schedule's orders of two stages contradict each other)")
