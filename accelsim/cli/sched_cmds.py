@@ -18,7 +18,7 @@ from accelsim.cli.common import (DEFAULT_HW, STEP_RULE, add_hw_args, add_json_ar
 from accelsim.cli.progress import counter, phase
 from accelsim.cli.stage_step import print_stage_step
 from accelsim.cli.layer_table import energy_table, time_table
-from accelsim.cli.summary import exact_line, print_check, print_summary
+from accelsim.cli.summary import exact_line, print_check, print_summary, step_words
 from accelsim.errors import AccelsimError
 from accelsim.graph.ir import Graph
 from accelsim.hw import load_hw
@@ -167,11 +167,7 @@ def _compile(args: argparse.Namespace, checking: bool = False) -> Compiled:
 
 def _step_header(s: RunSummary, c: Compiled) -> str:
     o = c.schedule.options
-    parts = [fmt.plural(s.samples_per_step, "sample") + " per step",
-             fmt.plural(o.microbatches, "micro-batch", "micro-batches"), fmt.plural(o.data_parallel, "replica"),
-             fmt.plural(o.pipeline_stages, "stage")]
-    parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
-    parts += [f"ZeRO stage {o.zero}"] * bool(o.zero)
+    parts = step_words(o, s.samples_per_step)
     parts += ["tensor nodes split over unit instances"] * bool(o.split)
     # the options that change the step but had no word here: a header must say what was simulated
     parts += [f"pipeline schedule {o.pipeline_schedule}"] * (o.pipeline_schedule is not None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from accelsim import fmt
+from accelsim.cli.summary import step_words
 from accelsim.compiler.hierarchy.step import StageStep
 
 
@@ -12,12 +13,7 @@ def print_stage_step(console: Console, step: StageStep, seconds: float) -> None:
     """The step's header, its makespan, throughput, pipeline bubble and exposed communication, and one line
     per stage (its busy cycles and peak stash)."""
     o = step.options
-    parts = [fmt.plural(step.samples_per_step, "sample") + " per step",
-             fmt.plural(o.microbatches, "micro-batch", "micro-batches"), fmt.plural(o.data_parallel, "replica"),
-             fmt.plural(o.pipeline_stages, "stage")]
-    parts += [f"{o.virtual_stages} virtual stages"] * (o.virtual_stages > 1)
-    parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
-    parts += [f"ZeRO stage {o.zero}"] * bool(o.zero)
+    parts = step_words(o, step.samples_per_step)
     console.print(f"{'training step' if step.training else 'inference'} of {step.graph_name} on {step.hw_name}: "
                   f"{', '.join(parts)}; stage granularity, pipeline schedule {o.pipeline_schedule}, composed in "
                   f"{fmt.wall(seconds)}")

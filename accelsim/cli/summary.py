@@ -12,6 +12,7 @@ from rich.table import Table
 
 from accelsim import fmt
 from accelsim.metrics import Rates
+from accelsim.schedule.options import StepOptions
 from accelsim.schedule.plan import Schedule
 from accelsim.summary import RunSummary
 
@@ -31,6 +32,19 @@ SHOWN = frozenset((
 """Keys of RunSummary.to_dict() printed in their own words below (or plumbing). Keys ending in _definition
 are the metrics' definitions, kept for the JSON; the terminal says each in a phrase."""
 
+
+
+def step_words(o: StepOptions, samples_per_step: int) -> list[str]:
+    """The parallelism a step header states, at task and at stage granularity alike (run's header,
+    stage_step.print_stage_step): samples per step, micro-batches, replicas, stages and the options that
+    shard it."""
+    parts = [fmt.plural(samples_per_step, "sample") + " per step",
+             fmt.plural(o.microbatches, "micro-batch", "micro-batches"), fmt.plural(o.data_parallel, "replica"),
+             fmt.plural(o.pipeline_stages, "stage")]
+    parts += [f"{o.virtual_stages} virtual stages"] * (o.virtual_stages > 1)
+    parts += [f"{o.tensor_parallel} tensor-parallel ranks"] * (o.tensor_parallel > 1)
+    parts += [f"ZeRO stage {o.zero}"] * bool(o.zero)
+    return parts
 
 def exact_line(schedule: Schedule) -> str | None:
     """What the exact mode proved, in one line ("exact: optimal (proved) ..."); None without it."""
